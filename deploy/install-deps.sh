@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# install-deps.sh [--test] - install the Debian 12 packages egressd builds with
+# (and, with --test, those its test suite uses).  Installs only what is
+# missing, so a second run asks apt nothing.  Needs root when anything is.
+set -eu
+
+build_pkgs=(meson ninja-build pkg-config gcc libc6-dev
+            libevent-dev libssl-dev libpcre2-dev libmaxminddb-dev libjansson-dev
+            libcurl4-openssl-dev)
+# clang + compiler-rt: the ASan/UBSan build and libFuzzer; python3 reads meson's
+# test list; clang-format checks the committed style.
+test_pkgs=(clang libclang-rt-14-dev clang-format python3)
+
+pkgs=("${build_pkgs[@]}")
+[ "${1-}" = --test ] && pkgs+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}; run as root or: apt-get install ${missing[*]}" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >&2
+apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
