@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# tests/run.sh - install what the suite needs, build, run every test, and end
+# with one line "N passed, M failed" (exit status 1 when M > 0).
+#
+# Builds (under build/):
+#   gcc    gcc, -Wall -Wextra -Werror          unit tests, bench smoke run
+#   clang  clang, same flags                   compiles clean with clang too
+#   asan   clang, ASan + UBSan                 unit tests again, under sanitizers
+#   fuzz   clang, libFuzzer + ASan + UBSan     each harness for FUZZ_SECONDS
+#
+# Environment: FUZZ_SECONDS (default 60; 0 skips fuzzing, and says so),
+# SHARED_DIR (default ../shared beside the checkout: the third-party test data).
+# Each check prints one line; logs of every step are in build/test-logs/.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+SHARED_DIR=${SHARED_DIR:-$top/../shared}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+logs=$top/build/test-logs
+passed=0
+failed=0
+
+export CLIENTHELLO_DIR=$SHARED_DIR/data/clienthello
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# Nothing under test may use this machine's certificate or proxy settings.
+unset CURL_CA_BUNDLE SSL_CERT_FILE GIT_SSL_CAINFO NODE_EXTRA_CA_CERTS \
+      http_proxy https_proxy HTTP_PROXY HTTPS_PROXY no_proxy NO_PROXY
+
+pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$*"; }
+fail() { failed=$((failed + 1)); printf 'FAIL %s\n' "$*"; }
+
+# step NAME LOG CMD...: run CMD with output to LOG; one check.
+step() {
+    local name=$1 log=$2
+    shift 2
+    if "$@" >"$log" 2>&1; then
+        pass "$name"
+    else
+        fail "$name (log: ${log#"$top"/})"
+        tail -n 20 "$log" | sed 's/^/    /'
+        return 1
+    fi
+}
+
+# setup_build DIR CC [meson options...]: configure once, then build; one check.
+setup_build() {
+    local dir=$1 compiler=$2
+    shift 2
+    local log=$logs/build-$(basename "$dir").log
+    if [ ! -f "$dir/build.ninja" ]; then
+        step "build $(basename "$dir") ($compiler $*)" "$log" \
+            env CC="$compiler" sh -c 'meson setup "$@" && ninja -C "$0"' "$dir" "$dir" "$@"
+    else
+        step "build $(basename "$dir") ($compiler $*)" "$log" ninja -C "$dir"
+    fi
+}
+
+# run_tap NAME LOG CMD...: run a TAP-producing program; every "ok" and
+# "not ok" line is one check, and a non-zero exit without a failing line
+# (a crash, a sanitizer report) is one more failure.
+run_tap() {
+    local name=$1 log=$2 rc=0 ok_n nok_n
+    shift 2
+    "$@" >"$log" 2>&1 || rc=$?
+    ok_n=$(grep -c '^ok ' "$log")
+    nok_n=$(grep -c '^not ok ' "$log")
+    passed=$((passed + ok_n))
+    failed=$((failed + nok_n))
+    if [ "$rc" -ne 0 ] && [ "$nok_n" -eq 0 ]; then
+        failed=$((failed + 1))
+        nok_n=1
+        echo "not ok - $name exited with status $rc" >>"$log"
+    fi
+    if [ "$nok_n" -eq 0 ]; then
+        printf 'PASS %s (%d checks)\n' "$name" "$ok_n"
+    else
+        printf 'FAIL %s (%d passed, %d failed; log: %s)\n' "$name" "$ok_n" "$nok_n" "${log#"$top"/}"
+        grep -A2 '^not ok' "$log" | head -n 30 | sed 's/^/    /'
+        grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$log" | head -n 5 | sed 's/^/    /'
+    fi
+}
+
+# The unit tests meson knows of in a build directory, as "name<TAB>program".
+unit_tests() {
+    meson introspect "$1" --tests | python3 -c '
+import json, sys
+for t in json.load(sys.stdin):
+    print(t["name"] + "\t" + t["cmd"][0])'
+}
+
+run_unit_tests() {
+    local dir=$1 label=$2 name prog
+    while IFS=$'\t' read -r name prog; do
+        run_tap "$label $name" "$logs/$label-$name.log" "$prog"
+    done < <(unit_tests "$dir")
+}
+
+# run_fuzzer NAME PROGRAM SEEDS_DIR: the seeds are SEEDS_DIR/*.bin; FUZZ_SECONDS of libFuzzer from the seeds.
+run_fuzzer() {
+    local name=$1 prog=$2 seeds=$3 log=$logs/fuzz-$1.log corpus
+    if [ "$FUZZ_SECONDS" -eq 0 ]; then
+        printf 'SKIP fuzz %s (FUZZ_SECONDS=0; not counted)\n' "$name"
+        return
+    fi
+    corpus=$top/build/fuzz-corpus/$name
+    mkdir -p "$corpus"
+    cp -n "$seeds"/*.bin "$corpus"/
+    if step "fuzz $name for ${FUZZ_SECONDS}s" "$log" \
+        "$prog" -max_total_time="$FUZZ_SECONDS" -max_len=20000 -print_final_stats=1 \
+        -artifact_prefix="$top/build/fuzz-" "$corpus"; then
+        grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss)' "$log" | sed 's/^/    /'
+    fi
+}
+
+mkdir -p "$logs"
+if ! deploy/install-deps.sh --test >"$logs/install.log" 2>&1; then
+    fail "install dependencies (log: build/test-logs/install.log)"
+    tail -n 20 "$logs/install.log"
+    echo "$passed passed, $failed failed"
+    exit 1
+fi
+if [ ! -d "$CLIENTHELLO_DIR" ]; then
+    fail "test data: $CLIENTHELLO_DIR not found (set SHARED_DIR)"
+fi
+
+step "clang-format: sources follow .clang-format" "$logs/format.log" \
+    sh -c 'git ls-files "*.c" "*.h" | xargs clang-format --dry-run --Werror'
+
+setup_build build/gcc gcc && {
+    run_unit_tests build/gcc gcc
+    step "bench smoke: bench_sni parses every sample" "$logs/bench-sni.log" \
+        build/gcc/bench/bench_sni -n 2000 -r 3 "$CLIENTHELLO_DIR"
+}
+setup_build build/clang clang
+setup_build build/asan clang -Db_sanitize=address,undefined -Db_lundef=false && \
+    run_unit_tests build/asan asan
+setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false && \
+    run_fuzzer sni build/fuzz/tests/fuzz/fuzz_sni "$CLIENTHELLO_DIR"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
