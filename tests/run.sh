@@ -125,8 +125,17 @@ if [ ! -d "$CLIENTHELLO_DIR" ]; then
     fail "test data: $CLIENTHELLO_DIR not found (set SHARED_DIR)"
 fi
 
+# The C sources of the project: what git tracks, or every one outside build/.
+c_sources() {
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files '*.c' '*.h'
+    else
+        find . -path ./build -prune -o -name '*.[ch]' -print
+    fi
+}
+c_sources >"$logs/sources.txt"
 step "clang-format: sources follow .clang-format" "$logs/format.log" \
-    sh -c 'git ls-files "*.c" "*.h" | xargs clang-format --dry-run --Werror'
+    xargs -a "$logs/sources.txt" clang-format --dry-run --Werror
 
 setup_build build/gcc gcc && {
     run_unit_tests build/gcc gcc
