@@ -94,11 +94,18 @@ struct hello_ctx {
     bool have_host;
 };
 
-static bool fail(struct hello_ctx *c, const struct reader *r, enum sni_error e)
+/* Record error e at handshake offset at; returns false for the caller to pass up. */
+static bool fail_at(struct hello_ctx *c, size_t at, enum sni_error e)
 {
-    c->fail_at = r->pos;
+    c->fail_at = at;
     c->error = e;
     return false;
+}
+
+/* The same, where the reader r stopped. */
+static bool fail(struct hello_ctx *c, const struct reader *r, enum sni_error e)
+{
+    return fail_at(c, r->pos, e);
 }
 
 bool sni_is_grease(uint16_t v)
@@ -164,17 +171,17 @@ static bool ext_server_name(struct hello_ctx *c, struct reader *ext)
         if (!rd_u8(&list, &type))
             return fail(c, &list, SNI_E_SNI_LIST);
         if (type != NAME_TYPE_HOST)
-            return c->fail_at = at, c->error = SNI_E_SNI_TYPE, false;
+            return fail_at(c, at, SNI_E_SNI_TYPE);
         if (!rd_vec16(&list, &name))
             return fail(c, &list, SNI_E_SNI_LIST);
         if (c->have_host)
-            return c->fail_at = at, c->error = SNI_E_SNI_TWICE, false;
+            return fail_at(c, at, SNI_E_SNI_TWICE);
         if (rd_left(&name) == 0)
-            return c->fail_at = at, c->error = SNI_E_SNI_EMPTY, false;
+            return fail_at(c, at, SNI_E_SNI_EMPTY);
         enum sni_error e;
         size_t bad = host_check(name.buf + name.pos, rd_left(&name), &e);
         if (e != SNI_E_NONE)
-            return c->fail_at = name.pos + bad, c->error = e, false;
+            return fail_at(c, name.pos + bad, e);
         c->h->host = rd_view(&name);
         c->have_host = true;
     }
@@ -321,7 +328,7 @@ static bool parse_extensions(struct hello_ctx *c, struct reader *r)
         if (!rd_u16(&block, &type) || !rd_vec16(&block, &body))
             return fail(c, &block, SNI_E_EXTENSION);
         if (type < 64 && (low & (UINT64_C(1) << type)))
-            return c->fail_at = at, c->error = SNI_E_EXT_DUPLICATE, false;
+            return fail_at(c, at, SNI_E_EXT_DUPLICATE);
         if (type < 64)
             low |= UINT64_C(1) << type;
         else
@@ -330,7 +337,7 @@ static bool parse_extensions(struct hello_ctx *c, struct reader *r)
             return false;
     }
     if (has_duplicate(high, nhigh))
-        return c->fail_at = block_at, c->error = SNI_E_EXT_DUPLICATE, false;
+        return fail_at(c, block_at, SNI_E_EXT_DUPLICATE);
     return true;
 }
 
@@ -349,7 +356,7 @@ static bool parse_hello(struct hello_ctx *c, struct reader *r)
     if (!rd_u16(r, &version) || rd_left(r) < RANDOM_LEN)
         return fail(c, r, SNI_E_HELLO_SHORT);
     if (version >> 8 != 3)
-        return c->fail_at = r->pos - 2, c->error = SNI_E_HELLO_VERSION, false;
+        return fail_at(c, r->pos - 2, SNI_E_HELLO_VERSION);
     c->h->legacy_version = c->h->max_version = version;
     r->pos += RANDOM_LEN;
     if (!rd_vec8(r, &sid) || rd_left(&sid) > SESSION_ID_MAX)
@@ -363,17 +370,16 @@ static bool parse_hello(struct hello_ctx *c, struct reader *r)
     return parse_extensions(c, r);
 }
 
-static enum sni_result verdict(struct sni_parser *p, enum sni_result res, enum sni_error e,
-                               size_t at)
+/* Settle p's result; from now on sni_parser_feed() takes no bytes. */
+static void verdict(struct sni_parser *p, enum sni_result res, enum sni_error e, size_t at)
 {
     p->result = res;
     p->error = e;
     p->error_at = at;
-    return res;
 }
 
 /* The whole handshake message is in p->hs: parse it. */
-static enum sni_result finish(struct sni_parser *p)
+static void finish(struct sni_parser *p)
 {
     struct hello_ctx c = {.h = &p->hello};
     struct reader r = {p->hs, HS_HEADER, p->hs_need};
@@ -381,51 +387,53 @@ static enum sni_result finish(struct sni_parser *p)
     p->hello = (struct sni_hello){.record_bytes = p->consumed};
     if (!parse_hello(&c, &r)) {
         p->hello = (struct sni_hello){0};
-        return verdict(p, SNI_MALFORMED, c.error, c.fail_at);
+        verdict(p, SNI_MALFORMED, c.error, c.fail_at);
+        return;
     }
-    return verdict(p, c.have_host ? SNI_OK : SNI_NO_SNI, SNI_E_NONE, 0);
+    verdict(p, c.have_host ? SNI_OK : SNI_NO_SNI, SNI_E_NONE, 0);
 }
 
 /* The first bytes of a connection: TLS record, SSL 2.0 hello, or not TLS. */
-static enum sni_result first_bytes(struct sni_parser *p)
+static void first_bytes(struct sni_parser *p)
 {
     const uint8_t *h = p->rec_hdr;
 
     if (h[0] & 0x80) {
         /* SSL 2.0 record: 2-byte length with the high bit set, then msg_type. */
         if (p->rec_hdr_len < 3)
-            return SNI_NEED_MORE;
+            return;
         if (h[2] == SSL2_CLIENT_HELLO)
-            return verdict(p, SNI_MALFORMED, SNI_E_SSLV2, 0);
-        return verdict(p, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE, 0);
+            verdict(p, SNI_MALFORMED, SNI_E_SSLV2, 0);
+        else
+            verdict(p, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE, 0);
+        return;
     }
     if (h[0] != CT_HANDSHAKE)
-        return verdict(p, SNI_NOT_TLS,
-                       h[0] >= 'A' && h[0] <= 'Z' ? SNI_E_HTTP : SNI_E_NOT_HANDSHAKE, 0);
-    if (p->rec_hdr_len >= 2 && h[1] != 3)
-        return verdict(p, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE, 1);
-    return SNI_NEED_MORE;
+        verdict(p, SNI_NOT_TLS, h[0] >= 'A' && h[0] <= 'Z' ? SNI_E_HTTP : SNI_E_NOT_HANDSHAKE, 0);
+    else if (p->rec_hdr_len >= 2 && h[1] != 3)
+        verdict(p, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE, 1);
 }
 
 /* A complete record header (RFC 8446 §5.1): type, legacy_record_version, length. */
-static enum sni_result record_header(struct sni_parser *p)
+static void record_header(struct sni_parser *p)
 {
     const uint8_t *h = p->rec_hdr;
     size_t at = p->consumed - REC_HEADER;
     size_t len = (size_t)h[3] << 8 | h[4];
 
-    if (h[0] != CT_HANDSHAKE)
-        return verdict(p, SNI_MALFORMED, SNI_E_RECORD_TYPE, at);
-    if (h[1] != 3)
-        return verdict(p, SNI_MALFORMED, SNI_E_RECORD_VERSION, at + 1);
-    if (len == 0) /* "MUST NOT send zero-length fragments of Handshake types" */
-        return verdict(p, SNI_MALFORMED, SNI_E_RECORD_EMPTY, at + 3);
-    if (len > SNI_RECORD_MAX)
-        return verdict(p, SNI_MALFORMED, SNI_E_RECORD_LENGTH, at + 3);
-    p->nrecords++;
-    p->rec_left = len;
-    p->rec_hdr_len = 0;
-    return SNI_NEED_MORE;
+    if (h[0] != CT_HANDSHAKE) {
+        verdict(p, SNI_MALFORMED, SNI_E_RECORD_TYPE, at);
+    } else if (h[1] != 3) {
+        verdict(p, SNI_MALFORMED, SNI_E_RECORD_VERSION, at + 1);
+    } else if (len == 0) { /* "MUST NOT send zero-length fragments of Handshake types" */
+        verdict(p, SNI_MALFORMED, SNI_E_RECORD_EMPTY, at + 3);
+    } else if (len > SNI_RECORD_MAX) {
+        verdict(p, SNI_MALFORMED, SNI_E_RECORD_LENGTH, at + 3);
+    } else {
+        p->nrecords++;
+        p->rec_left = len;
+        p->rec_hdr_len = 0;
+    }
 }
 
 /* Read record header bytes; returns how many of data were taken. */
@@ -475,8 +483,9 @@ static size_t take_payload(struct sni_parser *p, const uint8_t *data, size_t len
         return n;
     /* The ClientHello is complete; it must also end its record. */
     if (p->rec_left > 0)
-        return verdict(p, SNI_MALFORMED, SNI_E_TRAILING, p->consumed), n;
-    finish(p);
+        verdict(p, SNI_MALFORMED, SNI_E_TRAILING, p->consumed);
+    else
+        finish(p);
     return n;
 }
 
