@@ -145,8 +145,13 @@ setup_build build/gcc gcc && {
 setup_build build/clang clang
 setup_build build/asan clang -Db_sanitize=address,undefined -Db_lundef=false && \
     run_unit_tests build/asan asan
-setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false && \
-    run_fuzzer sni build/fuzz/tests/fuzz/fuzz_sni "$CLIENTHELLO_DIR"
+setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false && {
+    for prog in build/fuzz/tests/fuzz/fuzz_*; do
+        [ -f "$prog" ] && [ -x "$prog" ] || continue
+        name=$(basename "$prog")
+        run_fuzzer "${name#fuzz_}" "$prog" "$CLIENTHELLO_DIR"
+    done
+}
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
