@@ -12,6 +12,7 @@
  *  4. a prefix never yields a different host than the whole: a verdict
  *     reached on a prefix is the verdict on the whole.
  */
+#include "fuzz_common.h"
 #include "sni.h"
 
 #include <stdio.h>
@@ -19,40 +20,6 @@
 #include <string.h>
 
 static struct sni_parser whole, part;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "property failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__);           \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* An independent statement of what a valid host_name is (RFC 6066 §3, LDH). */
-static int host_valid(const uint8_t *s, size_t n)
-{
-    size_t label = 0;
-    int digits = 1;
-
-    if (n == 0 || n > SNI_HOST_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = s[i];
-        if (c == '.') {
-            if (label == 0 || s[i - 1] == '-')
-                return 0;
-            label = 0;
-            digits = 1;
-            continue;
-        }
-        int alpha = (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
-        int digit = c >= '0' && c <= '9';
-        if (!(alpha || digit || c == '-') || (label == 0 && c == '-') || ++label > 63)
-            return 0;
-        digits &= digit;
-    }
-    return label > 0 && s[n - 1] != '-' && !digits;
-}
 
 static int same_verdict(const struct sni_parser *a, const struct sni_parser *b)
 {
@@ -80,28 +47,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (r == SNI_OK) {
         const struct sni_view *h = &whole.hello.host;
-        CHECK(h->ptr >= whole.hs && h->ptr + h->len <= whole.hs + sizeof whole.hs);
-        CHECK(host_valid(h->ptr, h->len));
-        CHECK(occurs_in(data, size, h->ptr, h->len));
+        CHECK(h->ptr >= whole.hs && h->ptr + h->len <= whole.hs + sizeof whole.hs,
+              "host view outside the parser");
+        CHECK(host_valid(h->ptr, h->len), "invalid host '%.*s'", (int)h->len, (const char *)h->ptr);
+        CHECK(occurs_in(data, size, h->ptr, h->len), "host not in the input");
     }
     if (r == SNI_OK || r == SNI_NO_SNI)
-        CHECK(whole.hello.record_bytes <= size);
+        CHECK(whole.hello.record_bytes <= size, "record_bytes %zu > %zu", whole.hello.record_bytes,
+              size);
 
     /* Cut in two at a point the input chooses. */
     size_t cut = size ? (data[0] * 257u + (size > 1 ? data[size - 1] : 0)) % (size + 1) : 0;
     sni_parser_init(&part);
     sni_parser_feed(&part, data, cut);
-    if (part.result != SNI_NEED_MORE)
-        CHECK(same_verdict(&part, &whole)); /* a prefix decided: the whole agrees */
+    if (part.result != SNI_NEED_MORE) /* a prefix decided: the whole must agree */
+        CHECK(same_verdict(&part, &whole), "prefix of %zu bytes: %s, whole: %s", cut,
+              sni_result_str(part.result), sni_result_str(whole.result));
     sni_parser_feed(&part, data + cut, size - cut);
-    CHECK(same_verdict(&part, &whole));
+    CHECK(same_verdict(&part, &whole), "cut at %zu: %s, whole: %s", cut,
+          sni_result_str(part.result), sni_result_str(whole.result));
 
     /* One byte at a time (bounded, to keep executions fast). */
     if (size <= 4096) {
         sni_parser_init(&part);
         for (size_t i = 0; i < size; i++)
             sni_parser_feed(&part, data + i, 1);
-        CHECK(same_verdict(&part, &whole));
+        CHECK(same_verdict(&part, &whole), "bytewise: %s, whole: %s", sni_result_str(part.result),
+              sni_result_str(whole.result));
     }
     return 0;
 }

@@ -15,6 +15,7 @@
  *   3. if we read a name, OpenSSL, when it gets to the callback, reads one too.
  * The SNI test is the oracle only: sni itself links nothing but libc.
  */
+#include "fuzz_common.h"
 #include "sni.h"
 
 #include <openssl/err.h>
@@ -32,16 +33,6 @@ struct seen {
     char copy[256 + 1];
 };
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "property failed: %s: ", #cond);                                       \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static int on_servername(SSL *ssl, int *alert, void *arg)
 {
     struct seen *s = arg;
@@ -54,31 +45,6 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
         s->name = s->copy;
     }
     return SSL_TLSEXT_ERR_OK;
-}
-
-/* The same LDH rule as the parser's contract, written independently. */
-static int host_valid(const char *s, size_t n)
-{
-    size_t label = 0;
-    int digits = 1;
-
-    if (n == 0 || n > SNI_HOST_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '.') {
-            if (label == 0 || s[i - 1] == '-')
-                return 0;
-            label = 0;
-            digits = 1;
-            continue;
-        }
-        int alpha = (c | 0x20) >= 'a' && (c | 0x20) <= 'z', digit = c >= '0' && c <= '9';
-        if (!(alpha || digit || c == '-') || (label == 0 && c == '-') || ++label > 63)
-            return 0;
-        digits &= digit;
-    }
-    return label > 0 && s[n - 1] != '-' && !digits;
 }
 
 /*
@@ -136,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(ossl.name && strlen(ossl.name) == h->len && memcmp(ossl.name, h->ptr, h->len) == 0,
               "we read '%.*s', OpenSSL read '%s'", (int)h->len, (const char *)h->ptr,
               ossl.name ? ossl.name : "(none)");
-    } else if (ossl.name && host_valid(ossl.name, strlen(ossl.name))) {
+    } else if (ossl.name && host_valid((const uint8_t *)ossl.name, strlen(ossl.name))) {
         CHECK(r == SNI_MALFORMED && stricter_than_openssl(parser.error),
               "OpenSSL read '%s', we said %s (%s at %zu)", ossl.name, sni_result_str(r),
               sni_error_str(parser.error), parser.error_at);
