@@ -836,6 +836,44 @@ static void test_duplicates(void)
     expect_host("GREASE extensions 0xdada and 0x0a0a", &m, BASE_HOST, strlen(BASE_HOST));
 }
 
+/*
+ * The base extensions, then n empty extensions of distinct unknown types
+ * 0x1000.. (above 63, so the parser keeps them for its sorted duplicate
+ * check), the one at index dup_at repeating the type of index 0 (none when
+ * dup_at is 0).
+ */
+static void hello_many(struct msg *out, size_t n, size_t dup_at)
+{
+    static struct msg e, b;
+
+    e.len = b.len = 0;
+    exts_base(&e);
+    for (size_t i = 0; i < n; i++)
+        ext_raw(&e, 0x1000 + (unsigned)(i == dup_at && dup_at ? 0 : i), "", 0);
+    body_with(&b, &e);
+    frame(out, &b);
+}
+
+static void test_many_extensions(void)
+{
+    static struct msg m;
+    /* As many 4-byte empty extensions as fit in a 16 KiB handshake message. */
+    size_t most = (SNI_HANDSHAKE_MAX - HS_HDR_LEN - sizeof base_hello) / EXT_HDR_LEN;
+
+    m.len = 0;
+    hello_many(&m, 40, 0);
+    expect_host("40 more extensions of distinct types", &m, BASE_HOST, strlen(BASE_HOST));
+    m.len = 0;
+    hello_many(&m, 40, 39);
+    expect_malformed("40 more extensions, the last repeating the first", &m, SNI_E_EXT_DUPLICATE);
+    m.len = 0;
+    hello_many(&m, most, 0);
+    expect_host("as many distinct extensions as fit in 16 KiB", &m, BASE_HOST, strlen(BASE_HOST));
+    m.len = 0;
+    hello_many(&m, most, most / 2);
+    expect_malformed("as many extensions as fit, one repeated half-way", &m, SNI_E_EXT_DUPLICATE);
+}
+
 /* ---- no SNI ------------------------------------------------------------- */
 
 static void test_no_sni(void)
@@ -1188,6 +1226,10 @@ static void test_ech_bad(void)
     ECH_CASE("outer ECH cut after config_id", ech.b, 1 + 2 + 2 + 1);
     /* Outer ECH cut 10 bytes into its 100-byte payload. */
     ECH_CASE("outer ECH payload runs past the extension", ech.b, ech.len - ECH_PAYLOAD_LEN + 10);
+    /* ECHClientHelloType 2: neither outer(0) nor inner(1). */
+    ECH_CASE("ECH of unknown type 2", "\x02", 1);
+    /* Inner ECH is empty after its type byte: one byte more is malformed. */
+    ECH_CASE("inner ECH with a byte after its type", "\x01\x00", 2);
 }
 
 /* ---- stickiness and bytes not taken ------------------------------------- */
@@ -1263,6 +1305,7 @@ int main(void)
     test_extensions_block();
     test_extension_overrun();
     test_duplicates();
+    test_many_extensions();
     test_no_sni();
     test_sni_list();
     test_sni_entries();
