@@ -13,11 +13,13 @@
 #include <string.h>
 
 enum {
-    REC_HEADER = 5,        /* type, version (2), length (2) */
-    HS_HEADER = 4,         /* msg_type, length (3) */
-    CT_HANDSHAKE = 22,     /* ContentType.handshake */
-    HT_CLIENT_HELLO = 1,   /* HandshakeType.client_hello */
-    SSL2_CLIENT_HELLO = 1, /* SSL 2.0 MSG-CLIENT-HELLO */
+    REC_HEADER = 5,             /* type, version (2), length (2) */
+    HS_HEADER = 4,              /* msg_type, length (3) */
+    CT_CHANGE_CIPHER_SPEC = 20, /* the lowest ContentType (RFC 8446 §5.1) */
+    CT_HANDSHAKE = 22,          /* ContentType.handshake */
+    CT_HEARTBEAT = 24,          /* the highest ContentType (RFC 6520) */
+    HT_CLIENT_HELLO = 1,        /* HandshakeType.client_hello */
+    SSL2_CLIENT_HELLO = 1,      /* SSL 2.0 MSG-CLIENT-HELLO */
     RANDOM_LEN = 32,
     SESSION_ID_MAX = 32,
     EXT_SERVER_NAME = 0,         /* RFC 6066 §3 */
@@ -393,7 +395,11 @@ static void finish(struct sni_parser *p)
     verdict(p, c.have_host ? SNI_OK : SNI_NO_SNI, SNI_E_NONE, 0);
 }
 
-/* The first bytes of a connection: TLS record, SSL 2.0 hello, or not TLS. */
+/*
+ * The first bytes of a connection: a TLS record (its type byte 20..24 and
+ * version major 3), an SSL 2.0 hello, or not TLS.  A TLS record of another
+ * type than handshake is TLS but no way to start a connection.
+ */
 static void first_bytes(struct sni_parser *p)
 {
     const uint8_t *h = p->rec_hdr;
@@ -408,10 +414,16 @@ static void first_bytes(struct sni_parser *p)
             verdict(p, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE, 0);
         return;
     }
-    if (h[0] != CT_HANDSHAKE)
+    if (h[0] < CT_CHANGE_CIPHER_SPEC || h[0] > CT_HEARTBEAT) {
         verdict(p, SNI_NOT_TLS, h[0] >= 'A' && h[0] <= 'Z' ? SNI_E_HTTP : SNI_E_NOT_HANDSHAKE, 0);
-    else if (p->rec_hdr_len >= 2 && h[1] != 3)
+        return;
+    }
+    if (p->rec_hdr_len < 2)
+        return;
+    if (h[1] != 3)
         verdict(p, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE, 1);
+    else if (h[0] != CT_HANDSHAKE) /* TLS, but a client starts with its ClientHello */
+        verdict(p, SNI_MALFORMED, SNI_E_RECORD_TYPE, 0);
 }
 
 /* A complete record header (RFC 8446 §5.1): type, legacy_record_version, length. */
@@ -538,7 +550,8 @@ const char *sni_error_str(enum sni_error e)
     case SNI_E_HTTP: return "starts like an HTTP request, not a TLS record";
     case SNI_E_NOT_HANDSHAKE: return "does not start with a TLS handshake record";
     case SNI_E_SSLV2: return "SSL 2.0-style ClientHello";
-    case SNI_E_RECORD_TYPE: return "a record inside the ClientHello is not a handshake record";
+    case SNI_E_RECORD_TYPE:
+        return "a TLS record other than handshake where the ClientHello belongs";
     case SNI_E_RECORD_VERSION: return "record version major is not 3";
     case SNI_E_RECORD_EMPTY: return "zero-length handshake record";
     case SNI_E_RECORD_LENGTH: return "record longer than 2^14 bytes";

@@ -50,7 +50,7 @@ enum sni_error {
     SNI_E_NOT_HANDSHAKE, /* anything else that is not a TLS handshake record */
     /* SNI_MALFORMED: record layer */
     SNI_E_SSLV2,          /* an SSL 2.0-style (2-byte header) CLIENT-HELLO */
-    SNI_E_RECORD_TYPE,    /* a later record is not a handshake record */
+    SNI_E_RECORD_TYPE,    /* a TLS record that is not a handshake record */
     SNI_E_RECORD_VERSION, /* record version major is not 3 */
     SNI_E_RECORD_EMPTY,   /* zero-length handshake record */
     SNI_E_RECORD_LENGTH,  /* record longer than 2^14 */

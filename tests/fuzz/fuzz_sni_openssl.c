@@ -59,6 +59,7 @@ static int stricter_than_openssl(enum sni_error e)
                                  it when supported_versions is present */
     case SNI_E_EXT_DUPLICATE: /* OpenSSL tracks duplicates of the types it knows only */
     case SNI_E_RECORD_EMPTY:  /* RFC 8446 §5.1 forbids them; OpenSSL skips a few */
+    case SNI_E_RECORD_TYPE:   /* e.g. an empty ChangeCipherSpec first: OpenSSL skips it */
     case SNI_E_ECH: /* OpenSSL 3.0 does not read encrypted_client_hello */ return 1;
     default: return 0;
     }

@@ -538,6 +538,36 @@ static void test_not_tls(void)
     expect_bytes("bytes 16 00 alone", m.b, 2, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE);
 }
 
+/* TLS records of other types where the ClientHello should start. */
+static void test_first_record_type(void)
+{
+    /* clang-format off */
+    static const uint8_t ccs_first[] = {
+        0x14,       /* type: change_cipher_spec(20) */
+        0x03, 0x00, /* legacy_record_version: SSL 3.0 */
+        0x00, 0x00, /* length: 0 */
+    };
+    static const uint8_t app_data[] = {
+        0x17,       /* type: application_data(23) */
+        0x03, 0x03, /* legacy_record_version: TLS 1.2 */
+    };
+    /* clang-format on */
+    struct msg m = {.len = 0};
+
+    /* An empty ChangeCipherSpec record, then the base ClientHello. */
+    put(&m, ccs_first, sizeof ccs_first);
+    put(&m, base_hello, sizeof base_hello);
+    expect("empty ChangeCipherSpec record before the ClientHello", &m, SNI_MALFORMED,
+           SNI_E_RECORD_TYPE);
+    expect_bytes("bytes 17 03 (application_data)", app_data, sizeof app_data, SNI_MALFORMED,
+                 SNI_E_RECORD_TYPE);
+    /* 0x14 alone: TLS-shaped only if the version byte says so. */
+    expect_bytes("byte 14 alone", ccs_first, 1, SNI_NEED_MORE, SNI_E_NONE);
+    expect_bytes("bytes 14 00", "\x14\x00", 2, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE);
+    /* 0x19 is past the last ContentType (heartbeat, 24): not TLS at once. */
+    expect_bytes("byte 19 alone", "\x19", 1, SNI_NOT_TLS, SNI_E_NOT_HANDSHAKE);
+}
+
 /* An SSL 2.0-compatible CLIENT-HELLO (RFC 5246 Appendix E.2). */
 /* clang-format off */
 static const uint8_t sslv2_hello[] = {
@@ -1293,6 +1323,7 @@ int main(void)
     test_byte_at_a_time();
     test_split_records();
     test_not_tls();
+    test_first_record_type();
     test_sslv2();
     test_record_lengths();
     test_records_later();
