@@ -50,19 +50,21 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
 /*
  * Rules we enforce and OpenSSL 3.0 does not check before its servername
  * callback; a malformed verdict for one of these is no disagreement.  Each
- * was seen by this harness (or by a hand-made input) and is deliberate.
+ * was seen by this harness (or by a hand-made input) and is deliberate:
+ *  - HELLO_VERSION: RFC 8446 §4.1.2 fixes legacy_version at 0x0303; OpenSSL
+ *    ignores it when supported_versions is present.
+ *  - EXT_DUPLICATE: OpenSSL catches duplicates only among the types it knows.
+ *  - RECORD_EMPTY: RFC 8446 §5.1 forbids empty handshake records; OpenSSL
+ *    skips a few empty records of any type.
+ *  - RECORD_TYPE: likewise, e.g. an empty ChangeCipherSpec before the hello.
+ *  - TRAILING: a ClientHello precedes a key change, so RFC 8446 §5.1 says it
+ *    MUST end its record; OpenSSL finds out only after the callback.
+ *  - ECH: OpenSSL 3.0 does not read encrypted_client_hello at all.
  */
 static int stricter_than_openssl(enum sni_error e)
 {
-    switch (e) {
-    case SNI_E_HELLO_VERSION: /* RFC 8446 §4.1.2: legacy_version is 0x0303; OpenSSL ignores
-                                 it when supported_versions is present */
-    case SNI_E_EXT_DUPLICATE: /* OpenSSL tracks duplicates of the types it knows only */
-    case SNI_E_RECORD_EMPTY:  /* RFC 8446 §5.1 forbids them; OpenSSL skips a few */
-    case SNI_E_RECORD_TYPE:   /* e.g. an empty ChangeCipherSpec first: OpenSSL skips it */
-    case SNI_E_ECH: /* OpenSSL 3.0 does not read encrypted_client_hello */ return 1;
-    default: return 0;
-    }
+    return e == SNI_E_HELLO_VERSION || e == SNI_E_EXT_DUPLICATE || e == SNI_E_RECORD_EMPTY ||
+           e == SNI_E_RECORD_TYPE || e == SNI_E_TRAILING || e == SNI_E_ECH;
 }
 
 static void openssl_parse(const uint8_t *data, size_t size, struct seen *s)
