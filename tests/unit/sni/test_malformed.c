@@ -707,16 +707,22 @@ static void test_handshake(void)
 
 /* ---- ClientHello fixed fields ------------------------------------------- */
 
-/* cipher_suites, compression_methods and the base extensions. */
-static void body_tail(struct msg *m, const uint8_t *suites, size_t ns, const uint8_t *comp,
-                      size_t nc)
+/*
+ * A ClientHello with these fixed fields and the base extensions:
+ * legacy_version, a session_id of sid_len bytes, suites[ns], comp[nc].
+ */
+static void hello_fields(struct msg *out, unsigned version, size_t sid_len, const uint8_t *suites,
+                         size_t ns, const uint8_t *comp, size_t nc)
 {
-    struct msg e = {.len = 0};
+    struct msg e = {.len = 0}, b = {.len = 0};
 
     exts_base(&e);
-    put_vec16(m, suites, ns);
-    put_vec8(m, comp, nc);
-    put_vec16(m, e.b, e.len);
+    body_head(&b, version, sid_len);
+    put_vec16(&b, suites, ns);
+    put_vec8(&b, comp, nc);
+    put_vec16(&b, e.b, e.len);
+    out->len = 0;
+    frame(out, &b);
 }
 
 /* The base body cut to n bytes, framed with lengths that match. */
@@ -744,23 +750,19 @@ static void test_hello_short(void)
 
 static void test_hello_version(void)
 {
-    struct msg b = {.len = 0}, m = {.len = 0};
+    struct msg m;
 
     /* legacy_version 0x0303 -> 0x0200. */
-    body_head(&b, 0x0200, SID_LEN);
-    body_tail(&b, base_suites, SUITES_LEN, base_comp, COMP_LEN);
-    frame(&m, &b);
+    hello_fields(&m, 0x0200, SID_LEN, base_suites, SUITES_LEN, base_comp, COMP_LEN);
     expect_malformed("legacy_version 0x0200", &m, SNI_E_HELLO_VERSION);
 }
 
 static void test_session_id(void)
 {
-    struct msg b = {.len = 0}, m = {.len = 0};
+    struct msg m;
 
     /* legacy_session_id of 33 bytes (length byte 33, 33 bytes follow). */
-    body_head(&b, TLS12, SID_LEN + 1);
-    body_tail(&b, base_suites, SUITES_LEN, base_comp, COMP_LEN);
-    frame(&m, &b);
+    hello_fields(&m, TLS12, SID_LEN + 1, base_suites, SUITES_LEN, base_comp, COMP_LEN);
     expect_malformed("session_id length 33", &m, SNI_E_SESSION_ID);
     /* Body ends 10 bytes into the 32-byte session_id. */
     hello_cut(&m, BODY_SID + 1 + 10);
@@ -769,19 +771,13 @@ static void test_session_id(void)
 
 static void test_cipher_suites(void)
 {
-    struct msg b = {.len = 0}, m = {.len = 0};
+    struct msg m;
 
     /* cipher_suites length 6 -> 0, no suites. */
-    body_head(&b, TLS12, SID_LEN);
-    body_tail(&b, NULL, 0, base_comp, COMP_LEN);
-    frame(&m, &b);
+    hello_fields(&m, TLS12, SID_LEN, NULL, 0, base_comp, COMP_LEN);
     expect_malformed("cipher_suites length 0", &m, SNI_E_CIPHER_SUITES);
     /* cipher_suites length 6 -> 3: 1a 1a 13. */
-    b.len = 0;
-    m.len = 0;
-    body_head(&b, TLS12, SID_LEN);
-    body_tail(&b, base_suites, 3, base_comp, COMP_LEN);
-    frame(&m, &b);
+    hello_fields(&m, TLS12, SID_LEN, base_suites, 3, base_comp, COMP_LEN);
     expect_malformed("cipher_suites length 3 (odd)", &m, SNI_E_CIPHER_SUITES);
     /* Body ends 3 bytes into the 6 bytes of cipher_suites. */
     hello_cut(&m, BODY_SUITES + 2 + 3);
@@ -790,12 +786,10 @@ static void test_cipher_suites(void)
 
 static void test_compression(void)
 {
-    struct msg b = {.len = 0}, m = {.len = 0};
+    struct msg m;
 
     /* compression_methods length 1 -> 0, no method. */
-    body_head(&b, TLS12, SID_LEN);
-    body_tail(&b, base_suites, SUITES_LEN, NULL, 0);
-    frame(&m, &b);
+    hello_fields(&m, TLS12, SID_LEN, base_suites, SUITES_LEN, NULL, 0);
     expect_malformed("compression_methods length 0", &m, SNI_E_COMPRESSION);
     /* Body ends after the compression_methods length byte. */
     hello_cut(&m, BODY_COMP + 1);
@@ -937,12 +931,26 @@ static void test_no_sni(void)
 #define EXAMPLE_ORG 'e', 'x', 'a', 'm', 'p', 'l', 'e', '.', 'o', 'r', 'g'
 
 /* The base with server_name body b[] instead of its own. */
-#define SNI_CASE(what, body, err)                                                                  \
-    do {                                                                                           \
-        struct msg m_ = {.len = 0};                                                                \
-        hello_with(&m_, EXT_SERVER_NAME, body, sizeof body);                                       \
-        expect_malformed(what, &m_, err);                                                          \
-    } while (0)
+/*
+ * The base with the body of extension `type` replaced by body[n] (appended
+ * when the base has no such extension) must be malformed with err.
+ */
+static void expect_ext(const char *what, unsigned type, const void *body, size_t n,
+                       enum sni_error err)
+{
+    struct msg m = {.len = 0};
+    int in_base = 0;
+
+    for (size_t i = 0; i < sizeof base_exts / sizeof base_exts[0]; i++)
+        in_base |= base_exts[i].type == type;
+    if (in_base)
+        hello_with(&m, type, body, n);
+    else
+        hello_plus(&m, type, body, n);
+    expect_malformed(what, &m, err);
+}
+
+#define SNI_CASE(what, body, err) expect_ext(what, EXT_SERVER_NAME, body, sizeof body, err)
 
 static void test_sni_list(void)
 {
@@ -1099,12 +1107,7 @@ static void test_host_lengths(void)
 
 /* ---- ALPN, supported_versions ------------------------------------------- */
 
-#define ALPN_CASE(what, body)                                                                      \
-    do {                                                                                           \
-        struct msg m_ = {.len = 0};                                                                \
-        hello_with(&m_, EXT_ALPN, body, sizeof body);                                              \
-        expect_malformed(what, &m_, SNI_E_ALPN);                                                   \
-    } while (0)
+#define ALPN_CASE(what, body) expect_ext(what, EXT_ALPN, body, sizeof body, SNI_E_ALPN)
 
 static void test_alpn(void)
 {
@@ -1147,12 +1150,7 @@ static void test_alpn(void)
     ALPN_CASE("ALPN name length runs past the list", name_long);
 }
 
-#define VERSIONS_CASE(what, body)                                                                  \
-    do {                                                                                           \
-        struct msg m_ = {.len = 0};                                                                \
-        hello_with(&m_, EXT_VERSIONS, body, sizeof body);                                          \
-        expect_malformed(what, &m_, SNI_E_VERSIONS);                                               \
-    } while (0)
+#define VERSIONS_CASE(what, body) expect_ext(what, EXT_VERSIONS, body, sizeof body, SNI_E_VERSIONS)
 
 static void test_versions(void)
 {
@@ -1231,12 +1229,7 @@ static void test_ech_ok(void)
     ok(h->ech && h->ech_type == ECH_INNER, "inner ECH: ech true, ech_type 1");
 }
 
-#define ECH_CASE(what, body, n)                                                                    \
-    do {                                                                                           \
-        struct msg m_ = {.len = 0};                                                                \
-        hello_plus(&m_, EXT_ECH, body, n);                                                         \
-        expect_malformed(what, &m_, SNI_E_ECH);                                                    \
-    } while (0)
+#define ECH_CASE(what, body, n) expect_ext(what, EXT_ECH, body, n, SNI_E_ECH)
 
 static void test_ech_bad(void)
 {
