@@ -38,9 +38,14 @@ struct reader {
     size_t pos, end;
 };
 
+static size_t rd_left(const struct reader *r)
+{
+    return r->end - r->pos;
+}
+
 static bool rd_u8(struct reader *r, uint8_t *v)
 {
-    if (r->end - r->pos < 1)
+    if (rd_left(r) < 1)
         return false;
     *v = r->buf[r->pos++];
     return true;
@@ -48,7 +53,7 @@ static bool rd_u8(struct reader *r, uint8_t *v)
 
 static bool rd_u16(struct reader *r, uint16_t *v)
 {
-    if (r->end - r->pos < 2)
+    if (rd_left(r) < 2)
         return false;
     *v = (uint16_t)(r->buf[r->pos] << 8 | r->buf[r->pos + 1]);
     r->pos += 2;
@@ -58,7 +63,7 @@ static bool rd_u16(struct reader *r, uint16_t *v)
 /* Take n bytes as a sub-reader (and skip them in r). */
 static bool rd_sub(struct reader *r, size_t n, struct reader *sub)
 {
-    if (r->end - r->pos < n)
+    if (rd_left(r) < n)
         return false;
     *sub = (struct reader){r->buf, r->pos, r->pos + n};
     r->pos += n;
@@ -78,14 +83,9 @@ static bool rd_vec16(struct reader *r, struct reader *sub)
     return rd_u16(r, &n) && rd_sub(r, n, sub);
 }
 
-static size_t rd_left(const struct reader *r)
-{
-    return r->end - r->pos;
-}
-
 static struct sni_view rd_view(const struct reader *r)
 {
-    return (struct sni_view){r->buf + r->pos, r->end - r->pos};
+    return (struct sni_view){r->buf + r->pos, rd_left(r)};
 }
 
 /* Parsing the body: the handshake offset of a problem and its error. */
@@ -93,7 +93,6 @@ struct hello_ctx {
     struct sni_hello *h;
     size_t fail_at;
     enum sni_error error;
-    bool have_host;
 };
 
 /* Record error e at handshake offset at; returns false for the caller to pass up. */
@@ -176,7 +175,7 @@ static bool ext_server_name(struct hello_ctx *c, struct reader *ext)
             return fail_at(c, at, SNI_E_SNI_TYPE);
         if (!rd_vec16(&list, &name))
             return fail(c, &list, SNI_E_SNI_LIST);
-        if (c->have_host)
+        if (c->h->host.ptr)
             return fail_at(c, at, SNI_E_SNI_TWICE);
         if (rd_left(&name) == 0)
             return fail_at(c, at, SNI_E_SNI_EMPTY);
@@ -185,7 +184,6 @@ static bool ext_server_name(struct hello_ctx *c, struct reader *ext)
         if (e != SNI_E_NONE)
             return fail_at(c, name.pos + bad, e);
         c->h->host = rd_view(&name);
-        c->have_host = true;
     }
     return true;
 }
@@ -252,25 +250,6 @@ static bool ext_ech(struct hello_ctx *c, struct reader *ext)
     return true;
 }
 
-static void sort_u16(uint16_t *a, size_t n);
-
-/* RFC 8446 §4.2: "There MUST NOT be more than one extension of the same type." */
-static bool has_duplicate(uint16_t *types, size_t n)
-{
-    if (n <= 16) {
-        for (size_t i = 1; i < n; i++)
-            for (size_t j = 0; j < i; j++)
-                if (types[i] == types[j])
-                    return true;
-        return false;
-    }
-    sort_u16(types, n); /* O(n log n): a hostile hello may carry 4096 */
-    for (size_t i = 1; i < n; i++)
-        if (types[i] == types[i - 1])
-            return true;
-    return false;
-}
-
 static void sift_down(uint16_t *a, size_t root, size_t n)
 {
     for (size_t child; (child = 2 * root + 1) < n; root = child) {
@@ -295,6 +274,23 @@ static void sort_u16(uint16_t *a, size_t n)
         a[end] = t;
         sift_down(a, 0, end);
     }
+}
+
+/* RFC 8446 §4.2: "There MUST NOT be more than one extension of the same type." */
+static bool has_duplicate(uint16_t *types, size_t n)
+{
+    if (n <= 16) {
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (types[i] == types[j])
+                    return true;
+        return false;
+    }
+    sort_u16(types, n); /* O(n log n): a hostile hello may carry 4096 */
+    for (size_t i = 1; i < n; i++)
+        if (types[i] == types[i - 1])
+            return true;
+    return false;
 }
 
 static bool ext_one(struct hello_ctx *c, uint16_t type, struct reader *body)
@@ -392,7 +388,7 @@ static void finish(struct sni_parser *p)
         verdict(p, SNI_MALFORMED, c.error, c.fail_at);
         return;
     }
-    verdict(p, c.have_host ? SNI_OK : SNI_NO_SNI, SNI_E_NONE, 0);
+    verdict(p, p->hello.host.ptr ? SNI_OK : SNI_NO_SNI, SNI_E_NONE, 0);
 }
 
 /*
