@@ -44,17 +44,13 @@ step() {
     fi
 }
 
-# setup_build DIR CC [meson options...]: configure once, then build; one check.
+# setup_build DIR CC [meson options...]: configure (once) and build; one check.
 setup_build() {
     local dir=$1 compiler=$2
     shift 2
-    local log=$logs/build-$(basename "$dir").log
-    if [ ! -f "$dir/build.ninja" ]; then
-        step "build $(basename "$dir") ($compiler $*)" "$log" \
-            env CC="$compiler" sh -c 'meson setup "$@" && ninja -C "$0"' "$dir" "$dir" "$@"
-    else
-        step "build $(basename "$dir") ($compiler $*)" "$log" ninja -C "$dir"
-    fi
+    step "build $(basename "$dir") ($compiler${*:+ $*})" "$logs/build-$(basename "$dir").log" \
+        env CC="$compiler" sh -c '[ -f "$0/build.ninja" ] || meson setup "$0" "$@" || exit 1
+                                  ninja -C "$0"' "$dir" "$@"
 }
 
 # run_tap NAME LOG CMD...: run a TAP-producing program; every "ok" and
