@@ -9,7 +9,12 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev
             libcurl4-openssl-dev)
 # clang + compiler-rt: the ASan/UBSan build and libFuzzer; python3 reads meson's
 # test list; clang-format checks the committed style.
-test_pkgs=(clang libclang-rt-14-dev clang-format python3)
+# openssl/curl: certificates and real clients in the integration tests;
+# Node.js + npm: the MCP SDK client and conformance suite.
+test_pkgs=(clang libclang-rt-14-dev clang-format python3 openssl curl ca-certificates
+           util-linux iproute2)
+command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 
 pkgs=("${build_pkgs[@]}")
 [ "${1-}" = --test ] && pkgs+=("${test_pkgs[@]}")

@@ -8,6 +8,10 @@
 #   asan   clang, ASan + UBSan                 unit tests again, under sanitizers
 #   fuzz   clang, libFuzzer + ASan + UBSan     each harness for FUZZ_SECONDS
 #
+# Then every executable tests/**/*.t script (integration tests that drive the
+# real programs; each prints TAP) runs once against the ASan+UBSan build, with
+# BUILD_DIR, SHARED_DIR and TOP in its environment.
+#
 # Environment: FUZZ_SECONDS (default 60; 0 skips fuzzing, and says so),
 # SHARED_DIR (default ../shared beside the checkout: the third-party test data).
 # Each check prints one line; logs of every step are in build/test-logs/.
@@ -148,6 +152,20 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
         run_fuzzer "${name#fuzz_}" "$prog" "$CLIENTHELLO_DIR"
     done
 }
+
+# Integration scripts: TAP on stdout, run against the sanitizer build so a
+# memory error in a real run fails the suite too.
+if [ -f build/asan/build.ninja ]; then
+    while IFS= read -r t; do
+        [ -x "$t" ] || continue
+        name=${t#tests/}
+        name=${name%.t}
+        run_tap "script ${name}" "$logs/script-${name//\//-}.log" \
+            env BUILD_DIR="$top/build/asan" SHARED_DIR="$SHARED_DIR" TOP="$top" "$t"
+    done < <(find tests -name '*.t' -type f | sort)
+else
+    fail "integration scripts: no ASan build to run them against"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

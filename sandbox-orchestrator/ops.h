@@ -1,0 +1,57 @@
+/* ops.h - the sandbox operations that both front ends of sandboxctl share.
+ *
+ * The command line (main.c) and the MCP server (mcp/) are two front ends over
+ * one set of operations.  Each operation takes its arguments as a JSON object
+ * (the same keys an MCP tool call carries, so the MCP server passes them
+ * through unchanged) and answers with a new JSON object.
+ *
+ * Contract for every sbx_op_*:
+ *   - returns 0 and stores a new reference in *out (the caller json_decref()s it),
+ *   - or returns -1, leaves *out NULL and writes one line into err (errlen
+ *     bytes, NUL-terminated) saying what failed and why, in words an operator
+ *     or an assistant can act on ("memory guard: 20480 MiB in use + 4096 MiB
+ *     asked > max-total-memory-mib 20480").
+ *   - args is borrowed; unknown keys are an error, as are missing required ones.
+ *
+ * Argument keys (all strings unless noted):
+ *   create     name, size ("small"|"medium"), lifetime ("1h".."24h", default
+ *              from config), owner, policy, allow (array of strings, optional)
+ *              -> {vmid, name, node, address, owner, policy, expires,
+ *                  ready_seconds (number)}
+ *   list       (none) -> {sandboxes: [{vmid, name, node, owner, policy,
+ *              address, created, expires, status}]}
+ *   exec       name, command (array of strings), timeout (integer seconds,
+ *              optional), input (string, optional)
+ *              -> {exitcode, stdout, stderr, stdout_truncated (bool),
+ *                  stderr_truncated (bool), timed_out (bool)}
+ *   read       name, path -> {path, size, content_base64}
+ *   write      name, path, content_base64 -> {path, size}
+ *   extend     name, duration ("30m", "2h") -> {name, expires}
+ *   destroy    name -> {name, vmid, destroyed: true}
+ *   snapshot   name, label (optional) -> {name, label}
+ *   rollback   name, label -> {name, label}
+ *   snapshots  name -> {name, snapshots: [{label, created}]}
+ */
+#ifndef SBX_OPS_H
+#define SBX_OPS_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+struct sbx; /* configuration + Proxmox client; see sbx.h */
+
+typedef int (*sbx_op_fn)(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+
+int sbx_op_create(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_list(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_exec(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_read(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_write(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_extend(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_destroy(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_snapshot(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_rollback(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_snapshots(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+
+#endif
