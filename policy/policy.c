@@ -1,0 +1,470 @@
+/*
+ * policy.c - building a snapshot from preset texts, bindings, and the two
+ * decision phases.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy_int.h"
+
+/* Backtracking a regex may do on one host before it counts as failed. */
+#define REGEX_MATCH_LIMIT 100000
+#define REGEX_DEPTH_LIMIT 1000
+
+struct preset_src {
+    char *name, *file, *text;
+    size_t len;
+};
+
+struct policy_builder {
+    struct preset_src *src;
+    size_t n_src;
+    struct cidr *deny, *allow;
+    size_t n_deny, n_allow;
+    bool deny_given;
+    struct MMDB_s *country, *asn;
+    struct policy_diag early; /* range errors, reported at finish */
+};
+
+struct policy_builder *policy_builder_new(void)
+{
+    return xcalloc(1, sizeof(struct policy_builder));
+}
+
+void policy_builder_add_preset(struct policy_builder *b, const char *name, const char *file,
+                               const char *text, size_t len)
+{
+    b->src = xrealloc(b->src, (b->n_src + 1) * sizeof(*b->src));
+    b->src[b->n_src++] = (struct preset_src){
+        xstrndup(name, strlen(name)), xstrndup(file, strlen(file)), xstrndup(text, len), len};
+}
+
+static void add_range(struct policy_builder *b, bool deny, const char *spec, const char *where)
+{
+    struct cidr c, **list = deny ? &b->deny : &b->allow;
+    size_t *n = deny ? &b->n_deny : &b->n_allow;
+    const struct cidr *defaults;
+    char why[96];
+
+    if (deny && strcmp(spec, "default") == 0) {
+        size_t nd = cidr_default_deny(&defaults);
+        *list = xrealloc(*list, (*n + nd) * sizeof(**list));
+        memcpy(*list + *n, defaults, nd * sizeof(**list));
+        *n += nd;
+        return;
+    }
+    if (!cidr_parse(spec, strlen(spec), &c, why, sizeof(why))) {
+        diag_add(&b->early, "%s: expected %s%s, found '%s'", where, why,
+                 deny ? " (or 'default')" : "", spec);
+        return;
+    }
+    *list = xrealloc(*list, (*n + 1) * sizeof(**list));
+    (*list)[(*n)++] = c;
+}
+
+void policy_builder_deny_range(struct policy_builder *b, const char *spec, const char *where)
+{
+    b->deny_given = true;
+    add_range(b, true, spec, where);
+}
+
+void policy_builder_allow_range(struct policy_builder *b, const char *spec, const char *where)
+{
+    add_range(b, false, spec, where);
+}
+
+void policy_builder_geo(struct policy_builder *b, struct MMDB_s *country, struct MMDB_s *asn)
+{
+    b->country = country;
+    b->asn = asn;
+}
+
+static void builder_free(struct policy_builder *b)
+{
+    for (size_t i = 0; i < b->n_src; i++) {
+        free(b->src[i].name);
+        free(b->src[i].file);
+        free(b->src[i].text);
+    }
+    free(b->src);
+    free(b->deny);
+    free(b->allow);
+    policy_diag_free(&b->early);
+    free(b);
+}
+
+static void policy_free(struct policy *p)
+{
+    for (size_t i = 0; i < p->n_presets; i++)
+        ruleset_free(&p->presets[i]);
+    free(p->presets);
+    free(p->deny_ranges);
+    free(p->allow_ranges);
+    pcre2_match_context_free(p->mctx);
+    pool_free(&p->pool);
+    free(p);
+}
+
+/* Feed a text to the parser line by line. */
+static void parse_text(struct parse_ctx *ctx, struct ruleset *rs, const char *text, size_t len)
+{
+    unsigned lineno = 0;
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        ruleset_parse_line(ctx, rs, text + i, end - i, ++lineno);
+        i = end + 1;
+    }
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct preset_src *)a)->name, ((const struct preset_src *)b)->name);
+}
+
+static const struct ruleset *find_preset(const struct policy *p, const char *name)
+{
+    size_t lo = 0, hi = p->n_presets;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(name, p->presets[mid].name);
+        if (c == 0)
+            return &p->presets[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* Include expansion state per preset. */
+enum visit { UNSEEN, EXPANDING, EXPANDED };
+
+struct expand {
+    struct policy *pol;
+    struct parse_ctx *ctx; /* per preset: its include lines */
+    enum visit *state;
+    struct policy_diag *diag;
+};
+
+/* Append preset i's included rules (expanded first).  A cycle is reported
+ * at the include line that closes it. */
+static void expand(struct expand *x, size_t i)
+{
+    struct ruleset *rs = &x->pol->presets[i];
+    x->state[i] = EXPANDING;
+    for (size_t k = 0; k < x->ctx[i].n_includes; k++) {
+        const struct include_ref *inc = &x->ctx[i].includes[k];
+        const struct ruleset *other = find_preset(x->pol, inc->name);
+        if (other == NULL) {
+            diag_add(x->diag,
+                     "%s:%u:%u: expected the name of a preset (a file NAME.allow), found "
+                     "'%s': no such preset",
+                     rs->file, inc->line, inc->col, inc->name);
+            continue;
+        }
+        size_t j = (size_t)(other - x->pol->presets);
+        if (x->state[j] == EXPANDING) {
+            diag_add(x->diag,
+                     "%s:%u:%u: include cycle: '%s' includes '%s', which includes it "
+                     "again",
+                     rs->file, inc->line, inc->col, rs->name, inc->name);
+            continue;
+        }
+        if (x->state[j] == UNSEEN)
+            expand(x, j);
+        for (size_t r = 0; r < other->n_rules; r++)
+            ruleset_add_rule(rs, &other->rules[r]);
+        if (other->n_geo > 0) {
+            rs->geo = xrealloc(rs->geo, (rs->n_geo + other->n_geo) * sizeof(*rs->geo));
+            memcpy(rs->geo + rs->n_geo, other->geo, other->n_geo * sizeof(*rs->geo));
+            rs->n_geo += other->n_geo;
+        }
+        rs->needs_country |= other->needs_country;
+        rs->needs_asn |= other->needs_asn;
+    }
+    x->state[i] = EXPANDED;
+}
+
+/* A geo rule needs its database: name the first line that asks for one. */
+static void check_geo(const struct policy *p, const struct ruleset *rs, struct policy_diag *d)
+{
+    for (size_t i = 0; i < rs->n_geo; i++) {
+        const struct geo_rule *g = &rs->geo[i];
+        bool country = g->cc[0] != '\0';
+        if (country ? p->geo_country == NULL : p->geo_asn == NULL) {
+            diag_add(d, "%s:%u:1: 'deny %s' needs the %s database (%s in egressd.conf)", g->file,
+                     g->line, country ? "country" : "asn", country ? "GeoIP2 country" : "ASN",
+                     country ? "geoip-country" : "geoip-asn");
+            return;
+        }
+    }
+}
+
+static void parse_presets(struct policy *pol, struct policy_builder *b, struct parse_ctx *ctx,
+                          struct policy_diag *diag)
+{
+    qsort(b->src, b->n_src, sizeof(*b->src), by_name);
+    pol->presets = xcalloc(b->n_src, sizeof(*pol->presets));
+    for (size_t i = 0; i < b->n_src; i++) {
+        struct ruleset *rs = &pol->presets[i];
+        if (i > 0 && strcmp(b->src[i].name, b->src[i - 1].name) == 0)
+            diag_add(diag, "%s: preset '%s' is defined twice", b->src[i].file, b->src[i].name);
+        rs->name = pool_strndup(&pol->pool, b->src[i].name, strlen(b->src[i].name));
+        rs->file = pool_strndup(&pol->pool, b->src[i].file, strlen(b->src[i].file));
+        ctx[i] = (struct parse_ctx){.pool = &pol->pool, .diag = diag, .file = rs->file};
+        parse_text(&ctx[i], rs, b->src[i].text, b->src[i].len);
+        pol->n_presets++;
+    }
+}
+
+struct policy *policy_builder_finish(struct policy_builder *b, struct policy_diag *diag)
+{
+    struct policy *pol = xcalloc(1, sizeof(*pol));
+    struct parse_ctx *ctx = xcalloc(b->n_src, sizeof(*ctx));
+    struct expand x = {pol, ctx, xcalloc(b->n_src, sizeof(enum visit)), diag};
+    size_t errors = diag->n;
+
+    atomic_init(&pol->refs, 1);
+    for (size_t i = 0; i < b->early.n; i++)
+        diag_add(diag, "%s", b->early.lines[i]);
+    pol->geo_country = b->country;
+    pol->geo_asn = b->asn;
+    parse_presets(pol, b, ctx, diag);
+    for (size_t i = 0; i < pol->n_presets; i++)
+        if (x.state[i] == UNSEEN)
+            expand(&x, i);
+    for (size_t i = 0; i < pol->n_presets; i++) {
+        check_geo(pol, &pol->presets[i], diag);
+        ruleset_index(&pol->presets[i]);
+    }
+    if (!b->deny_given)
+        add_range(b, true, "default", "");
+    pol->deny_ranges = b->deny;
+    pol->n_deny_ranges = b->n_deny;
+    pol->allow_ranges = b->allow;
+    pol->n_allow_ranges = b->n_allow;
+    b->deny = b->allow = NULL;
+    pol->mctx = pcre2_match_context_create(NULL);
+    pcre2_set_match_limit(pol->mctx, REGEX_MATCH_LIMIT);
+    pcre2_set_depth_limit(pol->mctx, REGEX_DEPTH_LIMIT);
+
+    for (size_t i = 0; i < b->n_src; i++) {
+        for (size_t k = 0; k < ctx[i].n_includes; k++)
+            free(ctx[i].includes[k].name);
+        free(ctx[i].includes);
+    }
+    free(ctx);
+    free(x.state);
+    builder_free(b);
+    if (diag->n > errors) {
+        policy_free(pol);
+        return NULL;
+    }
+    return pol;
+}
+
+struct policy *policy_ref(struct policy *p)
+{
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+void policy_unref(struct policy *p)
+{
+    if (p != NULL && atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        policy_free(p);
+}
+
+const char *policy_preset_name(const struct policy *p, size_t i)
+{
+    return i < p->n_presets ? p->presets[i].name : NULL;
+}
+
+long policy_preset_rules(const struct policy *p, const char *name)
+{
+    const struct ruleset *rs = find_preset(p, name);
+    return rs ? (long)(rs->n_rules + rs->n_geo) : -1;
+}
+
+struct policy_binding *policy_binding_new(struct policy *p, const char *preset,
+                                          const char *const *extra, size_t n_extra,
+                                          const char *origin, struct policy_diag *diag)
+{
+    const struct ruleset *rs = find_preset(p, preset);
+    size_t errors = diag->n;
+
+    if (rs == NULL) {
+        diag_add(diag, "%s: expected the name of a preset, found '%s': no such preset", origin,
+                 preset);
+        return NULL;
+    }
+    struct policy_binding *b = xcalloc(1, sizeof(*b));
+    struct parse_ctx ctx = {.pool = &b->pool, .diag = diag, .extras = true};
+    ctx.file = pool_strndup(&b->pool, origin, strlen(origin));
+    for (size_t i = 0; i < n_extra; i++)
+        ruleset_parse_line(&ctx, &b->extras, extra[i], strlen(extra[i]), (unsigned)i + 1);
+    ruleset_index(&b->extras);
+    b->policy = policy_ref(p);
+    b->preset = rs;
+    if (diag->n > errors) {
+        policy_binding_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void policy_binding_free(struct policy_binding *b)
+{
+    if (b == NULL)
+        return;
+    ruleset_free(&b->extras);
+    pool_free(&b->pool);
+    policy_unref(b->policy);
+    free(b);
+}
+
+const char *policy_binding_preset(const struct policy_binding *b)
+{
+    return b->preset->name;
+}
+
+bool policy_binding_report(const struct policy_binding *b)
+{
+    return b->preset->report;
+}
+
+static void verdict(struct policy_verdict *v, const struct policy_binding *b, bool deny,
+                    enum policy_reason reason, const struct rule *r)
+{
+    v->decision = !deny ? POLICY_ALLOW : b->preset->report ? POLICY_WOULD_DENY : POLICY_DENY;
+    v->reason = reason;
+    v->rule = (struct policy_rule_ref){r ? r->file : NULL, r ? r->line : 0};
+}
+
+enum policy_decision policy_decide_name(const struct policy_binding *b,
+                                        const struct policy_host *host, uint16_t port, int64_t now,
+                                        struct policy_verdict *v)
+{
+    struct match m = {0};
+
+    memset(v, 0, sizeof(*v));
+    ruleset_match_name(b->preset, b->policy, host, port, now, &m);
+    if (m.deny != NULL) {
+        verdict(v, b, true, POLICY_R_DENY_RULE, m.deny);
+        return v->decision;
+    }
+    if (m.allow == NULL)
+        ruleset_match_name(&b->extras, b->policy, host, port, now, &m);
+    if (m.allow == NULL) {
+        verdict(v, b, true, POLICY_R_NOT_ALLOWED, NULL);
+        return v->decision;
+    }
+    verdict(v, b, false, POLICY_R_ALLOWED, m.allow);
+    v->raw = m.allow->raw;
+    v->private_ok = m.allow->private_ok;
+    return v->decision;
+}
+
+static bool in_list(const struct cidr *list, size_t n, const uint8_t addr[16])
+{
+    for (size_t i = 0; i < n; i++)
+        if (cidr_contains(&list[i], addr))
+            return true;
+    return false;
+}
+
+static bool range_denied(const struct policy *p, const uint8_t addr[16])
+{
+    return in_list(p->deny_ranges, p->n_deny_ranges, addr) &&
+           !in_list(p->allow_ranges, p->n_allow_ranges, addr);
+}
+
+/* The IPv4 address a NAT64 (64:ff9b::/96, RFC 6052) or 6to4 (2002::/16,
+ * RFC 3056) address carries, as ::ffff:a.b.c.d; false if it carries none. */
+static bool embedded_v4(const uint8_t addr[16], uint8_t out[16])
+{
+    static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+    memset(out, 0, 10);
+    out[10] = out[11] = 0xff;
+    if (memcmp(addr, nat64, 12) == 0) {
+        memcpy(out + 12, addr + 12, 4);
+        return true;
+    }
+    if (addr[0] == 0x20 && addr[1] == 0x02) {
+        memcpy(out + 12, addr + 2, 4);
+        return true;
+    }
+    return false;
+}
+
+static bool private_addr(const struct policy *p, const uint8_t addr[16])
+{
+    uint8_t v4[16];
+    return range_denied(p, addr) || (embedded_v4(addr, v4) && range_denied(p, v4));
+}
+
+static const struct geo_rule *geo_denied(const struct ruleset *rs, const char cc[3], uint32_t asn)
+{
+    for (size_t i = 0; i < rs->n_geo; i++) {
+        const struct geo_rule *g = &rs->geo[i];
+        if (g->cc[0] != '\0' ? (cc[0] == g->cc[0] && cc[1] == g->cc[1]) : (asn == g->asn))
+            return g;
+    }
+    return NULL;
+}
+
+enum policy_decision policy_decide_addr(const struct policy_binding *b, const uint8_t addr[16],
+                                        uint16_t port, const struct policy_verdict *name,
+                                        int64_t now, struct policy_verdict *v)
+{
+    const struct rule *r;
+    const struct geo_rule *g;
+
+    *v = *name;
+    geo_lookup(b->policy, addr, v->country, &v->asn);
+    /* deny-range is the appliance's wall, not a preset's choice: report
+     * mode does not open it, only a `private-ok` rule does. */
+    if (!name->private_ok && private_addr(b->policy, addr)) {
+        v->decision = POLICY_DENY;
+        v->reason = POLICY_R_PRIVATE_RANGE;
+        v->rule = (struct policy_rule_ref){NULL, 0};
+        return v->decision;
+    }
+    r = ruleset_match_ip(b->preset, b->preset->ip_deny, b->preset->n_ip_deny, addr, port, now);
+    if (r != NULL) {
+        verdict(v, b, true, POLICY_R_DENY_RULE, r);
+        return v->decision;
+    }
+    g = geo_denied(b->preset, v->country, v->asn);
+    if (g != NULL) {
+        v->decision = b->preset->report ? POLICY_WOULD_DENY : POLICY_DENY;
+        v->reason = POLICY_R_GEO;
+        v->rule = (struct policy_rule_ref){g->file, g->line};
+    }
+    return v->decision;
+}
+
+const char *policy_decision_str(enum policy_decision d)
+{
+    switch (d) {
+    case POLICY_ALLOW: return "allow";
+    case POLICY_DENY: return "deny";
+    case POLICY_WOULD_DENY: return "would_deny";
+    }
+    return "deny";
+}
+
+const char *policy_reason_str(enum policy_reason r)
+{
+    switch (r) {
+    case POLICY_R_ALLOWED: return "allowed";
+    case POLICY_R_NOT_ALLOWED: return "not_allowed";
+    case POLICY_R_DENY_RULE: return "deny_rule";
+    case POLICY_R_PRIVATE_RANGE: return "private_range";
+    case POLICY_R_GEO: return "geo";
+    case POLICY_R_BAD_HOST: return "bad_host";
+    }
+    return "not_allowed";
+}

@@ -1,0 +1,207 @@
+/*
+ * policy.h - allowlist files compiled into an immutable policy snapshot, and
+ * the two pure decision phases egressd runs on every connection.
+ *
+ * The files (DESIGN.md, "Policy files") are plain text an admin edits:
+ * `NAME.allow` defines the preset NAME, one rule per line.  This module does
+ * no I/O: the caller reads the files and the GeoIP databases and hands them
+ * in; the module parses, reports every error with FILE:LINE:COL, and builds a
+ * snapshot that is never changed again and may be shared by any number of
+ * threads (reference-counted).
+ *
+ * Decisions come in two phases, both pure functions of their arguments:
+ *   name phase     binding (preset + its sandbox's extra lines), normalized
+ *                  host, port, time -> allow / deny + reason + rule
+ *   address phase  each resolved address -> allowed, or denied as
+ *                  private_range, geo or by an `ip` deny rule
+ *
+ * Ownership: policy_builder_finish() returns a snapshot holding one
+ * reference.  A binding holds a reference to the snapshot it was made from,
+ * so a snapshot lives as long as any binding (and so any connection) uses it.
+ */
+#ifndef POLICY_POLICY_H
+#define POLICY_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct MMDB_s;
+
+/* Longest normalized host: a DNS name of 253 bytes, or "[" IPv6 "]". */
+#define POLICY_HOST_MAX 253
+
+/* ---------------------------------------------------------------- hosts */
+
+enum policy_host_kind {
+    POLICY_HOST_NAME, /* LDH labels, lower case, punycode for IDN */
+    POLICY_HOST_IPV4, /* dotted quad, four decimal parts 0..255 */
+    POLICY_HOST_IPV6, /* "[...]", written back in RFC 5952 form */
+};
+
+enum policy_host_error {
+    POLICY_HOST_OK,
+    POLICY_HOST_EMPTY,       /* nothing, or only "." */
+    POLICY_HOST_TOO_LONG,    /* over 253 bytes, or a label over 63 */
+    POLICY_HOST_BAD_BYTE,    /* outside [A-Za-z0-9.-] (IDN must be punycode) */
+    POLICY_HOST_EMPTY_LABEL, /* ".." or a leading dot */
+    POLICY_HOST_HYPHEN,      /* a label starts or ends with '-' */
+    POLICY_HOST_NUMERIC,     /* looks like a number: 2130706433, 0x7f.1, 0177.0.0.1 */
+    POLICY_HOST_BAD_IPV6,    /* "[...]" that is not one IPv6 address (no zone) */
+};
+
+/* The host as one canonical string: what every rule and every decision
+ * compares.  `text` is NUL-terminated, `len` bytes. */
+struct policy_host {
+    enum policy_host_kind kind;
+    uint8_t addr[16]; /* IP literals: the address (IPv4 as ::ffff:a.b.c.d) */
+    size_t len;
+    char text[POLICY_HOST_MAX + 3];
+};
+
+/* Normalize `len` bytes of `in` (a CONNECT authority's host part, an SNI, a
+ * Host header): lower case, one trailing dot dropped, LDH labels of at most
+ * 63 bytes and 253 in all, IPv4 only as a decimal dotted quad, IPv6 only in
+ * brackets.  Anything else is an error, never guessed at.  Idempotent: the
+ * text of a normalized host normalizes to itself.  Pure. */
+enum policy_host_error policy_host_normalize(const char *in, size_t len, struct policy_host *out);
+
+const char *policy_host_error_str(enum policy_host_error e);
+
+/* -------------------------------------------------------------- verdicts */
+
+enum policy_decision {
+    POLICY_ALLOW,
+    POLICY_DENY,
+    POLICY_WOULD_DENY, /* denied, but the preset is in `mode report` */
+};
+
+/* Reason codes; policy_reason_str() gives the access log's word. */
+enum policy_reason {
+    POLICY_R_ALLOWED,       /* "allowed" */
+    POLICY_R_NOT_ALLOWED,   /* "not_allowed": no rule matched, default deny */
+    POLICY_R_DENY_RULE,     /* "deny_rule": a deny rule matched */
+    POLICY_R_PRIVATE_RANGE, /* "private_range": address in a deny-range */
+    POLICY_R_GEO,           /* "geo": deny country / deny asn */
+    POLICY_R_BAD_HOST,      /* "bad_host": the host does not normalize */
+};
+
+/* Where a rule was written: "FILE:LINE" (file is the preset's file name, or
+ * the binding's origin such as "sandbox 101"). */
+struct policy_rule_ref {
+    const char *file; /* NULL: no rule decided (default deny / allowed range) */
+    unsigned line;
+};
+
+struct policy_verdict {
+    enum policy_decision decision;
+    enum policy_reason reason;
+    struct policy_rule_ref rule;
+    bool raw;        /* the allowing rule says `raw`: no ClientHello required */
+    bool private_ok; /* the allowing rule says `private-ok` */
+    /* Address phase only, when the GeoIP databases are given: */
+    char country[3]; /* ISO 3166-1 alpha-2, "" when unknown */
+    uint32_t asn;    /* 0 when unknown */
+};
+
+const char *policy_decision_str(enum policy_decision d);
+const char *policy_reason_str(enum policy_reason r);
+
+/* ---------------------------------------------------------- diagnostics */
+
+/* Every error a load found, one line each: "FILE:LINE:COL: what was
+ * expected, what was found". */
+struct policy_diag {
+    char **lines;
+    size_t n, cap;
+};
+
+void policy_diag_free(struct policy_diag *d);
+
+/* ---------------------------------------------------- building a policy */
+
+struct policy_builder;
+struct policy;
+
+/* A new, empty builder.  Aborts on allocation failure. */
+struct policy_builder *policy_builder_new(void);
+
+/* Add the text of preset `name` (the file NAME.allow), `file` naming it in
+ * messages.  The text is copied; it need not be NUL-terminated.  Errors go
+ * to the diag of policy_builder_finish(). */
+void policy_builder_add_preset(struct policy_builder *b, const char *name, const char *file,
+                               const char *text, size_t len);
+
+/* Address ranges of the configuration (egressd.conf `deny-range` and
+ * `allow-range`).  `spec` is a CIDR or, for deny, "default" (the built-in
+ * list of DESIGN.md); `where` ("egressd.conf:12") names it in messages.
+ * Without any deny-range call the default list applies. */
+void policy_builder_deny_range(struct policy_builder *b, const char *spec, const char *where);
+void policy_builder_allow_range(struct policy_builder *b, const char *spec, const char *where);
+
+/* The GeoIP2/GeoLite2 databases, opened by the caller, who keeps them open
+ * for as long as any snapshot built with them lives.  Either may be NULL; a
+ * preset with `deny country` (`deny asn`) then fails to load. */
+void policy_builder_geo(struct policy_builder *b, struct MMDB_s *country, struct MMDB_s *asn);
+
+/* Compile everything added.  Returns a snapshot holding one reference, or
+ * NULL when there was any error at all (all of them in `diag`: nothing is
+ * half-applied).  Frees the builder either way. */
+struct policy *policy_builder_finish(struct policy_builder *b, struct policy_diag *diag);
+
+/* Reference counting (atomic: any thread may take or drop one). */
+struct policy *policy_ref(struct policy *p);
+void policy_unref(struct policy *p); /* NULL is a no-op */
+
+/* Presets, in name order; NULL past the end. */
+const char *policy_preset_name(const struct policy *p, size_t i);
+/* Number of rules the preset holds, includes expanded; -1 if no such preset. */
+long policy_preset_rules(const struct policy *p, const char *name);
+
+/* --------------------------------------------------------- a binding */
+
+/* What one sandbox is held to: a preset plus the sandbox's own extra lines
+ * (same syntax, but only allow rules: they can add allows, never lift a
+ * preset's deny).  `origin` names the lines in messages and rule refs
+ * ("sandbox 101"); line N of the extras is extra[N-1].  Returns NULL and
+ * fills diag on any error (unknown preset, a bad line). */
+struct policy_binding *policy_binding_new(struct policy *p, const char *preset,
+                                          const char *const *extra, size_t n_extra,
+                                          const char *origin, struct policy_diag *diag);
+void policy_binding_free(struct policy_binding *b); /* NULL is a no-op */
+
+/* The preset the binding names, and whether it is in `mode report`. */
+const char *policy_binding_preset(const struct policy_binding *b);
+bool policy_binding_report(const struct policy_binding *b);
+
+/* ------------------------------------------------------------ deciding */
+
+/* Name phase: may this binding reach `host` on `port` at time `now` (Unix
+ * seconds)?  Deny rules win over allow rules in any order; `until` rules
+ * past their time are ignored.  IP-literal hosts are judged by `ip` rules
+ * (and exact rules naming the literal).  Fills *v; returns v->decision. */
+enum policy_decision policy_decide_name(const struct policy_binding *b,
+                                        const struct policy_host *host, uint16_t port, int64_t now,
+                                        struct policy_verdict *v);
+
+/* Address phase for one resolved address (`addr` 16 bytes, IPv4 as
+ * ::ffff:a.b.c.d) of a name the name phase allowed (`name` is its verdict:
+ * private-ok and report mode carry over).  Checks deny-range minus
+ * allow-range (IPv4-mapped, NAT64 and 6to4 forms included), `deny ip`
+ * rules and geo rules.  Fills *v (country/asn when the databases are
+ * there); returns v->decision. */
+enum policy_decision policy_decide_addr(const struct policy_binding *b, const uint8_t addr[16],
+                                        uint16_t port, const struct policy_verdict *name,
+                                        int64_t now, struct policy_verdict *v);
+
+/* Parse an IP address ("192.0.2.1", "2001:db8::1", "[2001:db8::1]") into
+ * the 16-byte form the address phase takes.  Returns false if it is not
+ * one. */
+bool policy_addr_parse(const char *s, size_t len, uint8_t out[16]);
+
+/* Parse an RFC 3339 time ("2026-12-01T00:00Z", seconds and fraction
+ * optional, "Z" or "+HH:MM") into Unix seconds.  Returns false if it is
+ * not one. */
+bool policy_time_parse(const char *s, size_t len, int64_t *out);
+
+#endif

@@ -1,0 +1,181 @@
+/*
+ * policy_int.h - the compiled form of a policy, shared by the files of
+ * policy/ and by nothing outside it.
+ */
+#ifndef POLICY_POLICY_INT_H
+#define POLICY_POLICY_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "policy.h"
+
+#define NO_EXPIRY INT64_MAX
+
+enum rule_kind {
+    RK_EXACT,    /* example.com: the host itself */
+    RK_SUB,      /* *.example.com: strict subdomains */
+    RK_APEX_SUB, /* .example.com: the apex and its subdomains */
+    RK_REGEX,    /* ~REGEX: PCRE2 over the whole normalized name */
+    RK_IP,       /* ip CIDR, or a host rule naming an IP literal */
+    RK_ANY,      /* *: any host name (not IP literals) */
+};
+
+enum ports_kind {
+    PORTS_DEFAULT, /* none written: 443 and 80 */
+    PORTS_ANY,     /* :* */
+    PORTS_LIST,    /* :P1,P2,... */
+};
+
+struct rule {
+    uint8_t kind; /* enum rule_kind */
+    bool deny, raw, private_ok;
+    uint8_t ports_kind; /* enum ports_kind */
+    uint8_t plen;       /* RK_IP: prefix length over the 16-byte form */
+    uint16_t n_ports;
+    uint16_t *ports;  /* PORTS_LIST: n_ports entries, in the pool */
+    int64_t until;    /* active while now < until; NO_EXPIRY */
+    const char *file; /* in the pool */
+    unsigned line;
+    union {
+        uint8_t addr[16]; /* RK_IP: network, host bits zero */
+        pcre2_code *re;   /* RK_REGEX, owned by the pool */
+        const char *key;  /* host-keyed kinds, in the pool */
+    } u;
+};
+
+/* Memory that lives exactly as long as the rules pointing into it: carved
+ * from large chunks (rules are never freed one by one), plus the compiled
+ * regexes.  Rules are plain values and may be copied (include). */
+struct pool {
+    char **chunks;
+    size_t n_chunks, cap_chunks;
+    size_t used, room; /* in the newest chunk */
+    pcre2_code **codes;
+    size_t n_codes, cap_codes;
+    size_t bytes; /* everything allocated, for the bench's bytes per rule */
+};
+
+void *pool_alloc(struct pool *p, size_t n);
+char *pool_strndup(struct pool *p, const char *s, size_t n);
+void pool_own_code(struct pool *p, pcre2_code *re);
+void pool_free(struct pool *p);
+
+/* One hash-table slot: the key's hash and the index of its entry. */
+struct slot {
+    uint64_t hash; /* 0: empty */
+    uint32_t entry;
+};
+
+/* All host-keyed rules of one key ("example.com"), as a run of rule indices. */
+struct entry {
+    const char *key;
+    uint32_t klen;
+    uint32_t first, count; /* into ruleset.keyed */
+};
+
+struct cidr {
+    uint8_t addr[16];
+    uint8_t plen;
+};
+
+/* A compiled rule set: one preset (includes expanded) or a binding's extras. */
+struct ruleset {
+    const char *name;
+    const char *file;
+    bool report; /* mode report */
+    struct rule *rules;
+    size_t n_rules, cap_rules;
+    /* host-keyed rules, by key */
+    struct slot *slots;
+    size_t slot_mask;
+    struct entry *entries;
+    size_t n_entries;
+    uint32_t *keyed;
+    /* the rest, in file order, by role (RK_ANY goes with the regexes) */
+    uint32_t *regex_deny, *regex_allow, *ip_deny, *ip_allow;
+    size_t n_regex_deny, n_regex_allow, n_ip_deny, n_ip_allow;
+    /* geo: deny country / deny asn, each with where it was written */
+    struct geo_rule {
+        char cc[2];   /* deny country */
+        uint32_t asn; /* deny asn (cc empty) */
+        const char *file;
+        unsigned line;
+    } * geo;
+    size_t n_geo;
+    bool needs_country, needs_asn;
+};
+
+struct policy {
+    atomic_uint refs;
+    struct ruleset *presets; /* sorted by name */
+    size_t n_presets;
+    struct cidr *deny_ranges, *allow_ranges;
+    size_t n_deny_ranges, n_allow_ranges;
+    struct MMDB_s *geo_country, *geo_asn;
+    pcre2_match_context *mctx; /* match limits for every regex */
+    struct pool pool;          /* rules' keys, ports, file names, regexes */
+};
+
+struct policy_binding {
+    struct policy *policy;
+    const struct ruleset *preset;
+    struct ruleset extras;
+    struct pool pool;
+};
+
+/* diag.c */
+void diag_add(struct policy_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation that aborts on failure (STYLE.md rule 7). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrndup(const char *s, size_t n);
+
+/* addr.c */
+bool cidr_parse(const char *s, size_t len, struct cidr *out, char *why, size_t whylen);
+bool cidr_contains(const struct cidr *c, const uint8_t addr[16]);
+size_t cidr_default_deny(const struct cidr **out);
+bool country_code_known(const char *cc);
+
+/* ruleset.c */
+struct parse_ctx {
+    struct pool *pool;        /* where the rules' memory goes */
+    struct policy_diag *diag; /* errors */
+    const char *file;         /* in the pool */
+    bool extras;              /* a binding's lines: allow rules only */
+    /* include lines seen: name + where */
+    struct include_ref {
+        char *name;
+        unsigned line, col;
+    } * includes;
+    size_t n_includes;
+};
+void ruleset_parse_line(struct parse_ctx *ctx, struct ruleset *rs, const char *line, size_t len,
+                        unsigned lineno);
+void ruleset_add_rule(struct ruleset *rs, const struct rule *r);
+void ruleset_index(struct ruleset *rs);
+void ruleset_free(struct ruleset *rs);
+
+/* geo.c */
+void geo_lookup(const struct policy *p, const uint8_t addr[16], char cc[3], uint32_t *asn);
+
+/* match.c */
+struct match {
+    const struct rule *deny, *allow;
+};
+void ruleset_match_name(const struct ruleset *rs, const struct policy *p,
+                        const struct policy_host *h, uint16_t port, int64_t now, struct match *m);
+const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *idx, size_t n,
+                                    const uint8_t addr[16], uint16_t port, int64_t now);
+uint64_t suffix_hash_step(uint64_t h, unsigned char c);
+#define SUFFIX_HASH_SEED 14695981039346656037ULL
+
+#endif

@@ -1,0 +1,560 @@
+/*
+ * ruleset.c - one line of a policy file into rules, and the rules of a
+ * preset into the index the matcher reads.
+ *
+ * Grammar (DESIGN.md, "Policy files"), one rule per line, `#` to the end of
+ * the line is a comment when it starts a token:
+ *
+ *   line     = rule | "deny" target [until] | "deny" geo | "mode" MODE
+ *            | "include" NAME
+ *   rule     = target *( "raw" | "private-ok" | "until" TIME )
+ *   target   = host [":" ports] | "ip" cidr [":" ports]
+ *   host     = NAME | "*." NAME | "." NAME | "*" | "~" REGEX | IPLITERAL
+ *   ports    = "*" | PORT *( "," PORT )
+ *   geo      = "country" 1*CC | "asn" 1*NUMBER
+ *
+ * Every error is reported as FILE:LINE:COL with what was expected and what
+ * was found; a line with an error adds no rule.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy_int.h"
+
+#define MAX_TOKENS 64
+#define MAX_PORTS  64
+
+struct token {
+    const char *s;
+    size_t len;
+    unsigned col;
+};
+
+struct line {
+    struct parse_ctx *ctx;
+    unsigned lineno;
+    struct token tok[MAX_TOKENS];
+    size_t n;
+    bool failed;
+};
+
+/* Quote a token for a message: at most 60 bytes, control bytes escaped. */
+static const char *shown(const struct token *t, char *buf, size_t size)
+{
+    size_t o = 0, max = t->len < 60 ? t->len : 60;
+    for (size_t i = 0; i < max && o + 5 < size; i++) {
+        unsigned char c = (unsigned char)t->s[i];
+        if (c < 0x20 || c >= 0x7f)
+            o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
+    }
+    if (t->len > max && o + 4 < size)
+        o += (size_t)snprintf(buf + o, size - o, "...");
+    buf[o] = '\0';
+    return buf;
+}
+
+/* FILE:LINE:COL: expected WHAT, found 'TOKEN' (or "end of line"). */
+static void expected(struct line *l, const struct token *t, unsigned col, const char *what)
+{
+    char buf[256];
+    if (t == NULL)
+        diag_add(l->ctx->diag, "%s:%u:%u: expected %s, found end of line", l->ctx->file, l->lineno,
+                 col, what);
+    else
+        diag_add(l->ctx->diag, "%s:%u:%u: expected %s, found '%s'", l->ctx->file, l->lineno, col,
+                 what, shown(t, buf, sizeof(buf)));
+    l->failed = true;
+}
+
+static void problem(struct line *l, unsigned col, const char *msg)
+{
+    diag_add(l->ctx->diag, "%s:%u:%u: %s", l->ctx->file, l->lineno, col, msg);
+    l->failed = true;
+}
+
+static bool tokenize(struct line *l, const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == ' ' || c == '\t' || c == '\r') {
+            i++;
+            continue;
+        }
+        if (c == '#')
+            break;
+        size_t start = i;
+        while (i < len && s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+            i++;
+        if (l->n == MAX_TOKENS) {
+            problem(l, (unsigned)start + 1, "too many words on one line (at most 64)");
+            return false;
+        }
+        l->tok[l->n++] = (struct token){s + start, i - start, (unsigned)start + 1};
+    }
+    return true;
+}
+
+static bool tok_is(const struct token *t, const char *word)
+{
+    return t->len == strlen(word) && memcmp(t->s, word, t->len) == 0;
+}
+
+static bool parse_number(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (len == 0 || len > 10 || (s[0] == '0' && len > 1))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v == 0 || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* "*" or "P1,P2,..." (1..65535) into r. */
+static bool parse_ports(struct line *l, const struct token *t, size_t off, struct rule *r)
+{
+    const char *s = t->s + off;
+    size_t len = t->len - off;
+    uint16_t ports[MAX_PORTS];
+    size_t n = 0, i = 0;
+
+    if (len == 1 && s[0] == '*') {
+        r->ports_kind = PORTS_ANY;
+        return true;
+    }
+    while (i <= len) {
+        size_t start = i;
+        uint64_t v;
+        while (i < len && s[i] != ',')
+            i++;
+        if (!parse_number(s + start, i - start, 65535, &v)) {
+            struct token bad = {s + start, i - start, t->col + (unsigned)(off + start)};
+            expected(l, &bad, bad.col, "a port 1..65535 (or ':*' for any port)");
+            return false;
+        }
+        if (n == MAX_PORTS) {
+            problem(l, t->col + (unsigned)(off + start), "more than 64 ports in one rule");
+            return false;
+        }
+        ports[n++] = (uint16_t)v;
+        i++;
+    }
+    r->ports_kind = PORTS_LIST;
+    r->n_ports = (uint16_t)n;
+    r->ports = pool_alloc(l->ctx->pool, n * sizeof(uint16_t));
+    memcpy(r->ports, ports, n * sizeof(uint16_t));
+    return true;
+}
+
+/* Ports after the last ':' when what follows it is a port list; *cut is
+ * the length before the ':' (or the whole token). */
+static size_t split_ports(const struct token *t, size_t from)
+{
+    for (size_t i = t->len; i > from; i--)
+        if (t->s[i - 1] == ':')
+            return i - 1;
+    return t->len;
+}
+
+static bool parse_regex(struct line *l, const struct token *t, struct rule *r)
+{
+    size_t cut = split_ports(t, 1);
+    int err;
+    PCRE2_SIZE off;
+
+    if (cut < t->len && !parse_ports(l, t, cut + 1, r))
+        return false;
+    if (cut <= 1) {
+        expected(l, NULL, t->col + 1, "a regular expression after '~'");
+        return false;
+    }
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(t->s + 1), cut - 1,
+                                   PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_NEVER_UTF |
+                                       PCRE2_NEVER_BACKSLASH_C,
+                                   &err, &off, NULL);
+    if (re == NULL) {
+        PCRE2_UCHAR msg[160];
+        char text[224];
+        pcre2_get_error_message(err, msg, sizeof(msg));
+        snprintf(text, sizeof(text), "regular expression error at offset %zu: %s", (size_t)off,
+                 (const char *)msg);
+        problem(l, t->col + 1 + (unsigned)off, text);
+        return false;
+    }
+    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT it still matches */
+    pool_own_code(l->ctx->pool, re);
+    r->kind = RK_REGEX;
+    r->u.re = re;
+    return true;
+}
+
+/* `ip CIDR[:PORTS]`: the ports follow the prefix length, or a bracketed
+ * IPv6 address, or an IPv4 address; a bare IPv6 address takes none. */
+static bool parse_ip_target(struct line *l, const struct token *t, struct rule *r)
+{
+    size_t cut = t->len;
+    const char *slash = memchr(t->s, '/', t->len);
+    const char *bracket = memchr(t->s, ']', t->len);
+    const char *from = slash ? slash : bracket;
+    struct cidr c;
+    char why[96];
+
+    if (from != NULL) {
+        const char *colon = memchr(from, ':', t->len - (size_t)(from - t->s));
+        if (colon != NULL)
+            cut = (size_t)(colon - t->s);
+    } else if (memchr(t->s, ':', t->len) == memrchr(t->s, ':', t->len)) {
+        cut = split_ports(t, 0); /* IPv4 "a.b.c.d:22" (at most one ':') */
+    }
+    if (cut < t->len && !parse_ports(l, t, cut + 1, r))
+        return false;
+    if (!cidr_parse(t->s, cut, &c, why, sizeof(why))) {
+        struct token addr = {t->s, cut, t->col};
+        expected(l, &addr, t->col, why);
+        return false;
+    }
+    r->kind = RK_IP;
+    r->plen = c.plen;
+    memcpy(r->u.addr, c.addr, 16);
+    return true;
+}
+
+/* A host target: NAME, *.NAME, .NAME, *, ~REGEX or an IP literal, then
+ * optional ports. */
+static bool parse_host_target(struct line *l, const struct token *t, struct rule *r)
+{
+    struct policy_host h;
+    size_t cut, skip = 0;
+    enum policy_host_error e;
+
+    if (t->s[0] == '~')
+        return parse_regex(l, t, r);
+    if (t->s[0] == '[') {
+        const char *end = memchr(t->s, ']', t->len);
+        cut = end ? (size_t)(end - t->s) + 1 : t->len;
+        if (cut < t->len && t->s[cut] != ':') {
+            expected(l, t, t->col, "':PORTS' after an IPv6 address in brackets");
+            return false;
+        }
+    } else {
+        cut = split_ports(t, 0);
+    }
+    if (cut < t->len && !parse_ports(l, t, cut + 1, r))
+        return false;
+    r->kind = RK_EXACT;
+    if (cut == 1 && t->s[0] == '*') {
+        r->kind = RK_ANY;
+        return true;
+    }
+    if (cut >= 2 && t->s[0] == '*' && t->s[1] == '.') {
+        r->kind = RK_SUB;
+        skip = 2;
+    } else if (cut >= 1 && t->s[0] == '.') {
+        r->kind = RK_APEX_SUB;
+        skip = 1;
+    }
+    if (memchr(t->s + skip, '*', cut - skip) != NULL) {
+        expected(l, t, t->col, "a wildcard only as a leading '*.' (or '*' alone for any name)");
+        return false;
+    }
+    e = policy_host_normalize(t->s + skip, cut - skip, &h);
+    if (e != POLICY_HOST_OK) {
+        struct token host = {t->s + skip, cut - skip, t->col + (unsigned)skip};
+        char what[160];
+        snprintf(what, sizeof(what), "a host name or IP address (%s)", policy_host_error_str(e));
+        expected(l, &host, host.col, what);
+        return false;
+    }
+    if (h.kind != POLICY_HOST_NAME) {
+        if (skip != 0) {
+            expected(l, t, t->col, "a domain name after '*.' or '.', not an IP address");
+            return false;
+        }
+        r->kind = RK_IP;
+        r->plen = 128;
+        memcpy(r->u.addr, h.addr, 16);
+        return true;
+    }
+    r->u.key = pool_strndup(l->ctx->pool, h.text, h.len);
+    return true;
+}
+
+static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
+{
+    for (; i < l->n; i++) {
+        const struct token *t = &l->tok[i];
+        if (tok_is(t, "raw") && !r->deny) {
+            r->raw = true;
+        } else if (tok_is(t, "private-ok") && !r->deny && !l->ctx->extras) {
+            r->private_ok = true;
+        } else if (tok_is(t, "until")) {
+            if (i + 1 == l->n) {
+                expected(l, NULL, t->col + (unsigned)t->len,
+                         "an RFC 3339 time after 'until' (2026-12-01T00:00Z)");
+                return false;
+            }
+            t = &l->tok[++i];
+            if (!policy_time_parse(t->s, t->len, &r->until)) {
+                expected(l, t, t->col, "an RFC 3339 time (2026-12-01T00:00Z)");
+                return false;
+            }
+        } else {
+            const char *what = r->deny ? "'until' or end of line (after a deny rule)"
+                               : l->ctx->extras
+                                   ? "'raw', 'until' or end of line (in a sandbox's lines)"
+                                   : "'raw', 'private-ok', 'until' or end of line";
+            expected(l, t, t->col, what);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void parse_geo(struct line *l, struct ruleset *rs)
+{
+    const struct token *kind = &l->tok[1];
+    bool country = tok_is(kind, "country");
+
+    if (l->n == 2) {
+        expected(l, NULL, kind->col + (unsigned)kind->len,
+                 country ? "a country code (ISO 3166-1 alpha-2)" : "an AS number");
+        return;
+    }
+    for (size_t i = 2; i < l->n; i++) {
+        const struct token *t = &l->tok[i];
+        struct geo_rule g = {.file = l->ctx->file, .line = l->lineno};
+        if (country) {
+            if (t->len == 2) {
+                g.cc[0] = (char)(t->s[0] & ~0x20);
+                g.cc[1] = (char)(t->s[1] & ~0x20);
+            }
+            if (t->len != 2 || !country_code_known(g.cc)) {
+                expected(l, t, t->col, "a country code (ISO 3166-1 alpha-2, such as KP)");
+                continue;
+            }
+            rs->needs_country = true;
+        } else {
+            size_t skip = (t->len > 2 && (t->s[0] | 0x20) == 'a' && (t->s[1] | 0x20) == 's');
+            uint64_t asn;
+            if (!parse_number(t->s + 2 * skip, t->len - 2 * skip, UINT32_MAX, &asn)) {
+                expected(l, t, t->col, "an AS number 1..4294967295 (such as 64496 or AS64496)");
+                continue;
+            }
+            g.asn = (uint32_t)asn;
+            rs->needs_asn = true;
+        }
+        rs->geo = xrealloc(rs->geo, (rs->n_geo + 1) * sizeof(*rs->geo));
+        rs->geo[rs->n_geo++] = g;
+    }
+}
+
+static void parse_directive(struct line *l, struct ruleset *rs)
+{
+    const struct token *t0 = &l->tok[0];
+    bool is_mode = tok_is(t0, "mode");
+    char msg[128];
+
+    if (l->ctx->extras) {
+        snprintf(msg, sizeof(msg), "'%s' is not allowed in a sandbox's lines (only allow rules)",
+                 is_mode ? "mode" : "include");
+        problem(l, t0->col, msg);
+        return;
+    }
+    if (l->n < 2) {
+        expected(l, NULL, t0->col + (unsigned)t0->len,
+                 is_mode ? "'report' or 'enforce'" : "a preset name");
+        return;
+    }
+    if (l->n > 2) {
+        expected(l, &l->tok[2], l->tok[2].col, "end of line");
+        return;
+    }
+    const struct token *t1 = &l->tok[1];
+    if (is_mode) {
+        if (tok_is(t1, "report") || tok_is(t1, "enforce"))
+            rs->report = tok_is(t1, "report");
+        else
+            expected(l, t1, t1->col, "'report' or 'enforce'");
+        return;
+    }
+    for (size_t i = 0; i < t1->len; i++) {
+        char c = t1->s[i];
+        if (!(c == '-' || c == '_' || c == '.' || (c >= '0' && c <= '9') ||
+              ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))) {
+            expected(l, t1, t1->col, "a preset name (letters, digits, '-', '_', '.')");
+            return;
+        }
+    }
+    struct parse_ctx *ctx = l->ctx;
+    ctx->includes = xrealloc(ctx->includes, (ctx->n_includes + 1) * sizeof(*ctx->includes));
+    ctx->includes[ctx->n_includes++] =
+        (struct include_ref){xstrndup(t1->s, t1->len), l->lineno, t1->col};
+}
+
+void ruleset_parse_line(struct parse_ctx *ctx, struct ruleset *rs, const char *s, size_t len,
+                        unsigned lineno)
+{
+    struct line l = {.ctx = ctx, .lineno = lineno};
+    struct rule r = {.until = NO_EXPIRY, .file = ctx->file, .line = lineno};
+    size_t i = 0;
+
+    for (size_t k = 0; k < len; k++) {
+        unsigned char c = (unsigned char)s[k];
+        if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
+            problem(&l, (unsigned)k + 1, "control byte in a policy line");
+            return;
+        }
+    }
+    if (!tokenize(&l, s, len) || l.n == 0)
+        return;
+    if (tok_is(&l.tok[0], "mode") || tok_is(&l.tok[0], "include")) {
+        parse_directive(&l, rs);
+        return;
+    }
+    if (tok_is(&l.tok[0], "deny")) {
+        if (ctx->extras) {
+            problem(&l, l.tok[0].col,
+                    "'deny' is not allowed in a sandbox's lines (they only add allows)");
+            return;
+        }
+        if (l.n == 1) {
+            expected(&l, NULL, l.tok[0].col + 4, "a rule, 'country' or 'asn' after 'deny'");
+            return;
+        }
+        if (tok_is(&l.tok[1], "country") || tok_is(&l.tok[1], "asn")) {
+            parse_geo(&l, rs);
+            return;
+        }
+        r.deny = true;
+        i = 1;
+    }
+    bool ok;
+    if (tok_is(&l.tok[i], "ip")) {
+        if (i + 1 == l.n) {
+            expected(&l, NULL, l.tok[i].col + 2, "an address or CIDR after 'ip'");
+            return;
+        }
+        i++;
+        ok = parse_ip_target(&l, &l.tok[i], &r);
+    } else {
+        ok = parse_host_target(&l, &l.tok[i], &r);
+    }
+    if (ok && parse_modifiers(&l, i + 1, &r))
+        ruleset_add_rule(rs, &r);
+}
+
+void ruleset_add_rule(struct ruleset *rs, const struct rule *r)
+{
+    if (rs->n_rules == rs->cap_rules) {
+        rs->cap_rules = rs->cap_rules ? rs->cap_rules * 2 : 16;
+        rs->rules = xrealloc(rs->rules, rs->cap_rules * sizeof(*rs->rules));
+    }
+    rs->rules[rs->n_rules++] = *r;
+}
+
+static bool keyed(const struct rule *r)
+{
+    return r->kind == RK_EXACT || r->kind == RK_SUB || r->kind == RK_APEX_SUB;
+}
+
+static uint64_t key_hash(const char *key, size_t len)
+{
+    uint64_t h = SUFFIX_HASH_SEED;
+    while (len > 0)
+        h = suffix_hash_step(h, (unsigned char)key[--len]);
+    return h | 1; /* 0 marks an empty slot */
+}
+
+/* Rule indices sorted by key, so each key's rules are one run (in file
+ * order within it). */
+static int by_key(const void *a, const void *b, void *arg)
+{
+    const struct ruleset *rs = arg;
+    uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
+    int c = strcmp(rs->rules[ia].u.key, rs->rules[ib].u.key);
+    return c != 0 ? c : (ia > ib) - (ia < ib);
+}
+
+static void index_keyed(struct ruleset *rs, size_t n_keyed)
+{
+    size_t cap = 16;
+    while (cap < n_keyed * 2)
+        cap *= 2;
+    rs->slots = xcalloc(cap, sizeof(*rs->slots));
+    rs->slot_mask = cap - 1;
+    rs->entries = xcalloc(n_keyed, sizeof(*rs->entries));
+    qsort_r(rs->keyed, n_keyed, sizeof(uint32_t), by_key, rs);
+    for (size_t i = 0; i < n_keyed;) {
+        const char *key = rs->rules[rs->keyed[i]].u.key;
+        size_t j = i + 1;
+        while (j < n_keyed && strcmp(rs->rules[rs->keyed[j]].u.key, key) == 0)
+            j++;
+        struct entry *e = &rs->entries[rs->n_entries];
+        *e = (struct entry){key, (uint32_t)strlen(key), (uint32_t)i, (uint32_t)(j - i)};
+        uint64_t h = key_hash(key, e->klen);
+        size_t s = h & rs->slot_mask;
+        while (rs->slots[s].hash != 0)
+            s = (s + 1) & rs->slot_mask;
+        rs->slots[s] = (struct slot){h, (uint32_t)rs->n_entries++};
+        i = j;
+    }
+}
+
+/* The list a non-keyed rule goes to. */
+static uint32_t **role(struct ruleset *rs, const struct rule *r, size_t **n)
+{
+    if (r->kind == RK_IP) {
+        *n = r->deny ? &rs->n_ip_deny : &rs->n_ip_allow;
+        return r->deny ? &rs->ip_deny : &rs->ip_allow;
+    }
+    *n = r->deny ? &rs->n_regex_deny : &rs->n_regex_allow;
+    return r->deny ? &rs->regex_deny : &rs->regex_allow;
+}
+
+void ruleset_index(struct ruleset *rs)
+{
+    size_t n_keyed = 0, *n;
+    uint32_t **list;
+
+    rs->keyed = xcalloc(rs->n_rules, sizeof(*rs->keyed));
+    rs->regex_deny = xcalloc(rs->n_rules, sizeof(uint32_t));
+    rs->regex_allow = xcalloc(rs->n_rules, sizeof(uint32_t));
+    rs->ip_deny = xcalloc(rs->n_rules, sizeof(uint32_t));
+    rs->ip_allow = xcalloc(rs->n_rules, sizeof(uint32_t));
+    for (size_t i = 0; i < rs->n_rules; i++) {
+        const struct rule *r = &rs->rules[i];
+        if (keyed(r)) {
+            rs->keyed[n_keyed++] = (uint32_t)i;
+        } else {
+            list = role(rs, r, &n);
+            (*list)[(*n)++] = (uint32_t)i;
+        }
+    }
+    rs->regex_deny = xrealloc(rs->regex_deny, rs->n_regex_deny * sizeof(uint32_t));
+    rs->regex_allow = xrealloc(rs->regex_allow, rs->n_regex_allow * sizeof(uint32_t));
+    rs->ip_deny = xrealloc(rs->ip_deny, rs->n_ip_deny * sizeof(uint32_t));
+    rs->ip_allow = xrealloc(rs->ip_allow, rs->n_ip_allow * sizeof(uint32_t));
+    index_keyed(rs, n_keyed);
+}
+
+void ruleset_free(struct ruleset *rs)
+{
+    free(rs->rules);
+    free(rs->slots);
+    free(rs->entries);
+    free(rs->keyed);
+    free(rs->regex_deny);
+    free(rs->regex_allow);
+    free(rs->ip_deny);
+    free(rs->ip_allow);
+    free(rs->geo);
+    memset(rs, 0, sizeof(*rs));
+}
