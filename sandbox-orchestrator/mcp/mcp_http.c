@@ -1,0 +1,869 @@
+/* mcp_http.c - the Streamable HTTP transport (MCP 2025-11-25, basic/transports).
+ *
+ * One endpoint, /mcp.  A POST carries one JSON-RPC message: a request is
+ * answered 200 with an application/json body; a notification or a response
+ * gets 202 and no body.  initialize opens a session whose id comes back in
+ * Mcp-Session-Id and must accompany every later request (400 without it, 404
+ * for one that ended); DELETE ends it.  There is no server-to-client stream:
+ * GET answers 405, as the specification allows.
+ *
+ * In front of that, for every request: the Host (when we listen on loopback)
+ * and the Origin (when sent) must be loopback names, else 403 - a web page
+ * must not reach this server through DNS rebinding; then the bearer token,
+ * compared in constant time, else 401 with WWW-Authenticate.
+ *
+ * A thread per connection (at most MAX_CONNS), each with deadlines on every
+ * read and write so a slow or silent client cannot hold it; sizes are capped
+ * (HEAD_MAX, MAX_HEADERS, BODY_MAX).  HTTP/1.1 keep-alive; no chunked bodies.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mcp_server.h"
+
+#define HEAD_MAX       16384 /* request line + headers */
+#define MAX_HEADERS    64
+#define BODY_MAX       (8u << 20) /* one JSON-RPC message */
+#define MAX_CONNS      32
+#define MAX_SESSIONS   64
+#define IDLE_MS        60000 /* keep-alive: wait this long for the next request */
+#define HEAD_MS        10000 /* a started request head must be complete in this */
+#define BODY_MS        30000 /* and its body in this */
+#define WRITE_S        10    /* a response must be taken in this (SO_SNDTIMEO) */
+#define SESSION_IDLE_S (24 * 3600)
+
+struct session {
+    char id[33]; /* 128 random bits in hex; "" for a free slot */
+    struct sbx_mcp_session s;
+    time_t last_used;
+};
+
+struct http {
+    struct sbx_mcp_server *srv;
+    const char *token;
+    int loopback; /* we listen on loopback: Host must name it */
+    pthread_mutex_t lock;
+    pthread_cond_t drained;
+    int conn_fds[MAX_CONNS]; /* -1 for a free slot; shut down on stop */
+    int nconns;
+    struct session sessions[MAX_SESSIONS];
+};
+
+/* One request as parsed; the strings point into the connection's buffer. */
+struct request {
+    char *method, *target;
+    int http10, keep_alive;
+    const char *host, *origin, *auth, *content_type, *accept, *session_id, *protocol_version;
+    long long content_length; /* -1: none */
+    int chunked;
+    char *body;
+    size_t body_len;
+};
+
+struct conn {
+    struct http *h;
+    int fd, slot;
+    size_t len;             /* bytes in buf */
+    char buf[HEAD_MAX + 1]; /* the head being read, then what follows it */
+};
+
+/* One response; extra holds whole header lines ending in \r\n. */
+struct response {
+    int status;
+    const char *content_type;
+    char extra[256];
+    char *body; /* malloc'd or NULL */
+    size_t body_len;
+    int close; /* close the connection after it */
+};
+
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads what is there, waiting until deadline.  Returns the byte count, 0 at
+ * the peer's end, -1 on error or timeout. */
+static ssize_t read_until(int fd, char *buf, size_t len, int64_t deadline)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        int n;
+
+        if (left <= 0)
+            return -1;
+        n = poll(&p, 1, (int)left);
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        ssize_t r = read(fd, buf, len);
+        if (r == -1 && errno == EINTR)
+            continue;
+        return r;
+    }
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1)
+            return -1; /* includes SO_SNDTIMEO's EAGAIN: the client stopped reading */
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 202: return "Accepted";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    }
+    return "Error";
+}
+
+static int send_response(int fd, struct response *r)
+{
+    char head[1024];
+    int n;
+
+    n = snprintf(head, sizeof head,
+                 "HTTP/1.1 %d %s\r\n%s%s%sContent-Length: %zu\r\nCache-Control: no-store\r\n"
+                 "Connection: %s\r\n%s\r\n",
+                 r->status, status_text(r->status), r->content_type ? "Content-Type: " : "",
+                 r->content_type ? r->content_type : "", r->content_type ? "\r\n" : "", r->body_len,
+                 r->close ? "close" : "keep-alive", r->extra);
+    if (n < 0 || (size_t)n >= sizeof head)
+        return -1;
+    if (write_all(fd, head, (size_t)n) == -1)
+        return -1;
+    return r->body_len ? write_all(fd, r->body, r->body_len) : 0;
+}
+
+/* Sets r to carry msg (stolen) as its JSON body. */
+static void set_json(struct response *r, int status, json_t *msg)
+{
+    r->status = status;
+    r->content_type = "application/json";
+    r->body = json_dumps(msg, JSON_COMPACT);
+    r->body_len = r->body ? strlen(r->body) : 0;
+    json_decref(msg);
+}
+
+/* An HTTP-level refusal, with a JSON-RPC error body (id null) saying why. */
+static void set_error(struct response *r, int status, const char *msg)
+{
+    set_json(r, status,
+             json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code", -32000,
+                       "message", msg));
+}
+
+/* Host part of "host[:port]" or "[v6][:port]" is a loopback name; port, when
+ * present, is digits.  RFC 9110 section 7.2 (Host), RFC 6454 (Origin). */
+static int loopback_hostport(const char *s)
+{
+    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
+    size_t hl;
+    const char *port;
+
+    if (*s == '[') {
+        const char *end = strchr(s, ']');
+
+        if (!end)
+            return 0;
+        hl = (size_t)(end - s) + 1;
+    } else {
+        hl = strcspn(s, ":");
+    }
+    port = s + hl;
+    if (*port == ':') {
+        port++;
+        if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5)
+            return 0;
+    } else if (*port) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == hl && strncasecmp(s, names[i], hl) == 0)
+            return 1;
+    return 0;
+}
+
+static int origin_ok(const char *origin)
+{
+    return strncasecmp(origin, "http://", 7) == 0 && loopback_hostport(origin + 7);
+}
+
+/* Splits the request line and headers in place.  Returns 0, or the HTTP
+ * status that refuses the request. */
+static int parse_head(char *head, struct request *q)
+{
+    char *line, *save = NULL, *colon, *v, *e;
+    int nheaders = 0;
+
+    memset(q, 0, sizeof *q);
+    q->content_length = -1;
+    line = strtok_r(head, "\n", &save);
+    if (!line)
+        return 400;
+    line[strcspn(line, "\r")] = '\0';
+    q->method = line;
+    q->target = strchr(line, ' ');
+    if (!q->target)
+        return 400;
+    *q->target++ = '\0';
+    v = strchr(q->target, ' ');
+    if (!v)
+        return 400;
+    *v++ = '\0';
+    if (strcmp(v, "HTTP/1.1") != 0 && strcmp(v, "HTTP/1.0") != 0)
+        return 400;
+    q->http10 = strcmp(v, "HTTP/1.0") == 0;
+    q->keep_alive = !q->http10;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        if ((e = strchr(line, '\r')) != NULL) {
+            if (e[1])
+                return 400; /* a bare CR inside a line */
+            *e = '\0';
+        }
+        if (!*line)
+            break;
+        if (++nheaders > MAX_HEADERS)
+            return 431;
+        colon = strchr(line, ':');
+        if (!colon || colon == line || strchr(" \t", line[0]) || strpbrk(line, " \t") < colon)
+            return 400; /* no name, obsolete line folding, blank before the colon */
+        *colon = '\0';
+        for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
+            ;
+        for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t'); e--)
+            *--e = '\0';
+        if (strcasecmp(line, "Content-Length") == 0) {
+            char *end;
+
+            if (q->content_length != -1 || !*v || strspn(v, "0123456789") != strlen(v))
+                return 400;
+            q->content_length = strtoll(v, &end, 10);
+            if (strlen(v) > 12)
+                return 413;
+        } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
+            q->chunked = 1;
+        } else if (strcasecmp(line, "Connection") == 0) {
+            if (strcasestr(v, "close"))
+                q->keep_alive = 0;
+            else if (strcasestr(v, "keep-alive"))
+                q->keep_alive = 1;
+        } else {
+            static const struct {
+                const char *name;
+                size_t off;
+            } known[] = {
+                {"Host", offsetof(struct request, host)},
+                {"Origin", offsetof(struct request, origin)},
+                {"Authorization", offsetof(struct request, auth)},
+                {"Content-Type", offsetof(struct request, content_type)},
+                {"Accept", offsetof(struct request, accept)},
+                {"Mcp-Session-Id", offsetof(struct request, session_id)},
+                {"MCP-Protocol-Version", offsetof(struct request, protocol_version)},
+            };
+            for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+                const char **slot = (const char **)((char *)q + known[i].off);
+
+                if (strcasecmp(line, known[i].name) != 0)
+                    continue;
+                if (*slot)
+                    return 400; /* one of each: a second Host or token is an attack */
+                *slot = v;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The media type of a header value, without parameters, is type. */
+static int media_is(const char *value, const char *type)
+{
+    size_t n = strlen(type);
+
+    return value && strncasecmp(value, type, n) == 0 && strchr(" \t;", value[n]);
+}
+
+/* Accept lists application/json (or a wildcard that covers it). */
+static int accepts_json(const char *accept)
+{
+    char copy[512], *item, *save = NULL;
+
+    if (!accept)
+        return 1;
+    snprintf(copy, sizeof copy, "%s", accept);
+    for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ' || *item == '\t')
+            item++;
+        if (media_is(item, "application/json") || media_is(item, "application/*") ||
+            media_is(item, "*/*"))
+            return 1;
+    }
+    return 0;
+}
+
+/* Bearer token check (RFC 6750 section 2.1). */
+static int auth_ok(const struct http *h, const char *auth)
+{
+    const char *t;
+
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+        return 0;
+    for (t = auth + 7; *t == ' '; t++)
+        ;
+    return sbx_mcp_token_equal(t, strlen(t), h->token, strlen(h->token));
+}
+
+static struct session *session_find(struct http *h, const char *id)
+{
+    for (int i = 0; i < MAX_SESSIONS; i++)
+        if (h->sessions[i].id[0] && strcmp(h->sessions[i].id, id) == 0)
+            return &h->sessions[i];
+    return NULL;
+}
+
+/* Stores a new session (under h->lock): a free slot, else the one unused for
+ * longest.  Returns 0, or -1 when no random id could be had. */
+static int session_add(struct http *h, const struct sbx_mcp_session *s, char id[33])
+{
+    unsigned char rnd[16];
+    struct session *slot = &h->sessions[0];
+    time_t now = time(NULL);
+
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return -1;
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(id + 2 * i, 3, "%02x", rnd[i]);
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        struct session *c = &h->sessions[i];
+
+        if (c->id[0] && now - c->last_used > SESSION_IDLE_S)
+            c->id[0] = '\0';
+        if (!c->id[0] || (slot->id[0] && c->last_used < slot->last_used))
+            slot = c;
+    }
+    if (slot->id[0])
+        fprintf(stderr, "sandboxctl mcp: %d sessions open: ending the least recent\n",
+                MAX_SESSIONS);
+    memcpy(slot->id, id, 33);
+    slot->s = *s;
+    slot->last_used = now;
+    return 0;
+}
+
+/* initialize: a fresh session, kept only when the answer is a result. */
+static void post_initialize(struct http *h, json_t *msg, struct response *r)
+{
+    struct sbx_mcp_session s = {0};
+    json_t *reply = sbx_mcp_handle(h->srv, &s, msg);
+    char id[33];
+    int ok = reply && json_object_get(reply, "result");
+
+    if (ok) {
+        pthread_mutex_lock(&h->lock);
+        ok = session_add(h, &s, id) == 0;
+        pthread_mutex_unlock(&h->lock);
+        if (!ok) {
+            json_decref(reply);
+            set_error(r, 503, "no random session id could be drawn");
+            return;
+        }
+        snprintf(r->extra, sizeof r->extra, "Mcp-Session-Id: %s\r\n", id);
+    }
+    set_json(r, 200, reply);
+}
+
+/* Any other message: within its session. */
+static void post_in_session(struct http *h, const struct request *q, json_t *msg,
+                            struct response *r)
+{
+    struct sbx_mcp_session s;
+    struct session *found;
+    json_t *reply;
+
+    pthread_mutex_lock(&h->lock);
+    found = session_find(h, q->session_id);
+    if (found) {
+        s = found->s; /* work on a copy: the slot may be reused meanwhile */
+        found->last_used = time(NULL);
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (!found) {
+        set_error(r, 404, "unknown session: it ended or expired; send initialize again");
+        return;
+    }
+    if (q->protocol_version && strcmp(q->protocol_version, s.version) != 0) {
+        set_error(r, 400,
+                  "MCP-Protocol-Version differs from the version this session "
+                  "negotiated");
+        return;
+    }
+    reply = sbx_mcp_handle(h->srv, &s, msg);
+    if (s.initialized) {
+        pthread_mutex_lock(&h->lock);
+        found = session_find(h, q->session_id);
+        if (found)
+            found->s.initialized = 1;
+        pthread_mutex_unlock(&h->lock);
+    }
+    if (reply)
+        set_json(r, 200, reply);
+    else
+        r->status = 202;
+}
+
+static void on_post(struct http *h, const struct request *q, struct response *r)
+{
+    json_t *msg, *reply;
+    const char *method;
+
+    if (!media_is(q->content_type, "application/json")) {
+        set_error(r, 415, "Content-Type must be application/json");
+        return;
+    }
+    if (!accepts_json(q->accept)) {
+        set_error(r, 406, "Accept must include application/json");
+        return;
+    }
+    if (q->protocol_version && !sbx_mcp_version_supported(q->protocol_version)) {
+        set_error(r, 400, "unsupported MCP-Protocol-Version");
+        return;
+    }
+    if (sbx_mcp_parse(q->body, q->body_len, &msg, &reply) == -1) {
+        set_json(r, 400, reply);
+        return;
+    }
+    method = json_string_value(json_object_get(msg, "method"));
+    if (method && strcmp(method, "initialize") == 0 && json_object_get(msg, "id")) {
+        if (q->session_id)
+            set_error(r, 400, "initialize opens a new session: send it without Mcp-Session-Id");
+        else
+            post_initialize(h, msg, r);
+    } else if (!q->session_id) {
+        set_error(r, 400, "Mcp-Session-Id is required: send initialize first");
+    } else {
+        post_in_session(h, q, msg, r);
+    }
+    json_decref(msg);
+}
+
+static void on_delete(struct http *h, const struct request *q, struct response *r)
+{
+    struct session *found;
+
+    if (!q->session_id) {
+        set_error(r, 400, "Mcp-Session-Id is required");
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    found = session_find(h, q->session_id);
+    if (found)
+        memset(found, 0, sizeof *found);
+    pthread_mutex_unlock(&h->lock);
+    if (found)
+        r->status = 200;
+    else
+        set_error(r, 404, "unknown session");
+}
+
+/* Everything a request must pass before its method is looked at. */
+static void on_request(struct http *h, const struct request *q, struct response *r)
+{
+    size_t plen = strcspn(q->target, "?");
+
+    if (plen != 4 || strncmp(q->target, "/mcp", 4) != 0) {
+        set_error(r, 404, "not found: the MCP endpoint is /mcp");
+    } else if (h->loopback && (!q->host || !loopback_hostport(q->host))) {
+        set_error(r, 403, "Host must be a loopback name (localhost, 127.0.0.1, [::1])");
+    } else if (q->origin && !origin_ok(q->origin)) {
+        set_error(r, 403,
+                  "Origin must be a loopback origin (http://localhost, "
+                  "http://127.0.0.1, http://[::1])");
+    } else if (!auth_ok(h, q->auth)) {
+        set_error(r, 401, "a valid bearer token is required (Authorization: Bearer TOKEN)");
+        snprintf(r->extra, sizeof r->extra, "WWW-Authenticate: Bearer realm=\"sandboxctl\"%s\r\n",
+                 q->auth ? ", error=\"invalid_token\"" : "");
+    } else if (strcmp(q->method, "POST") == 0) {
+        on_post(h, q, r);
+    } else if (strcmp(q->method, "DELETE") == 0) {
+        on_delete(h, q, r);
+    } else {
+        set_error(r, 405,
+                  "method not allowed: POST a JSON-RPC message; DELETE ends a session "
+                  "(no server-sent event stream)");
+        snprintf(r->extra, sizeof r->extra, "Allow: POST, DELETE\r\n");
+    }
+}
+
+/* Reads the next request head into c->buf.  Returns its length (through the
+ * blank line), 0 when the client closed or idled out between requests, or -1
+ * with *status set. */
+static ssize_t read_head(struct conn *c, int *status)
+{
+    int64_t deadline = now_ms() + IDLE_MS;
+    int started = c->len > 0;
+    char *end;
+
+    for (;;) {
+        c->buf[c->len] = '\0';
+        end = strstr(c->buf, "\r\n\r\n");
+        if (end)
+            return end + 4 - c->buf;
+        if (strlen(c->buf) != c->len) {
+            *status = 400; /* a NUL byte in the head */
+            return -1;
+        }
+        if (c->len == HEAD_MAX) {
+            *status = 431;
+            return -1;
+        }
+        ssize_t n = read_until(c->fd, c->buf + c->len, HEAD_MAX - c->len, deadline);
+        if (n <= 0) {
+            *status = 408;
+            return started ? -1 : 0;
+        }
+        if (!started)
+            deadline = now_ms() + HEAD_MS;
+        started = 1;
+        c->len += (size_t)n;
+    }
+}
+
+/* Reads q's body: what followed the head in c->buf, then the socket. */
+static int read_body(struct conn *c, size_t head_len, struct request *q)
+{
+    size_t want = (size_t)q->content_length, have = c->len - head_len;
+    int64_t deadline = now_ms() + BODY_MS;
+
+    q->body = malloc(want + 1);
+    if (!q->body)
+        abort();
+    if (have > want)
+        have = want;
+    memcpy(q->body, c->buf + head_len, have);
+    memmove(c->buf, c->buf + head_len + have, c->len - head_len - have);
+    c->len -= head_len + have;
+    while (have < want) {
+        ssize_t n = read_until(c->fd, q->body + have, want - have, deadline);
+
+        if (n <= 0)
+            return -1;
+        have += (size_t)n;
+    }
+    q->body[want] = '\0';
+    q->body_len = want;
+    return 0;
+}
+
+/* Serves one request; returns 0 to keep the connection, -1 to close it. */
+static int serve_one(struct conn *c)
+{
+    struct request q = {.content_length = -1};
+    struct response r = {0};
+    char head[HEAD_MAX + 1];
+    int status = 0, rc;
+    ssize_t hl = read_head(c, &status);
+
+    if (hl == 0)
+        return -1;
+    if (hl > 0) {
+        memcpy(head, c->buf, (size_t)hl);
+        head[hl] = '\0';
+        status = parse_head(head, &q);
+        if (!status && q.chunked)
+            status = 501;
+        else if (!status && q.content_length > (long long)BODY_MAX)
+            status = 413;
+    }
+    if (status) {
+        set_error(&r, status,
+                  status == 501 ? "chunked bodies are not supported: send "
+                                  "Content-Length"
+                                : "the request could not be read");
+        r.close = 1;
+    } else if (read_body(c, (size_t)hl, &q) == -1) {
+        free(q.body);
+        return -1; /* the client stopped sending: nobody to answer */
+    } else {
+        on_request(c->h, &q, &r);
+        r.close = !q.keep_alive;
+        free(q.body);
+    }
+    rc = send_response(c->fd, &r) == -1 || r.close ? -1 : 0;
+    free(r.body);
+    return rc;
+}
+
+static void *conn_main(void *arg)
+{
+    struct conn *c = arg;
+    struct http *h = c->h;
+    struct timeval tv = {.tv_sec = WRITE_S};
+
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    while (!stopping && serve_one(c) == 0)
+        ;
+    pthread_mutex_lock(&h->lock);
+    h->conn_fds[c->slot] = -1;
+    close(c->fd);
+    if (--h->nconns == 0)
+        pthread_cond_signal(&h->drained);
+    pthread_mutex_unlock(&h->lock);
+    free(c);
+    return NULL;
+}
+
+/* Hands a new connection to a thread of its own, or refuses it with 503. */
+static void on_accept(struct http *h, int fd)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                               "Connection: close\r\nRetry-After: 1\r\n\r\n";
+    struct conn *c = malloc(sizeof *c);
+    pthread_attr_t attr;
+    pthread_t t;
+    int slot = -1;
+
+    if (!c)
+        abort();
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < MAX_CONNS && slot < 0; i++)
+        if (h->conn_fds[i] == -1)
+            slot = i;
+    if (slot >= 0) {
+        h->conn_fds[slot] = fd;
+        h->nconns++;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (slot < 0) {
+        (void)!send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        close(fd);
+        free(c);
+        return;
+    }
+    *c = (struct conn){.h = h, .fd = fd, .slot = slot};
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, conn_main, c) != 0) {
+        pthread_mutex_lock(&h->lock);
+        h->conn_fds[slot] = -1;
+        h->nconns--;
+        pthread_mutex_unlock(&h->lock);
+        close(fd);
+        free(c);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+/* "127.0.0.1:PORT", "localhost:PORT" or "[::1]:PORT" (any numeric address).
+ * Returns 0 and fills ss, or -1 with err filled. */
+static int parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *sslen, char *err,
+                        size_t errlen)
+{
+    char host[64];
+    const char *colon = strrchr(spec, ':');
+    char *end;
+    long port;
+
+    memset(ss, 0, sizeof *ss);
+    if (!colon || (size_t)(colon - spec) >= sizeof host || !colon[1]) {
+        snprintf(err, errlen, "--http %s: expected ADDRESS:PORT, e.g. 127.0.0.1:8765", spec);
+        return -1;
+    }
+    port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535) {
+        snprintf(err, errlen, "--http %s: port must be 0..65535", spec);
+        return -1;
+    }
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    size_t hl = strlen(host);
+    if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        if (inet_pton(AF_INET6, host + 1, &v6->sin6_addr) == 1) {
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons((uint16_t)port);
+            *sslen = sizeof *v6;
+            return 0;
+        }
+    } else if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        *sslen = sizeof *v4;
+        return 0;
+    }
+    snprintf(err, errlen, "--http %s: expected a numeric address (127.0.0.1, [::1]) or localhost",
+             spec);
+    return -1;
+}
+
+static int is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/* Binds and listens; returns the socket, or -1 with err filled. */
+static int listen_on(const struct sbx_mcp_http_opts *opts, int *loopback, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int fd, one = 1;
+
+    if (parse_listen(opts->listen, &ss, &sl, err, errlen) == -1)
+        return -1;
+    *loopback = is_loopback(&ss);
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == -1 ||
+        bind(fd, (struct sockaddr *)&ss, sl) == -1 || listen(fd, 64) == -1 ||
+        getsockname(fd, (struct sockaddr *)&ss, &sl) == -1) {
+        snprintf(err, errlen, "--http %s: %s", opts->listen, strerror(errno));
+        if (fd != -1)
+            close(fd);
+        return -1;
+    }
+    unsigned port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                                  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    fprintf(stderr, "sandboxctl mcp: Streamable HTTP on %s (port %u), endpoint /mcp%s\n",
+            opts->listen, port,
+            *loopback ? "" : "; WARNING: not a loopback address, the token is sent in clear");
+    if (opts->port_file) {
+        FILE *f = fopen(opts->port_file, "w");
+
+        if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0) {
+            snprintf(err, errlen, "%s: %s", opts->port_file, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* Ends every connection and waits (a while) for their threads. */
+static void drain(struct http *h)
+{
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (h->conn_fds[i] != -1)
+            shutdown(h->conn_fds[i], SHUT_RD);
+    while (h->nconns > 0 && pthread_cond_timedwait(&h->drained, &h->lock, &until) == 0)
+        ;
+    if (h->nconns > 0)
+        fprintf(stderr, "sandboxctl mcp: %d connections still busy at exit\n", h->nconns);
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void serve(struct http *h, int lfd)
+{
+    sigset_t block, old;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    while (!stopping) {
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+
+        if (poll(&p, 1, 500) <= 0)
+            continue; /* EINTR from our signal, or the periodic look at stopping */
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd == -1)
+            continue;
+        /* The connection threads leave the signals to this one. */
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        on_accept(h, fd);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+}
+
+int sbx_mcp_http_run(struct sbx_mcp_server *srv, const struct sbx_mcp_http_opts *opts)
+{
+    struct http *h = calloc(1, sizeof *h);
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    char err[512];
+    int lfd;
+
+    if (!h)
+        abort();
+    *h = (struct http){.srv = srv, .token = opts->token};
+    for (int i = 0; i < MAX_CONNS; i++)
+        h->conn_fds[i] = -1;
+    lfd = listen_on(opts, &h->loopback, err, sizeof err);
+    if (lfd == -1) {
+        fprintf(stderr, "sandboxctl mcp: %s\n", err);
+        free(h);
+        return 1;
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->drained, NULL);
+    stopping = 0;
+    sigemptyset(&sa.sa_mask); /* no SA_RESTART: poll() returns at once */
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    serve(h, lfd);
+    close(lfd);
+    drain(h);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    fprintf(stderr, "sandboxctl mcp: stopped\n");
+    if (h->nconns == 0) { /* else a thread still holds h: leave it to exit() */
+        pthread_mutex_destroy(&h->lock);
+        pthread_cond_destroy(&h->drained);
+        free(h);
+    }
+    return 0;
+}

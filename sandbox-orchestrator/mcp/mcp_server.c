@@ -1,0 +1,476 @@
+/* mcp_server.c - JSON-RPC 2.0 framing and the MCP methods over a tool table.
+ *
+ * Implements the parts of MCP 2025-11-25 a tools-only server needs:
+ * lifecycle (initialize, notifications/initialized, version negotiation),
+ * ping, tools/list and tools/call.  Errors follow JSON-RPC 2.0 section 5.1;
+ * a failing operation or arguments that do not fit the tool's inputSchema are
+ * a tool result with isError (MCP "tool execution errors", SEP-1303), so the
+ * assistant reads the reason and can correct itself.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcp_server.h"
+
+/* JSON-RPC 2.0 error codes (section 5.1). */
+enum {
+    RPC_PARSE_ERROR = -32700,
+    RPC_INVALID_REQUEST = -32600,
+    RPC_METHOD_NOT_FOUND = -32601,
+    RPC_INVALID_PARAMS = -32602,
+};
+
+/* Newest first; initialize answers the first when the client's is unknown. */
+static const char *const versions[] = {SBX_MCP_PROTOCOL_LATEST, "2025-06-18", "2025-03-26",
+                                       "2024-11-05"};
+
+struct sbx_mcp_server {
+    struct sbx_mcp_config cfg;
+    json_t *tools_list; /* the tools/list result, built once */
+    json_t **schemas;   /* per tool: its inputSchema (owned by tools_list) */
+    /* The operations share one Proxmox client: one call at a time. */
+    pthread_mutex_t op_lock;
+};
+
+static const char server_instructions[] =
+    "Sandboxes are disposable Proxmox VMs whose only way out is an egress allow-list proxy. "
+    "Create one with create_server (choose a policy preset from its enum), run commands with "
+    "run_command, move files with read_file and write_file, and call destroy_server when you "
+    "are done. Every sandbox is destroyed by itself when its lifetime ends; extend_server "
+    "pushes that back. A connection refused with 403 and an X-Egress-Deny header inside a "
+    "sandbox is the policy at work, not a network fault: do not retry it.";
+
+int sbx_mcp_version_supported(const char *v)
+{
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+        if (strcmp(v, versions[i]) == 0)
+            return 1;
+    return 0;
+}
+
+const char *sbx_mcp_version_negotiate(const char *asked)
+{
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+        if (asked && strcmp(asked, versions[i]) == 0)
+            return versions[i];
+    return versions[0];
+}
+
+static json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A JSON-RPC error response; id NULL means "null" (the request's id could not
+ * be read). */
+static json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+                     "error", "code", code, "message", msg);
+}
+
+/* A JSON-RPC result response; steals result. */
+static json_t *rpc_result(const json_t *id, json_t *result)
+{
+    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
+}
+
+/* JSON-RPC 2.0 section 4: an id is a string or a number; MCP forbids null, and
+ * we take only integers among numbers. */
+static int id_valid(const json_t *id)
+{
+    return json_is_string(id) || json_is_integer(id);
+}
+
+int sbx_mcp_parse(const char *buf, size_t len, json_t **msg, json_t **reply)
+{
+    json_error_t e;
+    json_t *j, *id, *method;
+
+    *msg = NULL;
+    *reply = NULL;
+    j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+    if (!j) {
+        *reply = rpc_error(NULL, RPC_PARSE_ERROR, "parse error at line %d column %d: %s", e.line,
+                           e.column, e.text);
+        return -1;
+    }
+    if (json_is_array(j)) {
+        *reply = rpc_error(NULL, RPC_INVALID_REQUEST,
+                           "invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 "
+                           "removed them); send one message at a time");
+        json_decref(j);
+        return -1;
+    }
+    if (!json_is_object(j)) {
+        *reply = rpc_error(NULL, RPC_INVALID_REQUEST,
+                           "invalid request: a JSON-RPC message is a JSON object");
+        json_decref(j);
+        return -1;
+    }
+    id = json_object_get(j, "id");
+    method = json_object_get(j, "method");
+    if (id && !id_valid(id)) {
+        *reply = rpc_error(NULL, RPC_INVALID_REQUEST,
+                           "invalid request: \"id\" must be a string or an integer");
+    } else if (!json_is_string(json_object_get(j, "jsonrpc")) ||
+               strcmp(json_string_value(json_object_get(j, "jsonrpc")), "2.0") != 0) {
+        *reply = rpc_error(id, RPC_INVALID_REQUEST, "invalid request: \"jsonrpc\" must be \"2.0\"");
+    } else if (method && !json_is_string(method)) {
+        *reply = rpc_error(id, RPC_INVALID_REQUEST, "invalid request: \"method\" must be a string");
+    } else if (!method && !(id && (json_object_get(j, "result") || json_object_get(j, "error")))) {
+        *reply = rpc_error(id, RPC_INVALID_REQUEST,
+                           "invalid request: neither a request (\"method\") nor a response");
+    }
+    if (*reply) {
+        json_decref(j);
+        return -1;
+    }
+    *msg = j;
+    return 0;
+}
+
+/* initialize (lifecycle): negotiate the version, declare the tools
+ * capability. */
+static json_t *on_initialize(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
+                             const json_t *id, const json_t *params)
+{
+    const json_t *asked = json_object_get(params, "protocolVersion");
+    const json_t *caps = json_object_get(params, "capabilities");
+    const json_t *info = json_object_get(params, "clientInfo");
+    const char *v;
+
+    if (!json_is_string(asked))
+        return rpc_error(id, RPC_INVALID_PARAMS,
+                         "invalid params: initialize needs \"protocolVersion\" (a string)");
+    if ((caps && !json_is_object(caps)) || (info && !json_is_object(info)))
+        return rpc_error(id, RPC_INVALID_PARAMS,
+                         "invalid params: \"capabilities\" and \"clientInfo\" are objects");
+    if (sess->initialize_seen)
+        return rpc_error(id, RPC_INVALID_REQUEST,
+                         "invalid request: this session is already initialized");
+    v = sbx_mcp_version_negotiate(json_string_value(asked));
+    snprintf(sess->version, sizeof sess->version, "%s", v);
+    sess->initialize_seen = 1;
+    return rpc_result(id,
+                      json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", v,
+                                "capabilities", "tools", "listChanged", 0, "serverInfo", "name",
+                                "sandboxctl", "title", "sandboxctl: disposable Proxmox sandboxes",
+                                "version", srv->cfg.version ? srv->cfg.version : "0",
+                                "instructions", server_instructions));
+}
+
+static json_t *on_tools_list(struct sbx_mcp_server *srv, const json_t *id, const json_t *params)
+{
+    if (json_object_get(params, "cursor"))
+        return rpc_error(id, RPC_INVALID_PARAMS,
+                         "invalid params: unknown cursor (tools/list has a single page)");
+    return rpc_result(id, json_deep_copy(srv->tools_list));
+}
+
+/* A tools/call result; steals structured (NULL on error). */
+static json_t *tool_result(const char *text, json_t *structured, int is_error)
+{
+    json_t *r = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text,
+                          "isError", is_error);
+
+    if (structured)
+        json_object_set_new(r, "structuredContent", structured);
+    return r;
+}
+
+static int preset_permitted(const struct sbx_mcp_server *srv, const char *policy)
+{
+    for (const char *const *p = srv->cfg.presets; policy && p && *p; p++)
+        if (strcmp(*p, policy) == 0)
+            return 1;
+    return 0;
+}
+
+/* The permitted presets as "a, b, c" (or "none"). */
+static void presets_text(const struct sbx_mcp_server *srv, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (const char *const *p = srv->cfg.presets; p && *p && off < len; p++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", *p);
+    if (!buf[0])
+        snprintf(buf, len, "none (mcp-presets is empty)");
+}
+
+/* The checks and rewrites before a tool's operation runs: schema, presets,
+ * owner, the tool's own prepare.  Returns the operation's arguments (new), or
+ * NULL with err filled. */
+static json_t *tool_args(struct sbx_mcp_server *srv, size_t t, const json_t *given, char *err,
+                         size_t errlen)
+{
+    const struct sbx_mcp_tool *tool = &srv->cfg.tools[t];
+    json_t *args;
+    char allowed[512];
+
+    /* The preset first: its refusal says which presets are permitted. */
+    if (tool->flags & SBX_MCP_TOOL_PRESET_POLICY) {
+        const char *policy = json_string_value(json_object_get(given, "policy"));
+
+        if (policy && !preset_permitted(srv, policy)) {
+            presets_text(srv, allowed, sizeof allowed);
+            snprintf(err, errlen,
+                     "arguments.policy: \"%s\" is not a preset permitted over MCP; the "
+                     "administrator permits: %s",
+                     policy, allowed);
+            return NULL;
+        }
+    }
+    if (sbx_mcp_args_check(srv->schemas[t], given, err, errlen) == -1)
+        return NULL;
+    if ((tool->flags & SBX_MCP_TOOL_PRESET_POLICY) &&
+        !preset_permitted(srv, json_string_value(json_object_get(given, "policy")))) {
+        snprintf(err, errlen, "arguments.policy: no preset is permitted over MCP");
+        return NULL; /* only when the schema lacks the required policy */
+    }
+    args = json_deep_copy(given);
+    if ((tool->flags & SBX_MCP_TOOL_SETS_OWNER) && srv->cfg.owner)
+        json_object_set_new(args, "owner", json_string(srv->cfg.owner));
+    if (tool->prepare && tool->prepare(args, err, errlen) == -1) {
+        json_decref(args);
+        return NULL;
+    }
+    return args;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Runs tool t; every failure is a tool result with isError. */
+static json_t *tool_run(struct sbx_mcp_server *srv, size_t t, const json_t *given)
+{
+    const struct sbx_mcp_tool *tool = &srv->cfg.tools[t];
+    char err[1024] = "";
+    json_t *args, *out = NULL;
+    char *text;
+    double start;
+    int rc;
+
+    args = tool_args(srv, t, given, err, sizeof err);
+    if (!args) {
+        fprintf(stderr, "sandboxctl mcp: %s refused: %s\n", tool->name, err);
+        return tool_result(err, NULL, 1);
+    }
+    start = now_seconds();
+    pthread_mutex_lock(&srv->op_lock);
+    rc = tool->fn(srv->cfg.sbx, args, &out, err, sizeof err);
+    pthread_mutex_unlock(&srv->op_lock);
+    json_decref(args);
+    if (rc == 0 && !json_is_object(out)) {
+        json_decref(out);
+        snprintf(err, sizeof err, "%s: the operation returned no result object", tool->name);
+        rc = -1;
+    }
+    fprintf(stderr, "sandboxctl mcp: %s %s after %.1fs%s%s\n", tool->name,
+            rc == 0 ? "done" : "failed", now_seconds() - start, rc == 0 ? "" : ": ",
+            rc == 0 ? "" : err);
+    if (rc != 0)
+        return tool_result(err[0] ? err : "the operation failed and gave no reason", NULL, 1);
+    if (tool->finish)
+        tool->finish(out);
+    text = json_dumps(out, JSON_COMPACT);
+    if (!text) {
+        json_decref(out);
+        return tool_result("the operation's result could not be serialized", NULL, 1);
+    }
+    json_t *r = tool_result(text, out, 0);
+    free(text);
+    return r;
+}
+
+static json_t *on_tools_call(struct sbx_mcp_server *srv, const json_t *id, const json_t *params)
+{
+    const json_t *name = json_object_get(params, "name");
+    const json_t *args = json_object_get(params, "arguments");
+    json_t *empty = NULL, *r;
+
+    if (!json_is_string(name))
+        return rpc_error(id, RPC_INVALID_PARAMS,
+                         "invalid params: tools/call needs \"name\" (a string)");
+    if (args && !json_is_object(args))
+        return rpc_error(id, RPC_INVALID_PARAMS, "invalid params: \"arguments\" must be an object");
+    for (size_t t = 0; t < srv->cfg.ntools; t++) {
+        if (strcmp(srv->cfg.tools[t].name, json_string_value(name)) != 0)
+            continue;
+        if (!args)
+            args = empty = json_object();
+        r = tool_run(srv, t, args);
+        json_decref(empty);
+        return rpc_result(id, r);
+    }
+    return rpc_error(id, RPC_INVALID_PARAMS, "invalid params: unknown tool \"%s\"",
+                     json_string_value(name));
+}
+
+/* Notifications get no answer, whatever they are (JSON-RPC 2.0 section 4.1). */
+static void on_notification(struct sbx_mcp_session *sess, const char *method)
+{
+    if (strcmp(method, "notifications/initialized") == 0)
+        sess->initialized = 1;
+}
+
+json_t *sbx_mcp_handle(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, json_t *msg)
+{
+    const json_t *id = json_object_get(msg, "id");
+    const json_t *params = json_object_get(msg, "params");
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    json_t *empty = NULL, *r;
+
+    if (!method) /* a response: we send no requests, so nothing waits for it */
+        return NULL;
+    if (!id) {
+        on_notification(sess, method);
+        return NULL;
+    }
+    if (params && !json_is_object(params))
+        return rpc_error(id, RPC_INVALID_PARAMS, "invalid params: \"params\" must be an object");
+    if (!params)
+        params = empty = json_object();
+    if (strcmp(method, "initialize") == 0)
+        r = on_initialize(srv, sess, id, params);
+    else if (strcmp(method, "ping") == 0)
+        r = rpc_result(id, json_object());
+    else if (!sess->initialize_seen)
+        r = rpc_error(id, RPC_INVALID_REQUEST,
+                      "invalid request: not initialized (the first request must be initialize)");
+    else if (strcmp(method, "tools/list") == 0)
+        r = on_tools_list(srv, id, params);
+    else if (strcmp(method, "tools/call") == 0)
+        r = on_tools_call(srv, id, params);
+    else
+        r = rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
+    json_decref(empty);
+    return r;
+}
+
+/* Parses one of a tool's JSON texts; an object schema when schema is set. */
+static json_t *tool_json(const struct sbx_mcp_tool *tool, const char *what, const char *text,
+                         int schema, char *err, size_t errlen)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+
+    if (!j) {
+        snprintf(err, errlen, "tool %s: %s: line %d column %d: %s", tool->name, what, e.line,
+                 e.column, e.text);
+        return NULL;
+    }
+    if (!json_is_object(j) ||
+        (schema && (!json_is_string(json_object_get(j, "type")) ||
+                    strcmp(json_string_value(json_object_get(j, "type")), "object") != 0))) {
+        snprintf(err, errlen, "tool %s: %s: expected a JSON object%s", tool->name, what,
+                 schema ? " schema with \"type\": \"object\"" : "");
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* The permitted presets become the enum of inputSchema.properties.policy. */
+static int schema_add_presets(const struct sbx_mcp_server *srv, const struct sbx_mcp_tool *tool,
+                              json_t *schema, char *err, size_t errlen)
+{
+    json_t *policy = json_object_get(json_object_get(schema, "properties"), "policy");
+    json_t *list;
+
+    if (!json_is_object(policy)) {
+        snprintf(err, errlen, "tool %s: a preset tool needs properties.policy", tool->name);
+        return -1;
+    }
+    if (!srv->cfg.presets || !srv->cfg.presets[0])
+        return 0; /* no enum can be empty: the call is refused by tool_args() */
+    list = json_array();
+    for (const char *const *p = srv->cfg.presets; *p; p++)
+        json_array_append_new(list, json_string(*p));
+    json_object_set_new(policy, "enum", list);
+    return 0;
+}
+
+/* One entry of the tools/list result. */
+static json_t *tool_entry(struct sbx_mcp_server *srv, size_t t, char *err, size_t errlen)
+{
+    const struct sbx_mcp_tool *tool = &srv->cfg.tools[t];
+    json_t *in, *out = NULL, *ann, *entry;
+
+    in = tool_json(tool, "inputSchema", tool->input_schema, 1, err, errlen);
+    if (!in)
+        return NULL;
+    if ((tool->flags & SBX_MCP_TOOL_PRESET_POLICY) &&
+        schema_add_presets(srv, tool, in, err, errlen) == -1) {
+        json_decref(in);
+        return NULL;
+    }
+    ann = tool_json(tool, "annotations", tool->annotations ? tool->annotations : "{}", 0, err,
+                    errlen);
+    if (ann && tool->output_schema)
+        out = tool_json(tool, "outputSchema", tool->output_schema, 1, err, errlen);
+    if (!ann || (tool->output_schema && !out)) {
+        json_decref(in);
+        json_decref(ann);
+        return NULL;
+    }
+    srv->schemas[t] = in;
+    entry = json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", tool->name, "title", tool->title,
+                      "description", tool->description, "inputSchema", in, "annotations", ann);
+    if (out)
+        json_object_set_new(entry, "outputSchema", out);
+    return entry;
+}
+
+struct sbx_mcp_server *sbx_mcp_server_new(const struct sbx_mcp_config *cfg, char *err,
+                                          size_t errlen)
+{
+    struct sbx_mcp_server *srv = calloc(1, sizeof *srv);
+    json_t *list, *entry;
+
+    if (!srv || !(srv->schemas = calloc(cfg->ntools ? cfg->ntools : 1, sizeof *srv->schemas)))
+        abort();
+    srv->cfg = *cfg;
+    pthread_mutex_init(&srv->op_lock, NULL);
+    list = json_array();
+    srv->tools_list = json_pack("{s:o}", "tools", list);
+    for (size_t t = 0; t < cfg->ntools; t++) {
+        if (!cfg->tools[t].fn || !cfg->tools[t].name || !cfg->tools[t].title ||
+            !cfg->tools[t].description) {
+            snprintf(err, errlen, "tool %zu: name, title, description and fn are required", t);
+            sbx_mcp_server_free(srv);
+            return NULL;
+        }
+        entry = tool_entry(srv, t, err, errlen);
+        if (!entry) {
+            sbx_mcp_server_free(srv);
+            return NULL;
+        }
+        json_array_append_new(list, entry);
+    }
+    return srv;
+}
+
+void sbx_mcp_server_free(struct sbx_mcp_server *srv)
+{
+    if (!srv)
+        return;
+    json_decref(srv->tools_list);
+    free(srv->schemas);
+    pthread_mutex_destroy(&srv->op_lock);
+    free(srv);
+}

@@ -1,0 +1,139 @@
+/* mcp_server.h - the MCP protocol layer of `sandboxctl mcp` (private to mcp/).
+ *
+ * Three layers, one file each:
+ *   mcp_server.c  JSON-RPC 2.0 framing and the MCP methods (initialize, ping,
+ *                 tools/list, tools/call) over a table of tools; no I/O.
+ *   mcp_tools.c   the sandbox tools: names, descriptions, JSON Schemas and
+ *                 annotations, bound to a set of operation functions.
+ *   mcp_stdio.c,  the transports: newline-delimited JSON on stdin/stdout, and
+ *   mcp_http.c    Streamable HTTP on one loopback address.
+ * mcp.c binds the tools to the real sbx_op_* functions and the configuration.
+ * The unit tests bind the same tools to test-only operations.
+ */
+#ifndef SBX_MCP_SERVER_H
+#define SBX_MCP_SERVER_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "../ops.h"
+
+/* The protocol version we speak, and every older one we also accept. */
+#define SBX_MCP_PROTOCOL_LATEST "2025-11-25"
+
+/* Tool flags. */
+enum {
+    /* Arguments carry "policy": it must be one of the configured MCP presets
+     * (the inputSchema lists them as an enum, and the call is refused
+     * otherwise, whatever the schema said). */
+    SBX_MCP_TOOL_PRESET_POLICY = 1u << 0,
+    /* The server sets "owner" to its own configured owner: an assistant does
+     * not choose whom its sandboxes are logged against. */
+    SBX_MCP_TOOL_SETS_OWNER = 1u << 1,
+};
+
+/* One tool.  The JSON texts are parsed once by sbx_mcp_server_new(), which
+ * refuses a table whose JSON is broken. */
+struct sbx_mcp_tool {
+    const char *name;
+    const char *title;
+    const char *description;
+    const char *input_schema;  /* JSON Schema of the arguments (type object) */
+    const char *output_schema; /* JSON Schema of structuredContent, or NULL */
+    const char *annotations;   /* JSON object of hints (readOnlyHint, ...) */
+    sbx_op_fn fn;
+    unsigned flags;
+    /* Optional: turns the tool's arguments into the operation's (args is a
+     * private copy).  Returns 0, or -1 with err filled (a tool error). */
+    int (*prepare)(json_t *args, char *err, size_t errlen);
+    /* Optional: adds to the operation's answer before it is sent. */
+    void (*finish)(json_t *out);
+};
+
+/* The operations the sandbox tools call; mcp.c fills it with sbx_op_*. */
+struct sbx_mcp_ops {
+    sbx_op_fn create, list, exec, read, write, extend, destroy, snapshot, rollback, snapshots;
+};
+
+struct sbx_mcp_config {
+    const struct sbx_mcp_tool *tools;
+    size_t ntools;
+    struct sbx *sbx;            /* passed to every operation, borrowed */
+    const char *const *presets; /* NULL-terminated; NULL means none */
+    const char *owner;          /* for SBX_MCP_TOOL_SETS_OWNER tools */
+    const char *version;        /* serverInfo.version */
+};
+
+/* What one client connection has negotiated (one per stdio run, one per
+ * HTTP session). */
+struct sbx_mcp_session {
+    char version[16];    /* negotiated protocol version; "" before initialize */
+    int initialize_seen; /* an initialize request was answered */
+    int initialized;     /* notifications/initialized arrived */
+};
+
+struct sbx_mcp_server;
+
+/* Builds a server over cfg->tools (copied by reference: the table and the
+ * strings must outlive the server).  Returns NULL and fills err when a
+ * tool's JSON is malformed or its schema is not an object schema. */
+struct sbx_mcp_server *sbx_mcp_server_new(const struct sbx_mcp_config *cfg, char *err,
+                                          size_t errlen);
+
+/* Frees the server; NULL is a no-op. */
+void sbx_mcp_server_free(struct sbx_mcp_server *srv);
+
+/* Parses one JSON-RPC message from buf.  Returns 0 and a new reference in
+ * *msg, or -1 and in *reply the error response to send (-32700 parse error,
+ * -32600 for a batch or anything that is not a JSON-RPC 2.0 object). */
+int sbx_mcp_parse(const char *buf, size_t len, json_t **msg, json_t **reply);
+
+/* Handles one parsed message (borrowed).  Returns the response to a request
+ * (a new reference), or NULL for a notification or a response, which get
+ * none.  Thread-safe for distinct sessions; the operations themselves are
+ * called one at a time. */
+json_t *sbx_mcp_handle(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, json_t *msg);
+
+/* The protocol version to answer to a client that asks for `asked`: asked
+ * itself when we support it, else our latest. */
+const char *sbx_mcp_version_negotiate(const char *asked);
+
+/* 1 when v is a protocol version we support, else 0. */
+int sbx_mcp_version_supported(const char *v);
+
+/* Checks args against an object schema of the subset our tools use (type,
+ * properties, required, additionalProperties: false, enum, items, minimum,
+ * maximum, minLength, minItems).  Returns 0, or -1 with err naming the
+ * argument and what was expected. */
+int sbx_mcp_args_check(const json_t *schema, const json_t *args, char *err, size_t errlen);
+
+/* Fills tools[] with the sandbox tools bound to ops; returns how many (at
+ * most cap). */
+size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool *tools, size_t cap);
+
+/* Transports.  Both return the process exit status. */
+
+/* Serves newline-delimited JSON-RPC on in_fd/out_fd until in_fd ends. */
+int sbx_mcp_stdio_run(struct sbx_mcp_server *srv, int in_fd, int out_fd);
+
+struct sbx_mcp_http_opts {
+    const char *listen;    /* "127.0.0.1:PORT", "[::1]:PORT", "localhost:PORT" */
+    const char *token;     /* bearer token; never NULL or empty */
+    const char *port_file; /* optional: the bound port is written here */
+};
+
+/* Serves Streamable HTTP on opts->listen until SIGINT or SIGTERM.  Returns 0
+ * after a clean stop, 1 when it could not listen (message on stderr). */
+int sbx_mcp_http_run(struct sbx_mcp_server *srv, const struct sbx_mcp_http_opts *opts);
+
+/* Reads the bearer token from path: the first line, without surrounding
+ * blanks, at least 16 bytes.  Returns a malloc'd string, or NULL with err
+ * filled. */
+char *sbx_mcp_token_read(const char *path, char *err, size_t errlen);
+
+/* Compares a and b in time that depends only on their lengths, not on where
+ * they differ.  Returns 1 when equal. */
+int sbx_mcp_token_equal(const char *a, size_t alen, const char *b, size_t blen);
+
+#endif
