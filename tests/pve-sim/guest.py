@@ -1,0 +1,310 @@
+"""The inside of a simulated VM: its own file system, and the commands the
+guest agent runs in it.
+
+Each VM has a disk directory under the state dir:
+    disk/upper, disk/work     overlayfs upper and work dirs over the host's /
+    disk/private/{tmp,var-tmp,root,home}
+                              bind-mounted over /tmp, /var/tmp, /root, /home so
+                              the guest starts with them empty (as a fresh
+                              image would) and never sees the host's.
+When the VM starts, an "init" process is started in a new mount namespace
+(unshare --mount --fork): it mounts the overlay, the private dirs, /dev,
+/proc and /sys, chroots into the merged tree and sleeps. Every agent call then
+runs through nsenter into that namespace and root, so exec, file-read and
+file-write all see one and the same file system. Stopping the VM kills init;
+the mount namespace goes away with it, the disk stays. A later step can add
+--net to the unshare call (and -n to nsenter) to give each VM its own network
+namespace.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+PRIVATE = {"tmp": ("/tmp", 0o1777), "var-tmp": ("/var/tmp", 0o1777), "root": ("/root", 0o700), "home": ("/home", 0o755)}
+GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class GuestError(Exception):
+    """An error the guest agent reports (PVE turns it into a 500)."""
+
+
+def check_host():
+    """'' when overlay-in-a-mount-namespace works here, else why not."""
+    if os.geteuid() != 0:
+        return "the guest model needs root (unshare --mount, overlayfs)"
+    for tool in ("unshare", "nsenter", "chroot"):
+        if shutil.which(tool) is None:
+            return "%s not found" % tool
+    return ""
+
+
+class Guest:
+    def __init__(self, vmdir, output_cap):
+        self.vmdir = vmdir
+        self.disk = os.path.join(vmdir, "disk")
+        self.output_cap = output_cap
+        self.init = None  # Popen of unshare
+        self.init_pid = None  # pid of the chrooted sleeper inside the namespace
+        self.procs = {}  # pid -> exec record
+        self.lock = threading.Lock()
+        self._make_disk(self.disk)
+
+    @staticmethod
+    def _make_disk(disk):
+        for d in ("upper", "work", "merged"):
+            os.makedirs(os.path.join(disk, d), exist_ok=True)
+        for name, (_, mode) in PRIVATE.items():
+            p = os.path.join(disk, "private", name)
+            if not os.path.isdir(p):
+                os.makedirs(p)
+                os.chmod(p, mode)
+
+    def clone_disk_from(self, other):
+        """A linked clone starts from the template's disk (its changes over
+        the base image), copied."""
+        shutil.rmtree(self.disk, ignore_errors=True)
+        _cp_a(os.path.join(other.disk), self.disk)
+        shutil.rmtree(os.path.join(self.disk, "work"), ignore_errors=True)
+        self._make_disk(self.disk)
+
+    def running(self):
+        return self.init is not None and self.init.poll() is None
+
+    def boot(self):
+        """Start the VM's namespace; GuestError when it cannot."""
+        if self.running():
+            return
+        d = self.disk
+        pidfile = os.path.join(self.vmdir, "init.pid")
+        if os.path.exists(pidfile):
+            os.unlink(pidfile)
+        m = os.path.join(d, "merged")
+        script = [
+            "set -e",
+            'mount -t overlay overlay -o lowerdir=/,upperdir="$1/upper",workdir="$1/work" "$2"',
+        ]
+        for name, (target, _) in PRIVATE.items():
+            script.append('mount --bind "$1/private/%s" "$2%s"' % (name, target))
+        script += [
+            'mount --rbind /dev "$2/dev"',
+            'mount -t proc proc "$2/proc"',
+            'mount --rbind /sys "$2/sys"',
+            'cd "$2"',
+            'echo $$ > "$3"',
+            "exec chroot . /bin/sh -c 'cd / && exec sleep 2147483647'",
+        ]
+        err = open(os.path.join(self.vmdir, "init.log"), "wb")
+        self.init = subprocess.Popen(
+            ["unshare", "--mount", "--fork", "--kill-child", "--", "/bin/sh", "-c", "\n".join(script), "init", d, m, pidfile],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            cwd="/",
+            start_new_session=True,
+        )
+        err.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if os.path.exists(pidfile):
+                try:
+                    with open(pidfile) as f:
+                        self.init_pid = int(f.read().strip())
+                    return
+                except ValueError:
+                    pass
+            if self.init.poll() is not None:
+                break
+            time.sleep(0.01)
+        with open(os.path.join(self.vmdir, "init.log"), "rb") as f:
+            log = f.read().decode("utf-8", "replace").strip()
+        self.shutdown()
+        raise GuestError("guest file system did not come up: %s" % (log or "timeout"))
+
+    def shutdown(self):
+        """Kill every guest process and the namespace (a hard stop)."""
+        with self.lock:
+            for rec in self.procs.values():
+                if rec["popen"].poll() is None:
+                    try:
+                        os.killpg(rec["popen"].pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            self.procs.clear()
+        if self.init is not None:
+            try:
+                os.killpg(self.init.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                self.init.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.init = None
+        self.init_pid = None
+
+    def _nsenter(self, argv):
+        return ["nsenter", "-t", str(self.init_pid), "-m", "-r", "-w", "--"] + argv
+
+    def _run(self, argv, data=b"", limit=None):
+        p = subprocess.run(
+            self._nsenter(argv),
+            input=data,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/",
+            env={"PATH": GUEST_PATH},
+            timeout=60,
+        )
+        return p.returncode, p.stdout, p.stderr
+
+    # -- guest-exec / guest-exec-status --------------------------------------
+
+    def exec(self, command, stdin_bytes):
+        """Start command (a list) in the guest; returns its pid."""
+        if not command:
+            raise GuestError("Invalid parameter 'path'")
+        prog = command[0]
+        rc, out, _ = self._run(["/bin/sh", "-c", 'command -v -- "$1"', "sh", prog])
+        if rc != 0 or not out.strip():
+            raise GuestError("Failed to execute child process \u201c%s\u201d (No such file or directory)" % prog)
+        popen = subprocess.Popen(
+            self._nsenter(list(command)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/",
+            env={"PATH": GUEST_PATH},
+            start_new_session=True,
+        )
+        rec = {"popen": popen, "out": bytearray(), "err": bytearray(), "out_trunc": False, "err_trunc": False, "done": threading.Event()}
+        threads = [
+            threading.Thread(target=self._feed, args=(popen.stdin, stdin_bytes), daemon=True),
+            threading.Thread(target=self._drain, args=(popen.stdout, rec, "out"), daemon=True),
+            threading.Thread(target=self._drain, args=(popen.stderr, rec, "err"), daemon=True),
+        ]
+        for t in threads:
+            t.start()
+
+        def reap():
+            for t in threads:
+                t.join()
+            popen.wait()
+            rec["done"].set()
+
+        threading.Thread(target=reap, daemon=True).start()
+        with self.lock:
+            self.procs[popen.pid] = rec
+        return popen.pid
+
+    @staticmethod
+    def _feed(pipe, data):
+        try:
+            if data:
+                pipe.write(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    def _drain(self, pipe, rec, which):
+        buf = rec[which]
+        while True:
+            chunk = pipe.read1(65536) if hasattr(pipe, "read1") else pipe.read(65536)
+            if not chunk:
+                break
+            room = self.output_cap - len(buf)
+            if room > 0:
+                buf += chunk[:room]
+            if len(chunk) > max(room, 0):
+                rec[which + "_trunc"] = True
+        pipe.close()
+
+    def exec_status(self, pid):
+        """guest-exec-status: a dict; the first answer with exited frees the pid."""
+        with self.lock:
+            rec = self.procs.get(pid)
+            if rec is None:
+                raise GuestError("Invalid parameter 'pid'")
+            if not rec["done"].is_set():
+                return {"exited": 0}
+            del self.procs[pid]
+        res = {"exited": 1}
+        rc = rec["popen"].returncode
+        if rc < 0:
+            res["signal"] = -rc
+        else:
+            res["exitcode"] = rc
+        for which in ("out", "err"):
+            if rec[which]:
+                res[which + "-data"] = bytes(rec[which])
+            if rec[which + "_trunc"]:
+                res[which + "-truncated"] = 1
+        return res
+
+    # -- guest-file-* ----------------------------------------------------------
+
+    def write_file(self, path, data):
+        """guest-file-open(w) + write + close: truncates, mode 0644 if new."""
+        rc, _, err = self._run(["/bin/sh", "-c", 'umask 022; exec cat > "$1"', "sh", path], data)
+        if rc != 0:
+            raise GuestError("failed to open file '%s' (mode: 'w'): %s" % (path, _errno_text(err)))
+
+    def read_file(self, path, offset, count):
+        """Up to count bytes from offset; returns (bytes, eof)."""
+        script = 'exec dd if="$1" bs=65536 iflag=skip_bytes,count_bytes skip="$2" count="$3" status=none'
+        rc, out, err = self._run(["/bin/sh", "-c", '[ -f "$1" ] || { cat -- "$1" >/dev/null; exit 1; }; ' + script, "sh", path, str(offset), str(count + 1)])
+        if rc != 0:
+            raise GuestError("failed to open file '%s' (mode: 'r'): %s" % (path, _errno_text(err)))
+        return out[:count], len(out) <= count
+
+    def snapshot_to(self, dest):
+        shutil.rmtree(dest, ignore_errors=True)
+        _cp_a(self.disk, dest)
+
+    def restore_from(self, src):
+        shutil.rmtree(self.disk, ignore_errors=True)
+        _cp_a(src, self.disk)
+        shutil.rmtree(os.path.join(self.disk, "work"), ignore_errors=True)
+        self._make_disk(self.disk)
+
+    def listing(self, limit=200):
+        """Files the guest changed (the overlay upper dir and the private dirs)."""
+        out = []
+        roots = [(os.path.join(self.disk, "upper"), "")]
+        roots += [(os.path.join(self.disk, "private", n), t) for n, (t, _) in PRIVATE.items()]
+        for base, prefix in roots:
+            for dirpath, dirnames, filenames in os.walk(base):
+                dirnames.sort()
+                for fn in sorted(filenames):
+                    rel = os.path.relpath(os.path.join(dirpath, fn), base)
+                    out.append(prefix + "/" + rel)
+                    if len(out) >= limit:
+                        return out
+        return out
+
+    def destroy(self):
+        self.shutdown()
+        shutil.rmtree(self.vmdir, ignore_errors=True)
+
+
+def _cp_a(src, dst):
+    # cp -a keeps overlay whiteouts (device nodes) and xattrs; shutil does not.
+    subprocess.run(["cp", "-a", "--", src, dst], check=True)
+
+
+def _errno_text(err):
+    text = err.decode("utf-8", "replace").strip().splitlines()
+    last = text[-1] if text else "error"
+    if "nonexistent" in last or "can't open" in last or "No such file" in last:
+        return "No such file or directory"
+    for known in ("No such file or directory", "Is a directory", "Permission denied", "Not a directory"):
+        if known in last:
+            return known
+    return last
