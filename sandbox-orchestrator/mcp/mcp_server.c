@@ -97,7 +97,7 @@ int sbx_mcp_parse(const char *buf, size_t len, json_t **msg, json_t **reply)
 
     *msg = NULL;
     *reply = NULL;
-    j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+    j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     if (!j) {
         *reply = rpc_error(NULL, RPC_PARSE_ERROR, "parse error at line %d column %d: %s", e.line,
                            e.column, e.text);
