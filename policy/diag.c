@@ -41,7 +41,7 @@ char *xstrndup(const char *s, size_t n)
     return d;
 }
 
-void diag_add(struct policy_diag *d, const char *fmt, ...)
+void policy_diag_add(struct policy_diag *d, const char *fmt, ...)
 {
     va_list ap;
     char buf[512];

@@ -54,8 +54,8 @@ static void add_range(struct policy_builder *b, bool deny, const char *spec, con
         return;
     }
     if (!cidr_parse(spec, strlen(spec), &c, why, sizeof(why))) {
-        diag_add(&b->early, "%s: expected %s%s, found '%s'", where, why,
-                 deny ? " (or 'default')" : "", spec);
+        policy_diag_add(&b->early, "%s: expected %s%s, found '%s'", where, why,
+                        deny ? " (or 'default')" : "", spec);
         return;
     }
     *list = xrealloc(*list, (*n + 1) * sizeof(**list));
@@ -158,18 +158,18 @@ static void expand(struct expand *x, size_t i)
         const struct include_ref *inc = &x->ctx[i].includes[k];
         const struct ruleset *other = find_preset(x->pol, inc->name);
         if (other == NULL) {
-            diag_add(x->diag,
-                     "%s:%u:%u: expected the name of a preset (a file NAME.allow), found "
-                     "'%s': no such preset",
-                     rs->file, inc->line, inc->col, inc->name);
+            policy_diag_add(x->diag,
+                            "%s:%u:%u: expected the name of a preset (a file NAME.allow), found "
+                            "'%s': no such preset",
+                            rs->file, inc->line, inc->col, inc->name);
             continue;
         }
         size_t j = (size_t)(other - x->pol->presets);
         if (x->state[j] == EXPANDING) {
-            diag_add(x->diag,
-                     "%s:%u:%u: include cycle: '%s' includes '%s', which includes it "
-                     "again",
-                     rs->file, inc->line, inc->col, rs->name, inc->name);
+            policy_diag_add(x->diag,
+                            "%s:%u:%u: include cycle: '%s' includes '%s', which includes it "
+                            "again",
+                            rs->file, inc->line, inc->col, rs->name, inc->name);
             continue;
         }
         if (x->state[j] == UNSEEN)
@@ -194,9 +194,10 @@ static void check_geo(const struct policy *p, const struct ruleset *rs, struct p
         const struct geo_rule *g = &rs->geo[i];
         bool country = g->cc[0] != '\0';
         if (country ? p->geo_country == NULL : p->geo_asn == NULL) {
-            diag_add(d, "%s:%u:1: 'deny %s' needs the %s database (%s in egressd.conf)", g->file,
-                     g->line, country ? "country" : "asn", country ? "GeoIP2 country" : "ASN",
-                     country ? "geoip-country" : "geoip-asn");
+            policy_diag_add(d, "%s:%u:1: 'deny %s' needs the %s database (%s in egressd.conf)",
+                            g->file, g->line, country ? "country" : "asn",
+                            country ? "GeoIP2 country" : "ASN",
+                            country ? "geoip-country" : "geoip-asn");
             return;
         }
     }
@@ -210,7 +211,8 @@ static void parse_presets(struct policy *pol, struct policy_builder *b, struct p
     for (size_t i = 0; i < b->n_src; i++) {
         struct ruleset *rs = &pol->presets[i];
         if (i > 0 && strcmp(b->src[i].name, b->src[i - 1].name) == 0)
-            diag_add(diag, "%s: preset '%s' is defined twice", b->src[i].file, b->src[i].name);
+            policy_diag_add(diag, "%s: preset '%s' is defined twice", b->src[i].file,
+                            b->src[i].name);
         rs->name = pool_strndup(&pol->pool, b->src[i].name, strlen(b->src[i].name));
         rs->file = pool_strndup(&pol->pool, b->src[i].file, strlen(b->src[i].file));
         ctx[i] = (struct parse_ctx){.pool = &pol->pool, .diag = diag, .file = rs->file};
@@ -228,7 +230,7 @@ struct policy *policy_builder_finish(struct policy_builder *b, struct policy_dia
 
     atomic_init(&pol->refs, 1);
     for (size_t i = 0; i < b->early.n; i++)
-        diag_add(diag, "%s", b->early.lines[i]);
+        policy_diag_add(diag, "%s", b->early.lines[i]);
     pol->geo_country = b->country;
     pol->geo_asn = b->asn;
     parse_presets(pol, b, ctx, diag);
@@ -296,8 +298,8 @@ struct policy_binding *policy_binding_new(struct policy *p, const char *preset,
     size_t errors = diag->n;
 
     if (rs == NULL) {
-        diag_add(diag, "%s: expected the name of a preset, found '%s': no such preset", origin,
-                 preset);
+        policy_diag_add(diag, "%s: expected the name of a preset, found '%s': no such preset",
+                        origin, preset);
         return NULL;
     }
     struct policy_binding *b = xcalloc(1, sizeof(*b));

@@ -116,6 +116,10 @@ struct policy_diag {
     size_t n, cap;
 };
 
+/* Add one line (printf-style); for callers that report their own errors
+ * (files that cannot be read) in the same list. */
+void policy_diag_add(struct policy_diag *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void policy_diag_free(struct policy_diag *d);
 
 /* ---------------------------------------------------- building a policy */

@@ -130,9 +130,6 @@ struct policy_binding {
     struct pool pool;
 };
 
-/* diag.c */
-void diag_add(struct policy_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* Allocation that aborts on failure (STYLE.md rule 7). */
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);

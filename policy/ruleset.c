@@ -60,17 +60,17 @@ static void expected(struct line *l, const struct token *t, unsigned col, const 
 {
     char buf[256];
     if (t == NULL)
-        diag_add(l->ctx->diag, "%s:%u:%u: expected %s, found end of line", l->ctx->file, l->lineno,
-                 col, what);
+        policy_diag_add(l->ctx->diag, "%s:%u:%u: expected %s, found end of line", l->ctx->file,
+                        l->lineno, col, what);
     else
-        diag_add(l->ctx->diag, "%s:%u:%u: expected %s, found '%s'", l->ctx->file, l->lineno, col,
-                 what, shown(t, buf, sizeof(buf)));
+        policy_diag_add(l->ctx->diag, "%s:%u:%u: expected %s, found '%s'", l->ctx->file, l->lineno,
+                        col, what, shown(t, buf, sizeof(buf)));
     l->failed = true;
 }
 
 static void problem(struct line *l, unsigned col, const char *msg)
 {
-    diag_add(l->ctx->diag, "%s:%u:%u: %s", l->ctx->file, l->lineno, col, msg);
+    policy_diag_add(l->ctx->diag, "%s:%u:%u: %s", l->ctx->file, l->lineno, col, msg);
     l->failed = true;
 }
 

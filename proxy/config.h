@@ -1,0 +1,76 @@
+/*
+ * config.h - egressd.conf: one directive per line, `#` comments
+ * (DESIGN.md, "Configuration").  Shared by egressd and egressctl.
+ */
+#ifndef PX_CONFIG_H
+#define PX_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define PX_MAX_LISTENERS 16
+#define PX_MAX_RESOLVERS 8
+#define PX_MAX_RANGES    64
+
+/* A numeric address and port ("127.0.0.1:3128", "[::1]:3128"); never a
+ * name, so reading the config never asks a resolver. */
+struct px_addr {
+    char text[64];
+    struct sockaddr_storage ss;
+    socklen_t len;
+};
+
+struct px_range {
+    char spec[64];  /* a CIDR, or "default" for deny-range */
+    char where[96]; /* "FILE:LINE" */
+};
+
+struct px_config {
+    char file[1024]; /* the config file, as given */
+    struct px_addr listen[PX_MAX_LISTENERS];
+    size_t n_listen;
+    struct px_addr transparent_tls[PX_MAX_LISTENERS];
+    uint16_t tls_upstream_port[PX_MAX_LISTENERS]; /* default 443 */
+    size_t n_transparent_tls;
+    struct px_addr transparent_http[PX_MAX_LISTENERS];
+    size_t n_transparent_http;
+    char admin_unix[108];     /* "admin unix:PATH" */
+    struct px_addr admin_tcp; /* "admin ADDR:PORT" (needs admin-token-file) */
+    bool admin_is_tcp, have_admin;
+    char admin_token_file[1024];
+    struct px_addr metrics;
+    bool have_metrics;
+    unsigned workers; /* 0: auto (one per CPU) */
+    struct px_addr resolvers[PX_MAX_RESOLVERS];
+    size_t n_resolvers;
+    char hosts_file[1024];
+    char policy_dir[1024];
+    char default_policy[64];
+    char state_dir[1024];
+    char access_log[1024]; /* a path or "stdout" */
+    char geoip_country[1024], geoip_asn[1024];
+    struct px_range deny_ranges[PX_MAX_RANGES], allow_ranges[PX_MAX_RANGES];
+    size_t n_deny_ranges, n_allow_ranges;
+    bool require_sni, ech_allow;
+    uint64_t timeout_header_ms, timeout_connect_ms, timeout_idle_ms, max_tunnel_life_ms;
+    uint64_t max_conns, max_conns_per_sandbox, max_header_bytes;
+    uint64_t quota_bytes_per_sandbox;    /* 0: none */
+    uint64_t rate_new_conns_per_sandbox; /* per second; 0: none */
+    char user[64];
+};
+
+/* Read and check `path`.  Relative paths inside the file are taken from the
+ * file's own directory.  Returns 0, or -1 with every error found, one per
+ * line ("FILE:LINE: what was expected, found what"), in err. */
+int px_config_load(struct px_config *c, const char *path, char *err, size_t errlen);
+
+/* "500ms", "5s", "10m", "24h" into milliseconds; false if not one. */
+bool px_parse_duration(const char *s, uint64_t *ms);
+/* "512", "16k", "4m", "1g" into bytes; false if not one. */
+bool px_parse_size(const char *s, uint64_t *bytes);
+/* "ADDR:PORT", numeric only; false if not one. */
+bool px_parse_addr(const char *s, struct px_addr *a, uint16_t default_port);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * policy_load.h - the I/O side of policy/: read policy-dir's NAME.allow
+ * files and the GeoIP databases named in egressd.conf, and build a
+ * snapshot.  Shared by egressd (start and reload) and egressctl.
+ */
+#ifndef PX_POLICY_LOAD_H
+#define PX_POLICY_LOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <maxminddb.h>
+
+#include "config.h"
+#include "policy.h"
+
+/* The GeoIP databases a snapshot reads; they must stay open for as long as
+ * any snapshot built with them lives. */
+struct px_geo {
+    MMDB_s country, asn;
+    bool have_country, have_asn;
+};
+
+/* Open the databases the config names.  Returns 0, or -1 with the reason. */
+int px_geo_open(struct px_geo *g, const struct px_config *c, char *err, size_t errlen);
+void px_geo_close(struct px_geo *g);
+
+/* Build a snapshot from c->policy_dir, c's ranges and g.  Also checks that
+ * default-policy names a preset.  Returns the snapshot (one reference), or
+ * NULL with every error in `diag`. */
+struct policy *px_policy_load(const struct px_config *c, struct px_geo *g,
+                              struct policy_diag *diag);
+
+#endif
