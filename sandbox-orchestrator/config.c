@@ -1,0 +1,585 @@
+/* config.c - sandboxctl.conf parser (see config.h for the syntax). */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#define MAX_WORDS       40
+#define CONFIG_MAX_SIZE (1024 * 1024)
+
+/* The parse position, for messages. */
+struct cursor {
+    const char *name;
+    int line;
+    char *err;
+    size_t errlen;
+};
+
+__attribute__((format(printf, 2, 3))) static int fail(struct cursor *cur, const char *fmt, ...)
+{
+    va_list ap;
+    int n = snprintf(cur->err, cur->errlen, "%s:%d: ", cur->name, cur->line);
+
+    if (n < 0 || (size_t)n >= cur->errlen)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(cur->err + n, cur->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+
+    if (!d)
+        abort();
+    return d;
+}
+
+int sbx_duration_parse(const char *s, long *ms)
+{
+    char *end;
+    long mult = 1000;
+    long v;
+
+    if (!s || !isdigit((unsigned char)s[0]))
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || v < 0)
+        return -1;
+    if (strcmp(end, "ms") == 0)
+        mult = 1;
+    else if (strcmp(end, "s") == 0 || *end == '\0')
+        mult = 1000;
+    else if (strcmp(end, "m") == 0)
+        mult = 60L * 1000;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600L * 1000;
+    else if (strcmp(end, "d") == 0)
+        mult = 86400L * 1000;
+    else
+        return -1;
+    if (v > LONG_MAX / mult)
+        return -1;
+    *ms = v * mult;
+    return 0;
+}
+
+int sbx_bytes_parse(const char *s, long *bytes)
+{
+    char *end;
+    long mult = 1;
+    long v;
+
+    if (!s || !isdigit((unsigned char)s[0]))
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || v < 0)
+        return -1;
+    if (*end == 'k' || *end == 'K')
+        mult = 1024;
+    else if (*end == 'm' || *end == 'M')
+        mult = 1024L * 1024;
+    else if (*end == 'g' || *end == 'G')
+        mult = 1024L * 1024 * 1024;
+    else if (*end != '\0')
+        return -1;
+    if (*end && end[1] != '\0')
+        return -1;
+    if (v > LONG_MAX / mult)
+        return -1;
+    *bytes = v * mult;
+    return 0;
+}
+
+void sbx_duration_format(long ms, char *buf, size_t len)
+{
+    if (ms % 3600000 == 0 && ms > 0)
+        snprintf(buf, len, "%ldh", ms / 3600000);
+    else if (ms % 60000 == 0 && ms > 0)
+        snprintf(buf, len, "%ldm", ms / 60000);
+    else if (ms % 1000 == 0)
+        snprintf(buf, len, "%lds", ms / 1000);
+    else
+        snprintf(buf, len, "%ldms", ms);
+}
+
+/* A name as Proxmox and egressd accept them: letters, digits, . _ - */
+static int valid_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= SBX_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+            return 0;
+    return 1;
+}
+
+static int parse_int(struct cursor *cur, const char *dir, const char *w, int min, int max, int *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(w, &end, 10);
+    if (errno || *end || end == w || v < min || v > max)
+        return fail(cur, "%s: expected an integer %d..%d, got '%s'", dir, min, max, w);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_ipv4(const char *s, uint32_t *out)
+{
+    struct in_addr a;
+
+    if (inet_pton(AF_INET, s, &a) != 1)
+        return -1;
+    *out = ntohl(a.s_addr);
+    return 0;
+}
+
+/* ip-pool FIRST-LAST/PREFIX, e.g. 10.99.0.10-10.99.0.200/24 */
+static int parse_ip_pool(struct cursor *cur, struct sbx_config *c, const char *w)
+{
+    char buf[64], *dash, *slash;
+    int prefix;
+
+    if (strlen(w) >= sizeof buf)
+        return fail(cur, "ip-pool: expected FIRST-LAST/PREFIX, got a too long word");
+    strcpy(buf, w);
+    dash = strchr(buf, '-');
+    slash = strchr(buf, '/');
+    if (!dash || !slash || slash < dash)
+        return fail(cur,
+                    "ip-pool: expected FIRST-LAST/PREFIX (10.99.0.10-10.99.0.200/24), got '%s'", w);
+    *dash = *slash = '\0';
+    if (parse_ipv4(buf, &c->ip_first) || parse_ipv4(dash + 1, &c->ip_last))
+        return fail(cur, "ip-pool: '%s' has no IPv4 addresses FIRST-LAST", w);
+    if (parse_int(cur, "ip-pool prefix", slash + 1, 8, 30, &prefix))
+        return -1;
+    if (c->ip_first > c->ip_last)
+        return fail(cur, "ip-pool: first address after the last in '%s'", w);
+    if (c->ip_last - c->ip_first > 65535)
+        return fail(cur, "ip-pool: more than 65536 addresses in '%s'", w);
+    c->ip_prefix = prefix;
+    return 0;
+}
+
+/* pve-fingerprint: 64 hex digits, colons allowed between bytes */
+static int parse_pin(struct cursor *cur, struct sbx_config *c, const char *w)
+{
+    int n = 0;
+
+    for (const char *p = w; *p; p++) {
+        if (*p == ':')
+            continue;
+        if (!isxdigit((unsigned char)p[0]) || !isxdigit((unsigned char)p[1]) || n == 32)
+            return fail(cur,
+                        "pve-fingerprint: expected the SHA-256 of the certificate as 64 hex "
+                        "digits (colons allowed), got '%s'",
+                        w);
+        sscanf(p, "%2hhx", &c->pin[n++]);
+        p++;
+    }
+    if (n != 32)
+        return fail(cur, "pve-fingerprint: expected 32 bytes, got %d in '%s'", n, w);
+    c->have_pin = 1;
+    return 0;
+}
+
+static int parse_template(struct cursor *cur, struct sbx_config *c, const char *w)
+{
+    struct sbx_template *t;
+    const char *colon = strrchr(w, ':');
+    const char *id = colon ? colon + 1 : w;
+
+    if (c->ntemplates == SBX_MAX_TEMPLATES)
+        return fail(cur, "template: at most %d template lines", SBX_MAX_TEMPLATES);
+    t = &c->templates[c->ntemplates];
+    if (colon) {
+        if ((size_t)(colon - w) >= sizeof t->node || colon == w)
+            return fail(cur, "template: expected [NODE:]VMID, got '%s'", w);
+        memcpy(t->node, w, (size_t)(colon - w));
+        t->node[colon - w] = '\0';
+        if (!valid_name(t->node))
+            return fail(cur, "template: '%s' is not a node name", t->node);
+    }
+    if (parse_int(cur, "template", id, 100, 999999999, &t->vmid))
+        return -1;
+    c->ntemplates++;
+    return 0;
+}
+
+static int parse_proxy(struct cursor *cur, struct sbx_config *c, const char *w)
+{
+    const char *colon = strrchr(w, ':');
+    char addr[64];
+    uint32_t ip;
+
+    if (!colon || (size_t)(colon - w) >= sizeof addr)
+        return fail(cur, "proxy: expected ADDR:PORT (10.99.0.1:3128), got '%s'", w);
+    memcpy(addr, w, (size_t)(colon - w));
+    addr[colon - w] = '\0';
+    if (parse_ipv4(addr, &ip))
+        return fail(cur, "proxy: '%s' is not an IPv4 address", addr);
+    if (parse_int(cur, "proxy port", colon + 1, 1, 65535, &c->proxy_port))
+        return -1;
+    free(c->proxy_addr);
+    c->proxy_addr = xstrdup(addr);
+    return 0;
+}
+
+static int parse_egress(struct cursor *cur, struct sbx_config *c, const char *w)
+{
+    if (c->negress == SBX_MAX_EGRESS)
+        return fail(cur, "egressd-admin: at most %d lines", SBX_MAX_EGRESS);
+    if (strncmp(w, "unix:/", 6) != 0 && strncmp(w, "http://", 7) != 0 &&
+        strncmp(w, "https://", 8) != 0)
+        return fail(cur, "egressd-admin: expected unix:/PATH or http(s)://HOST:PORT, got '%s'", w);
+    c->egress[c->negress++] = xstrdup(w);
+    return 0;
+}
+
+static int parse_size(struct cursor *cur, struct sbx_config *c, char **v)
+{
+    struct sbx_size *z = NULL;
+
+    if (!valid_name(v[0]))
+        return fail(cur, "size: '%s' is not a name", v[0]);
+    for (int i = 0; i < c->nsizes; i++)
+        if (strcmp(c->sizes[i].name, v[0]) == 0)
+            z = &c->sizes[i];
+    if (!z) {
+        if (c->nsizes == SBX_MAX_SIZES)
+            return fail(cur, "size: at most %d sizes", SBX_MAX_SIZES);
+        z = &c->sizes[c->nsizes++];
+    }
+    snprintf(z->name, sizeof z->name, "%s", v[0]);
+    if (parse_int(cur, "size cores", v[1], 1, 512, &z->cores) ||
+        parse_int(cur, "size memory-mib", v[2], 16, 4 * 1024 * 1024, &z->memory_mib))
+        return -1;
+    return 0;
+}
+
+static int parse_duration_dir(struct cursor *cur, const char *dir, const char *w, long *out)
+{
+    if (sbx_duration_parse(w, out) || *out == 0)
+        return fail(cur, "%s: expected a duration such as 30s, 10m, 4h, got '%s'", dir, w);
+    return 0;
+}
+
+static void set_str(char **dst, const char *w)
+{
+    free(*dst);
+    *dst = xstrdup(w);
+}
+
+/* Directives that take exactly one word stored as a string. */
+static char **string_slot(struct sbx_config *c, const char *dir)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } slots[] = {
+        {"pve-url", offsetof(struct sbx_config, pve_url)},
+        {"pve-token-file", offsetof(struct sbx_config, pve_token_file)},
+        {"pve-ca-file", offsetof(struct sbx_config, pve_ca_file)},
+        {"node", offsetof(struct sbx_config, node)},
+        {"pool", offsetof(struct sbx_config, pool)},
+        {"storage", offsetof(struct sbx_config, storage)},
+        {"bridge", offsetof(struct sbx_config, bridge)},
+        {"gateway", offsetof(struct sbx_config, gateway)},
+        {"secrets-file", offsetof(struct sbx_config, secrets_file)},
+        {"mcp-token-file", offsetof(struct sbx_config, mcp_token_file)},
+        {"state-dir", offsetof(struct sbx_config, state_dir)},
+        {"egressd-admin-token-file", offsetof(struct sbx_config, egress_token_file)},
+    };
+
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+        if (strcmp(slots[i].name, dir) == 0)
+            return (char **)((char *)c + slots[i].off);
+    return NULL;
+}
+
+/* Directives that take one duration. */
+static long *duration_slot(struct sbx_config *c, const char *dir)
+{
+    if (strcmp(dir, "lifetime-default") == 0)
+        return &c->lifetime_default_ms;
+    if (strcmp(dir, "lifetime-max") == 0)
+        return &c->lifetime_max_ms;
+    if (strcmp(dir, "http-timeout") == 0)
+        return &c->http_timeout_ms;
+    if (strcmp(dir, "task-timeout") == 0)
+        return &c->task_timeout_ms;
+    if (strcmp(dir, "agent-timeout") == 0)
+        return &c->agent_timeout_ms;
+    if (strcmp(dir, "exec-timeout") == 0)
+        return &c->exec_timeout_ms;
+    return NULL;
+}
+
+/* Directives that take one integer. */
+static int *int_slot(struct sbx_config *c, const char *dir, int *max)
+{
+    *max = 16 * 1024 * 1024;
+    if (strcmp(dir, "max-cores") == 0)
+        return &c->max_cores;
+    if (strcmp(dir, "max-memory-mib") == 0)
+        return &c->max_memory_mib;
+    if (strcmp(dir, "max-total-memory-mib") == 0)
+        return &c->max_total_memory_mib;
+    if (strcmp(dir, "max-snapshots") == 0) {
+        *max = 100;
+        return &c->max_snapshots;
+    }
+    return NULL;
+}
+
+static int check_string_word(struct cursor *cur, const char *dir, const char *w)
+{
+    if (strcmp(dir, "pve-url") == 0 && strncmp(w, "https://", 8) != 0)
+        return fail(cur, "pve-url: expected https://HOST:8006, got '%s'", w);
+    if ((strcmp(dir, "node") == 0 || strcmp(dir, "pool") == 0 || strcmp(dir, "storage") == 0 ||
+         strcmp(dir, "bridge") == 0) &&
+        !valid_name(w))
+        return fail(cur, "%s: '%s' is not a name (letters, digits, . _ -)", dir, w);
+    if (strcmp(dir, "gateway") == 0) {
+        uint32_t ip;
+        if (parse_ipv4(w, &ip))
+            return fail(cur, "gateway: '%s' is not an IPv4 address", w);
+    }
+    return 0;
+}
+
+static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
+{
+    static const char *const one_word[] = {"pve-fingerprint", "template",      "ip-pool",
+                                           "proxy",           "egressd-admin", "exec-output-max"};
+    const char *dir = v[0];
+    char **str;
+    long *dur;
+    int *num, max;
+    int single = string_slot(c, dir) || duration_slot(c, dir) || int_slot(c, dir, &max);
+
+    for (size_t i = 0; i < sizeof one_word / sizeof one_word[0]; i++)
+        single |= strcmp(dir, one_word[i]) == 0;
+    if (single && n != 2)
+        return fail(cur, "%s: expected one value, got %d", dir, n - 1);
+    if ((str = string_slot(c, dir))) {
+        if (check_string_word(cur, dir, v[1]))
+            return -1;
+        set_str(str, v[1]);
+        return 0;
+    }
+    if ((dur = duration_slot(c, dir)))
+        return parse_duration_dir(cur, dir, v[1], dur);
+    if ((num = int_slot(c, dir, &max)))
+        return parse_int(cur, dir, v[1], 1, max, num);
+    if (strcmp(dir, "pve-fingerprint") == 0)
+        return parse_pin(cur, c, v[1]);
+    if (strcmp(dir, "template") == 0)
+        return parse_template(cur, c, v[1]);
+    if (strcmp(dir, "ip-pool") == 0)
+        return parse_ip_pool(cur, c, v[1]);
+    if (strcmp(dir, "proxy") == 0)
+        return parse_proxy(cur, c, v[1]);
+    if (strcmp(dir, "egressd-admin") == 0)
+        return parse_egress(cur, c, v[1]);
+    if (strcmp(dir, "exec-output-max") == 0) {
+        if (sbx_bytes_parse(v[1], &c->exec_output_max) || c->exec_output_max < 1024)
+            return fail(cur, "exec-output-max: expected a size of at least 1k, got '%s'", v[1]);
+        return 0;
+    }
+    if (strcmp(dir, "size") == 0) {
+        if (n != 4)
+            return fail(cur, "size: expected NAME CORES MEMORY_MIB");
+        return parse_size(cur, c, v + 1);
+    }
+    if (strcmp(dir, "mcp-presets") == 0) {
+        for (int i = 0; c->mcp_presets[i]; i++)
+            free(c->mcp_presets[i]);
+        memset(c->mcp_presets, 0, sizeof c->mcp_presets);
+        if (n - 1 > SBX_MAX_PRESETS)
+            return fail(cur, "mcp-presets: at most %d names", SBX_MAX_PRESETS);
+        for (int i = 1; i < n; i++) {
+            if (!valid_name(v[i]))
+                return fail(cur, "mcp-presets: '%s' is not a preset name", v[i]);
+            c->mcp_presets[i - 1] = xstrdup(v[i]);
+        }
+        return 0;
+    }
+    return fail(cur, "unknown directive '%s'", dir);
+}
+
+/* Split line into words at blanks; a word starting with # ends the line. */
+static int split(char *line, char **v)
+{
+    int n = 0;
+    char *p = line;
+
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        if (*p == '\0' || *p == '#')
+            return n;
+        if (n == MAX_WORDS)
+            return -1;
+        v[n++] = p;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\r')
+            p++;
+        if (*p)
+            *p++ = '\0';
+    }
+}
+
+static void set_defaults(struct sbx_config *c)
+{
+    static const struct sbx_size sizes[] = {{"small", 2, 4096}, {"medium", 4, 8192}};
+
+    memcpy(c->sizes, sizes, sizeof sizes);
+    c->nsizes = 2;
+    c->max_cores = 4;
+    c->max_memory_mib = 8192;
+    c->max_total_memory_mib = 20480;
+    c->lifetime_default_ms = 4 * 3600 * 1000L;
+    c->lifetime_max_ms = 24 * 3600 * 1000L;
+    c->max_snapshots = 4;
+    c->http_timeout_ms = 30 * 1000L;
+    c->task_timeout_ms = 10 * 60 * 1000L;
+    c->agent_timeout_ms = 5 * 60 * 1000L;
+    c->exec_timeout_ms = 5 * 60 * 1000L;
+    c->exec_output_max = 1024 * 1024;
+}
+
+static int missing(struct cursor *cur, const char *dir)
+{
+    snprintf(cur->err, cur->errlen, "%s: missing directive '%s'", cur->name, dir);
+    return -1;
+}
+
+static int check_complete(struct cursor *cur, struct sbx_config *c)
+{
+    static const char *const required[] = {"pve-url", "pve-token-file", "pool", "bridge",
+                                           "gateway"};
+
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!*string_slot(c, required[i]))
+            return missing(cur, required[i]);
+    if (!c->pve_ca_file == !c->have_pin) {
+        snprintf(cur->err, cur->errlen,
+                 "%s: expected exactly one of 'pve-ca-file' or 'pve-fingerprint' (the server "
+                 "certificate is always verified)",
+                 cur->name);
+        return -1;
+    }
+    if (c->ntemplates == 0)
+        return missing(cur, "template");
+    if (!c->ip_prefix)
+        return missing(cur, "ip-pool");
+    if (!c->proxy_addr)
+        return missing(cur, "proxy");
+    if (c->lifetime_default_ms > c->lifetime_max_ms) {
+        snprintf(cur->err, cur->errlen, "%s: lifetime-default is longer than lifetime-max",
+                 cur->name);
+        return -1;
+    }
+    if (!c->node)
+        c->node = xstrdup("auto");
+    if (!c->state_dir)
+        c->state_dir = xstrdup("/var/lib/sandboxctl");
+    return 0;
+}
+
+int sbx_config_parse(struct sbx_config *c, const char *text, const char *name, char *err,
+                     size_t errlen)
+{
+    struct cursor cur = {name, 0, err, errlen};
+    char *copy = xstrdup(text), *line = copy, *next;
+    char *v[MAX_WORDS];
+    int rc = 0;
+
+    memset(c, 0, sizeof *c);
+    c->path = xstrdup(name);
+    set_defaults(c);
+    for (; line && rc == 0; line = next) {
+        int n;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        cur.line++;
+        if ((n = split(line, v)) < 0)
+            rc = fail(&cur, "more than %d words", MAX_WORDS);
+        else if (n > 0)
+            rc = directive(&cur, c, v, n);
+    }
+    free(copy);
+    return rc ? rc : check_complete(&cur, c);
+}
+
+int sbx_config_load(struct sbx_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    size_t n;
+    int rc;
+
+    memset(c, 0, sizeof *c);
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open the config file: %s", path, strerror(errno));
+        return -1;
+    }
+    buf = malloc(CONFIG_MAX_SIZE + 1);
+    if (!buf)
+        abort();
+    n = fread(buf, 1, CONFIG_MAX_SIZE + 1, f);
+    fclose(f);
+    if (n > CONFIG_MAX_SIZE || memchr(buf, '\0', n)) {
+        snprintf(err, errlen, "%s: not a text config file (over 1 MiB or NUL bytes)", path);
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    rc = sbx_config_parse(c, buf, path, err, errlen);
+    free(buf);
+    return rc;
+}
+
+void sbx_config_free(struct sbx_config *c)
+{
+    char **strs[] = {&c->path,           &c->pve_url,    &c->pve_token_file,    &c->pve_ca_file,
+                     &c->node,           &c->pool,       &c->storage,           &c->bridge,
+                     &c->gateway,        &c->proxy_addr, &c->egress_token_file, &c->secrets_file,
+                     &c->mcp_token_file, &c->state_dir};
+
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
+    for (int i = 0; i < c->negress; i++)
+        free(c->egress[i]);
+    c->negress = 0;
+    for (int i = 0; c->mcp_presets[i]; i++) {
+        free(c->mcp_presets[i]);
+        c->mcp_presets[i] = NULL;
+    }
+}
+
+const struct sbx_size *sbx_config_size(const struct sbx_config *c, const char *name)
+{
+    for (int i = 0; i < c->nsizes; i++)
+        if (strcmp(c->sizes[i].name, name) == 0)
+            return &c->sizes[i];
+    return NULL;
+}

@@ -1,0 +1,91 @@
+/* config.h - sandboxctl.conf: one directive per line, `#` comments.
+ *
+ * The same line syntax as egressd.conf: a directive name, then its words.
+ * Durations are written 500ms, 5s, 10m, 24h; sizes 512, 16k, 4m, 1g.
+ * Errors name file:line and what was expected.
+ */
+#ifndef SBX_CONFIG_H
+#define SBX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SBX_MAX_TEMPLATES 16
+#define SBX_MAX_EGRESS    8
+#define SBX_MAX_SIZES     8
+#define SBX_MAX_PRESETS   32
+#define SBX_NAME_MAX      64
+
+/* One `template [NODE:]VMID` line; node is "" when not given (any node). */
+struct sbx_template {
+    char node[SBX_NAME_MAX];
+    int vmid;
+};
+
+/* One `size NAME CORES MEMORY_MIB` line (or a built-in default). */
+struct sbx_size {
+    char name[SBX_NAME_MAX];
+    int cores;
+    int memory_mib;
+};
+
+/* The whole configuration; every string is owned by the struct (or NULL
+ * when not set).  Durations are in milliseconds. */
+struct sbx_config {
+    char *path;
+    char *pve_url; /* https://HOST:8006 (no /api2/json) */
+    char *pve_token_file;
+    char *pve_ca_file;     /* either this ... */
+    unsigned char pin[32]; /* ... or the pinned SHA-256 of the leaf certificate */
+    int have_pin;
+    char *node; /* a node name, or "auto" */
+    struct sbx_template templates[SBX_MAX_TEMPLATES];
+    int ntemplates;
+    char *pool, *storage, *bridge;
+    uint32_t ip_first, ip_last; /* host byte order */
+    int ip_prefix;
+    char *gateway;
+    char *proxy_addr;
+    int proxy_port;
+    char *egress[SBX_MAX_EGRESS]; /* unix:PATH or http(s)://HOST:PORT */
+    int negress;
+    char *egress_token_file;
+    struct sbx_size sizes[SBX_MAX_SIZES];
+    int nsizes;
+    int max_cores, max_memory_mib, max_total_memory_mib;
+    long lifetime_default_ms, lifetime_max_ms;
+    int max_snapshots;
+    char *secrets_file;
+    char *mcp_presets[SBX_MAX_PRESETS + 1]; /* NULL-terminated */
+    char *mcp_token_file;
+    char *state_dir;
+    long http_timeout_ms, task_timeout_ms, agent_timeout_ms, exec_timeout_ms;
+    long exec_output_max;
+};
+
+/* Fill c from the text of a config file named name (used in messages).
+ * Returns 0, or -1 with "name:line: what was expected" in err.  On -1 the
+ * caller still calls sbx_config_free(). */
+int sbx_config_parse(struct sbx_config *c, const char *text, const char *name, char *err,
+                     size_t errlen);
+
+/* Read and parse the file at path; as sbx_config_parse(). */
+int sbx_config_load(struct sbx_config *c, const char *path, char *err, size_t errlen);
+
+/* Release what c holds; c itself is the caller's.  Safe on a zeroed c. */
+void sbx_config_free(struct sbx_config *c);
+
+/* The size called name, or NULL. */
+const struct sbx_size *sbx_config_size(const struct sbx_config *c, const char *name);
+
+/* Parse a duration ("500ms", "5s", "10m", "24h", "1d"; a bare number is
+ * seconds) into milliseconds.  Returns 0, or -1 when s is not one. */
+int sbx_duration_parse(const char *s, long *ms);
+
+/* Parse a size ("512", "16k", "4m", "1g") into bytes.  Returns 0 or -1. */
+int sbx_bytes_parse(const char *s, long *bytes);
+
+/* Format ms as the shortest exact duration ("4h", "90m", "1500ms") into buf. */
+void sbx_duration_format(long ms, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,174 @@
+/* egress.c - egressd admin API client over a unix socket or HTTP(S). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "egress.h"
+
+#define ANSWER_MAX 4096
+
+struct answer {
+    char buf[ANSWER_MAX];
+    size_t len;
+};
+
+json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m)
+{
+    char id[16], expires[32];
+    json_t *allow = json_array();
+
+    snprintf(id, sizeof id, "%d", vmid);
+    sbx_time_format(m->expires, expires, sizeof expires);
+    for (int i = 0; i < m->nallow; i++)
+        json_array_append_new(allow, json_string(m->allow[i]));
+    return json_pack("{s:s,s:s,s:s,s:[s],s:s,s:o,s:s}", "id", id, "name", name, "owner", m->owner,
+                     "addresses", m->address, "policy", m->policy, "allow", allow, "expires",
+                     expires);
+}
+
+static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct answer *a = arg;
+    size_t n = size * nmemb, room = sizeof a->buf - 1 - a->len;
+
+    memcpy(a->buf + a->len, data, n < room ? n : room);
+    a->len += n < room ? n : room;
+    a->buf[a->len] = '\0';
+    return n;
+}
+
+/* Read the admin token (one line) when one is configured. */
+static int auth_header(const struct sbx_config *c, char *hdr, size_t len, char *err, size_t errlen)
+{
+    char tok[512];
+    size_t n;
+    FILE *f;
+
+    hdr[0] = '\0';
+    if (!c->egress_token_file)
+        return 0;
+    f = fopen(c->egress_token_file, "r");
+    if (!f) {
+        snprintf(err, errlen, "egressd-admin-token-file %s: cannot open", c->egress_token_file);
+        return -1;
+    }
+    n = fread(tok, 1, sizeof tok - 1, f);
+    fclose(f);
+    tok[n] = '\0';
+    tok[strcspn(tok, "\r\n")] = '\0';
+    snprintf(hdr, len, "Authorization: Bearer %s", tok);
+    return 0;
+}
+
+/* One request to one egressd; returns the HTTP status, or -1 with err. */
+static long request(const struct sbx_config *c, const char *target, const char *method,
+                    const char *path, json_t *body, char *err, size_t errlen)
+{
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = NULL;
+    struct answer a = {.len = 0};
+    char *url, *payload = NULL, auth[600];
+    long status = -1;
+    CURLcode rc;
+
+    if (!h)
+        abort();
+    if (auth_header(c, auth, sizeof auth, err, errlen)) {
+        curl_easy_cleanup(h);
+        return -1;
+    }
+    if (strncmp(target, "unix:", 5) == 0) {
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, target + 5);
+        if (asprintf(&url, "http://localhost%s", path) < 0)
+            abort();
+    } else if (asprintf(&url, "%s%s", target, path) < 0) {
+        abort();
+    }
+    if (auth[0])
+        hdrs = curl_slist_append(hdrs, auth);
+    if (body) {
+        payload = json_dumps(body, JSON_COMPACT);
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->http_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_answer);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+    rc = curl_easy_perform(h);
+    if (rc != CURLE_OK)
+        snprintf(err, errlen, "egressd %s: %s %s: %s", target, method, path,
+                 curl_easy_strerror(rc));
+    else
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 300 && status != 404)
+        snprintf(err, errlen, "egressd %s: %s %s: %ld %.200s", target, method, path, status, a.buf);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    free(payload);
+    free(url);
+    return status;
+}
+
+/* Send to every egressd; collect the failures in err.  ok404: a 404
+ * answer counts as done (deleting what is not there). */
+static int to_all(const struct sbx_config *c, const char *method, const char *path, json_t *body,
+                  int ok404, char *err, size_t errlen)
+{
+    size_t used = 0;
+    int failed = 0;
+
+    err[0] = '\0';
+    for (int i = 0; i < c->negress; i++) {
+        char one[600];
+        long status = request(c, c->egress[i], method, path, body, one, sizeof one);
+        if ((status >= 200 && status < 300) || (ok404 && status == 404))
+            continue;
+        if (status == 404)
+            snprintf(one, sizeof one, "egressd %s: %s %s: 404", c->egress[i], method, path);
+        failed = 1;
+        if (used < errlen)
+            used += (size_t)snprintf(err + used, errlen - used, "%s%s", used ? "; " : "", one);
+    }
+    return failed ? -1 : 0;
+}
+
+int sbx_egress_put(const struct sbx_config *c, json_t *binding, char *err, size_t errlen)
+{
+    char path[128];
+
+    snprintf(path, sizeof path, "/v1/sandboxes/%s",
+             json_string_value(json_object_get(binding, "id")));
+    return to_all(c, "PUT", path, binding, 0, err, errlen);
+}
+
+int sbx_egress_delete(const struct sbx_config *c, int vmid, char *err, size_t errlen)
+{
+    char path[64];
+
+    snprintf(path, sizeof path, "/v1/sandboxes/%d", vmid);
+    return to_all(c, "DELETE", path, NULL, 1, err, errlen);
+}
+
+int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, size_t errlen)
+{
+    return to_all(c, "PUT", "/v1/sandboxes", bindings, 0, err, errlen);
+}
+
+int sbx_egress_status(const struct sbx_config *c, const char *target, char *err, size_t errlen)
+{
+    long status = request(c, target, "GET", "/v1/status", NULL, err, errlen);
+
+    if (status >= 200 && status < 300)
+        return 0;
+    if (status == 404)
+        snprintf(err, errlen, "egressd %s: GET /v1/status: 404", target);
+    return -1;
+}

@@ -1,0 +1,35 @@
+/* egress.h - the client of egressd's admin API (every `egressd-admin`).
+ *
+ * A binding tells egressd which policy applies to a sandbox's address:
+ *   {"id":"101","name":"agent-alice-1","owner":"alice","addresses":["10.99.0.11"],
+ *    "policy":"balanced","allow":["pypi.org"],"expires":"2026-11-30T09:00:00Z"}
+ * Every configured egressd receives the same bindings.
+ */
+#ifndef SBX_EGRESS_H
+#define SBX_EGRESS_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "meta.h"
+
+/* The binding of sandbox vmid called name, from its metadata (new reference). */
+json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m);
+
+/* PUT /v1/sandboxes/{id} with binding on every egressd.  Tries them all;
+ * returns 0, or -1 naming each one that failed in err. */
+int sbx_egress_put(const struct sbx_config *c, json_t *binding, char *err, size_t errlen);
+
+/* DELETE /v1/sandboxes/{vmid} on every egressd (404 counts as done). */
+int sbx_egress_delete(const struct sbx_config *c, int vmid, char *err, size_t errlen);
+
+/* PUT /v1/sandboxes with the JSON array bindings: replace every egressd's
+ * whole set (reconciliation). */
+int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, size_t errlen);
+
+/* GET /v1/status of the egressd at target; 0 when it answers 2xx. */
+int sbx_egress_status(const struct sbx_config *c, const char *target, char *err, size_t errlen);
+
+#endif

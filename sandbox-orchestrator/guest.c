@@ -1,0 +1,324 @@
+/* guest.c - exec, file-read and file-write through the QEMU guest agent. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b64.h"
+#include "guest.h"
+#include "vm.h"
+
+#define WRITE_CHUNK    46080 /* raw bytes per file-write: 61440 base64 characters */
+#define POLL_FIRST_MS  50
+#define POLL_MAX_MS    1000
+#define STATUS_MAX_ERR 512
+
+/* Bytes to a string of Latin-1 code points, UTF-8 encoded (how Proxmox
+ * expects input-data); new buffer of *outlen bytes. */
+static char *latin1_to_utf8(const char *in, size_t len, size_t *outlen)
+{
+    char *out = malloc(len * 2 + 1), *o = out;
+
+    if (!out)
+        abort();
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c < 0x80) {
+            *o++ = (char)c;
+        } else {
+            *o++ = (char)(0xC0 | (c >> 6));
+            *o++ = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    *o = '\0';
+    *outlen = (size_t)(o - out);
+    return out;
+}
+
+/* The reverse: a string whose code points are bytes back to the bytes.
+ * When a code point above U+00FF shows up the text was real UTF-8, and its
+ * bytes are returned unchanged.  New buffer of *outlen bytes. */
+static unsigned char *utf8_to_latin1(const char *in, size_t len, size_t *outlen)
+{
+    unsigned char *out = malloc(len + 1), *o = out;
+
+    if (!out)
+        abort();
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c < 0x80) {
+            *o++ = c;
+        } else if ((c == 0xC2 || c == 0xC3) && i + 1 < len &&
+                   ((unsigned char)in[i + 1] & 0xC0) == 0x80) {
+            *o++ = (unsigned char)(((c & 0x03) << 6) | ((unsigned char)in[i + 1] & 0x3F));
+            i++;
+        } else {
+            memcpy(out, in, len);
+            *outlen = len;
+            return out;
+        }
+    }
+    *outlen = (size_t)(o - out);
+    return out;
+}
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t left)
+{
+    size_t n;
+    unsigned cp;
+
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF)
+        n = 2;
+    else if (p[0] >= 0xE0 && p[0] <= 0xEF)
+        n = 3;
+    else if (p[0] >= 0xF0 && p[0] <= 0xF4)
+        n = 4;
+    else
+        return 0;
+    cp = p[0] & (0x7F >> n);
+    if (n > left)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3F);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return n;
+}
+
+json_t *sbx_guest_text(const unsigned char *data, size_t len)
+{
+    char *out = malloc(len * 3 + 1), *o = out;
+    json_t *j;
+
+    if (!out)
+        abort();
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq(data + i, len - i);
+        if (n == 0) {
+            memcpy(o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(o, data + i, n);
+            o += n;
+            i += n;
+        }
+    }
+    j = json_stringn(out, (size_t)(o - out));
+    free(out);
+    return j;
+}
+
+int sbx_guest_wait(struct sbx *s, const char *node, int vmid, long timeout_ms, char *err,
+                   size_t errlen)
+{
+    char path[256];
+    long wait = POLL_FIRST_MS, deadline = sbx_now_ms() + timeout_ms;
+
+    sbx_vm_path(path, sizeof path, node, vmid, "/agent/ping");
+    for (;;) {
+        if (sbx_pve_call(s->pve, "POST", path, NULL, NULL, err, errlen) == 0)
+            return 0;
+        if (!strstr(err, "guest agent is not running"))
+            return -1;
+        if (sbx_now_ms() + wait > deadline) {
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, " (waited %ld s for the guest agent)", timeout_ms / 1000);
+            return -1;
+        }
+        sbx_msleep(wait);
+        wait = wait * 2 > POLL_MAX_MS ? POLL_MAX_MS : wait * 2;
+    }
+}
+
+/* Replace key (Latin-1 text) in st by its bytes under newkey. */
+static void convert_stream(json_t *st, const char *key, const char *newkey)
+{
+    json_t *v = json_object_get(st, key);
+    unsigned char *raw;
+    size_t n = 0;
+
+    if (!json_is_string(v)) {
+        json_object_set_new(st, newkey, json_stringn_nocheck("", 0));
+        return;
+    }
+    raw = utf8_to_latin1(json_string_value(v), json_string_length(v), &n);
+    json_object_set_new(st, newkey, json_stringn_nocheck((const char *)raw, n));
+    free(raw);
+}
+
+static int exec_start(struct sbx *s, const char *node, int vmid, json_t *argv, const char *input,
+                      size_t len, json_int_t *pid, char *err, size_t errlen)
+{
+    char path[256];
+    json_t *params = json_pack("{s:O}", "command", argv), *ans = NULL;
+    int rc;
+
+    if (input) {
+        size_t n;
+        char *text = latin1_to_utf8(input, len, &n);
+        json_object_set_new(params, "input-data", json_stringn(text, n));
+        free(text);
+    }
+    sbx_vm_path(path, sizeof path, node, vmid, "/agent/exec");
+    rc = sbx_pve_call(s->pve, "POST", path, params, &ans, err, errlen);
+    json_decref(params);
+    if (rc == 0 && !json_is_integer(json_object_get(ans, "pid"))) {
+        snprintf(err, errlen, "POST %s: answer holds no pid", path);
+        rc = -1;
+    }
+    if (rc == 0)
+        *pid = json_integer_value(json_object_get(ans, "pid"));
+    json_decref(ans);
+    return rc;
+}
+
+int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, const char *input,
+                   size_t len, long timeout_ms, json_t **status, char *err, size_t errlen)
+{
+    char path[256];
+    json_int_t pid;
+    long wait = POLL_FIRST_MS, deadline = sbx_now_ms() + timeout_ms;
+
+    *status = NULL;
+    if (exec_start(s, node, vmid, argv, input, len, &pid, err, errlen))
+        return -1;
+    sbx_vm_path(path, sizeof path, node, vmid, "/agent/exec-status");
+    for (;;) {
+        json_t *params = json_pack("{s:I}", "pid", pid), *st = NULL;
+        json_t *exited;
+        int rc = sbx_pve_call(s->pve, "GET", path, params, &st, err, errlen);
+        json_decref(params);
+        if (rc)
+            return -1;
+        exited = json_object_get(st, "exited");
+        if (json_is_true(exited) || (json_is_integer(exited) && json_integer_value(exited))) {
+            convert_stream(st, "out-data", "out-bytes");
+            convert_stream(st, "err-data", "err-bytes");
+            *status = st;
+            return 0;
+        }
+        json_decref(st);
+        if (sbx_now_ms() + wait > deadline) {
+            snprintf(err, errlen, "exec: pid %" JSON_INTEGER_FORMAT " still running after %ld s",
+                     pid, timeout_ms / 1000);
+            return -1;
+        }
+        sbx_msleep(wait);
+        wait = wait * 2 > POLL_MAX_MS ? POLL_MAX_MS : wait * 2;
+    }
+}
+
+static int write_one(struct sbx *s, const char *node, int vmid, const char *path,
+                     const unsigned char *data, size_t len, char *err, size_t errlen)
+{
+    char api[256];
+    char *b64 = sbx_b64_encode(data, len);
+    json_t *params = json_pack("{s:s,s:s,s:i}", "file", path, "content", b64, "encode", 0);
+    int rc;
+
+    sbx_vm_path(api, sizeof api, node, vmid, "/agent/file-write");
+    rc = sbx_pve_call(s->pve, "POST", api, params, NULL, err, errlen);
+    json_decref(params);
+    free(b64);
+    return rc;
+}
+
+/* Join the parts into path inside the guest, then remove them. */
+static int join_parts(struct sbx *s, const char *node, int vmid, const char *path, json_t *parts,
+                      char *err, size_t errlen)
+{
+    static const char script[] = "f=$1; shift; cat -- \"$@\" > \"$f.sbx-new\" && "
+                                 "mv -f -- \"$f.sbx-new\" \"$f\"; rc=$?; rm -f -- \"$@\"; exit $rc";
+    json_t *argv = json_pack("[s,s,s,s,s]", "/bin/sh", "-c", script, "sh", path), *st = NULL;
+    int rc;
+
+    json_array_extend(argv, parts);
+    rc = sbx_guest_exec(s, node, vmid, argv, NULL, 0, s->cfg.exec_timeout_ms, &st, err, errlen);
+    if (rc == 0 && json_integer_value(json_object_get(st, "exitcode")) != 0) {
+        json_t *e = json_object_get(st, "err-bytes");
+        snprintf(err, errlen, "write %s: joining the parts failed: %.300s", path,
+                 json_is_string(e) ? json_string_value(e) : "");
+        rc = -1;
+    }
+    json_decref(st);
+    json_decref(argv);
+    return rc;
+}
+
+int sbx_guest_write(struct sbx *s, const char *node, int vmid, const char *path,
+                    const unsigned char *data, size_t len, char *err, size_t errlen)
+{
+    json_t *parts;
+    int rc = 0;
+
+    if (len > (size_t)SBX_GUEST_FILE_MAX) {
+        snprintf(err, errlen, "write %s: %zu bytes is more than the %ld bytes allowed", path, len,
+                 SBX_GUEST_FILE_MAX);
+        return -1;
+    }
+    if (len <= WRITE_CHUNK)
+        return write_one(s, node, vmid, path, data, len, err, errlen);
+    parts = json_array();
+    for (size_t off = 0, i = 0; off < len && rc == 0; off += WRITE_CHUNK, i++) {
+        char part[4200];
+        size_t n = len - off < WRITE_CHUNK ? len - off : WRITE_CHUNK;
+        snprintf(part, sizeof part, "%s.sbx-part-%06zu", path, i);
+        json_array_append_new(parts, json_string(part));
+        rc = write_one(s, node, vmid, part, data + off, n, err, errlen);
+    }
+    if (rc == 0)
+        rc = join_parts(s, node, vmid, path, parts, err, errlen);
+    json_decref(parts);
+    return rc;
+}
+
+int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
+                   unsigned char **data, size_t *len, char *err, size_t errlen)
+{
+    char api[256];
+    int major = sbx_pve_major(s, err, errlen);
+    json_t *params = json_pack("{s:s}", "file", path), *ans = NULL, *content;
+    int rc;
+
+    *data = NULL;
+    *len = 0;
+    if (major == 0) {
+        json_decref(params);
+        return -1;
+    }
+    /* From PVE 9 the agent's base64 can be had as is: exact for any bytes. */
+    if (major >= 9)
+        json_object_set_new(params, "decode", json_integer(0));
+    sbx_vm_path(api, sizeof api, node, vmid, "/agent/file-read");
+    rc = sbx_pve_call(s->pve, "GET", api, params, &ans, err, errlen);
+    json_decref(params);
+    if (rc)
+        return -1;
+    content = json_object_get(ans, "content");
+    if (json_is_true(json_object_get(ans, "truncated")) ||
+        json_integer_value(json_object_get(ans, "truncated")) == 1) {
+        snprintf(err, errlen, "read %s: the file is larger than %ld bytes", path,
+                 SBX_GUEST_FILE_MAX);
+        rc = -1;
+    } else if (!json_is_string(content)) {
+        snprintf(err, errlen, "GET %s: answer holds no content", api);
+        rc = -1;
+    } else if (major >= 9) {
+        *data = sbx_b64_decode(json_string_value(content), json_string_length(content), len);
+        if (!*data) {
+            snprintf(err, errlen, "GET %s: content is not base64", api);
+            rc = -1;
+        }
+    } else {
+        *data = utf8_to_latin1(json_string_value(content), json_string_length(content), len);
+    }
+    json_decref(ans);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* guest.h - the QEMU guest agent of a sandbox, through the Proxmox API.
+ *
+ * Proxmox passes guest bytes as JSON strings whose code points are the
+ * bytes (Latin-1); these helpers convert both ways so that commands,
+ * their output and files stay binary-safe.
+ */
+#ifndef SBX_GUEST_H
+#define SBX_GUEST_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "sbx.h"
+
+#define SBX_GUEST_FILE_MAX (16L * 1024 * 1024) /* file-read's cap, and ours for write */
+
+/* Ping the agent until it answers or timeout_ms passes ("QEMU guest agent
+ * is not running" is waited out; other errors end the wait).  0 / -1. */
+int sbx_guest_wait(struct sbx *s, const char *node, int vmid, long timeout_ms, char *err,
+                   size_t errlen);
+
+/* Run argv (borrowed JSON array of strings) with input (len bytes, may be
+ * NULL) as its stdin, and poll exec-status until it has exited or
+ * timeout_ms passes.  On 0, *status is the final exec-status object (new
+ * reference) with out-data/err-data converted to raw bytes in
+ * "out-bytes"/"err-bytes" (strings that may hold any byte: use
+ * json_string_length()).  -1 with err otherwise. */
+int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, const char *input,
+                   size_t len, long timeout_ms, json_t **status, char *err, size_t errlen);
+
+/* Write len bytes to path in the guest (truncating it); files larger than
+ * one file-write are written in parts and joined by a command in the
+ * guest.  0 / -1. */
+int sbx_guest_write(struct sbx *s, const char *node, int vmid, const char *path,
+                    const unsigned char *data, size_t len, char *err, size_t errlen);
+
+/* Read path from the guest into a new buffer (*data, *len; caller frees).
+ * Files over SBX_GUEST_FILE_MAX are refused.  0 / -1. */
+int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
+                   unsigned char **data, size_t *len, char *err, size_t errlen);
+
+/* Bytes as a JSON string: valid UTF-8 is kept, every invalid byte becomes
+ * U+FFFD.  New reference. */
+json_t *sbx_guest_text(const unsigned char *data, size_t len);
+
+#endif

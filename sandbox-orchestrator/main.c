@@ -1,0 +1,459 @@
+/* main.c - sandboxctl's command line: parse, call one operation, print.
+ *
+ * Exit status: 0 ok, 1 the operation failed, 2 usage or config error.
+ * `--json` prints the operation's JSON result instead of the human form.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "b64.h"
+#include "mcp/mcp.h"
+#include "ops.h"
+#include "sbx.h"
+
+#define DEFAULT_CONFIG "/etc/sandboxctl/sandboxctl.conf"
+#define EXIT_FAILED    1
+#define EXIT_USAGE     2
+#define STDIN_MAX      (16L * 1024 * 1024)
+
+struct cli {
+    const char *config;
+    int json;
+    struct sbx *s;
+};
+
+static const char usage_text[] =
+    "usage: sandboxctl [-c FILE] [--json] COMMAND [ARGS]\n"
+    "  create --name N --size small|medium [--lifetime 4h] --owner O --policy P [--allow HOST]...\n"
+    "  list\n"
+    "  exec NAME [--timeout SECONDS] -- CMD [ARG]...\n"
+    "  read NAME PATH            (file to stdout)\n"
+    "  write NAME PATH           (file from stdin)\n"
+    "  extend NAME DURATION\n"
+    "  destroy NAME\n"
+    "  snapshot NAME [LABEL] | rollback NAME LABEL | snapshots NAME\n"
+    "  reap | sync | doctor\n"
+    "  mcp [--http ADDR:PORT]\n"
+    "config: -c FILE (default " DEFAULT_CONFIG ")\n";
+
+static int usage(const char *why)
+{
+    if (why)
+        fprintf(stderr, "sandboxctl: %s\n", why);
+    fputs(usage_text, stderr);
+    return EXIT_USAGE;
+}
+
+/* Print a result: JSON when asked, else via the command's printer. */
+static int finish(struct cli *c, int rc, json_t *out, const char *err, void (*human)(json_t *out))
+{
+    if (rc) {
+        fprintf(stderr, "sandboxctl: %s\n", err);
+        return EXIT_FAILED;
+    }
+    if (c->json) {
+        char *text = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(text);
+        free(text);
+    } else if (human) {
+        human(out);
+    }
+    json_decref(out);
+    return 0;
+}
+
+static const char *str(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+
+    return v ? v : "-";
+}
+
+static void print_create(json_t *o)
+{
+    printf("created %s (VM %d on %s), address %s, expires %s, ready in %.1f s\n", str(o, "name"),
+           (int)json_integer_value(json_object_get(o, "vmid")), str(o, "node"), str(o, "address"),
+           str(o, "expires"), json_number_value(json_object_get(o, "ready_seconds")));
+}
+
+static void print_list(json_t *o)
+{
+    json_t *v;
+    size_t i;
+
+    printf("%-6s %-24s %-8s %-10s %-16s %-12s %s\n", "VMID", "NAME", "STATE", "OWNER", "ADDRESS",
+           "POLICY", "EXPIRES");
+    json_array_foreach(json_object_get(o, "sandboxes"), i, v)
+    {
+        printf("%-6d %-24s %-8s %-10s %-16s %-12s %s\n",
+               (int)json_integer_value(json_object_get(v, "vmid")), str(v, "name"),
+               str(v, "status"), str(v, "owner"), str(v, "address"), str(v, "policy"),
+               json_object_get(v, "problem") ? str(v, "problem") : str(v, "expires"));
+    }
+}
+
+static void print_extend(json_t *o)
+{
+    printf("%s now expires %s\n", str(o, "name"), str(o, "expires"));
+}
+
+static void print_destroy(json_t *o)
+{
+    printf("destroyed %s (VM %d)\n", str(o, "name"),
+           (int)json_integer_value(json_object_get(o, "vmid")));
+}
+
+static void print_snapshot(json_t *o)
+{
+    printf("%s: snapshot %s%s%s\n", str(o, "name"), str(o, "label"),
+           json_object_get(o, "deleted") ? ", deleted the oldest: " : "",
+           json_object_get(o, "deleted") ? str(o, "deleted") : "");
+}
+
+static void print_rollback(json_t *o)
+{
+    printf("%s rolled back to %s\n", str(o, "name"), str(o, "label"));
+}
+
+static void print_snapshots(json_t *o)
+{
+    json_t *v;
+    size_t i;
+
+    json_array_foreach(json_object_get(o, "snapshots"), i, v)
+    {
+        printf("%-40s %s\n", str(v, "label"), str(v, "created"));
+    }
+}
+
+static void print_reap(json_t *o)
+{
+    json_t *v;
+    size_t i;
+
+    json_array_foreach(json_object_get(o, "reaped"), i, v)
+    {
+        printf("reaped %s (VM %d), expired %s\n", str(v, "name"),
+               (int)json_integer_value(json_object_get(v, "vmid")), str(v, "expires"));
+    }
+    json_array_foreach(json_object_get(o, "errors"), i, v)
+    {
+        fprintf(stderr, "sandboxctl: reap: %s\n", json_string_value(v));
+    }
+    printf("%zu reaped, %d kept\n", json_array_size(json_object_get(o, "reaped")),
+           (int)json_integer_value(json_object_get(o, "kept")));
+}
+
+static void print_sync(json_t *o)
+{
+    printf("%d bindings pushed to %zu egressd\n",
+           (int)json_integer_value(json_object_get(o, "bindings")),
+           json_array_size(json_object_get(o, "egressd")));
+}
+
+static void print_doctor(json_t *o)
+{
+    json_t *v;
+    size_t i;
+
+    json_array_foreach(json_object_get(o, "checks"), i, v)
+    {
+        int ok = json_is_true(json_object_get(v, "ok"));
+        printf("%-4s %-10s %s\n", ok ? "ok" : "FAIL", str(v, "check"), str(v, "detail"));
+        if (!ok)
+            printf("     fix: %s\n", str(v, "fix"));
+    }
+}
+
+static int cmd_create(struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"name", 1, 0, 'n'},   {"size", 1, 0, 's'},  {"lifetime", 1, 0, 'l'}, {"owner", 1, 0, 'o'},
+        {"policy", 1, 0, 'p'}, {"allow", 1, 0, 'a'}, {"json", 0, 0, 'j'},     {0, 0, 0, 0}};
+    static const char *const keys[] = {"", "name", "size", "lifetime", "owner", "policy"};
+    json_t *args = json_object(), *allow = json_array(), *out = NULL;
+    char err[4096];
+    int opt, rc;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *key = NULL;
+        switch (opt) {
+        case 'n': key = keys[1]; break;
+        case 's': key = keys[2]; break;
+        case 'l': key = keys[3]; break;
+        case 'o': key = keys[4]; break;
+        case 'p': key = keys[5]; break;
+        case 'a': json_array_append_new(allow, json_string(optarg)); break;
+        case 'j': c->json = 1; break;
+        default:
+            json_decref(args);
+            json_decref(allow);
+            return usage(NULL);
+        }
+        if (key && !json_object_get(args, key))
+            json_object_set_new(args, key, json_string(optarg));
+    }
+    if (optind != argc) {
+        json_decref(args);
+        json_decref(allow);
+        return usage("create: unexpected argument");
+    }
+    json_object_set_new(args, "allow", allow);
+    rc = sbx_op_create(c->s, args, &out, err, sizeof err);
+    json_decref(args);
+    return finish(c, rc, out, err, print_create);
+}
+
+/* exec NAME [--timeout N] -- CMD...: the guest's stdout and stderr are
+ * copied out; the status is 0 only when the command exited 0. */
+static int cmd_exec(struct cli *c, int argc, char **argv)
+{
+    json_t *args = json_object(), *cmd = json_array(), *out = NULL, *o, *e;
+    char err[4096];
+    int i = 1, rc, code;
+
+    if (i < argc && strcmp(argv[i], "--json") == 0) {
+        c->json = 1;
+        i++;
+    }
+    if (i >= argc) {
+        json_decref(args);
+        json_decref(cmd);
+        return usage("exec: NAME missing");
+    }
+    json_object_set_new(args, "name", json_string(argv[i++]));
+    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+            json_object_set_new(args, "timeout", json_integer(atol(argv[++i])));
+        } else if (strcmp(argv[i], "--json") == 0) {
+            c->json = 1;
+        } else {
+            json_decref(args);
+            json_decref(cmd);
+            return usage("exec: expected NAME [--timeout SECONDS] -- CMD...");
+        }
+    }
+    for (i++; i < argc; i++)
+        json_array_append_new(cmd, json_string(argv[i]));
+    json_object_set_new(args, "command", cmd);
+    rc = sbx_op_exec(c->s, args, &out, err, sizeof err);
+    json_decref(args);
+    if (rc || c->json)
+        return finish(c, rc, out, err, NULL);
+    o = json_object_get(out, "stdout");
+    e = json_object_get(out, "stderr");
+    fwrite(json_string_value(o), 1, json_string_length(o), stdout);
+    fwrite(json_string_value(e), 1, json_string_length(e), stderr);
+    if (json_is_true(json_object_get(out, "stdout_truncated")))
+        fprintf(stderr, "sandboxctl: exec: stdout was truncated\n");
+    if (json_is_true(json_object_get(out, "timed_out")))
+        fprintf(stderr, "sandboxctl: exec: the command timed out\n");
+    code = (int)json_integer_value(json_object_get(out, "exitcode"));
+    if (code != 0)
+        fprintf(stderr, "sandboxctl: exec: the command exited with status %d\n", code);
+    json_decref(out);
+    return code == 0 ? 0 : EXIT_FAILED;
+}
+
+static char *read_stdin(size_t *len, char *err, size_t errlen)
+{
+    size_t cap = 65536, n = 0, got;
+    char *buf = malloc(cap);
+
+    if (!buf)
+        abort();
+    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n == cap) {
+            if ((long)cap > STDIN_MAX) {
+                snprintf(err, errlen, "write: stdin holds more than %ld bytes", STDIN_MAX);
+                free(buf);
+                return NULL;
+            }
+            cap *= 2;
+            buf = realloc(buf, cap);
+            if (!buf)
+                abort();
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+static int cmd_read(struct cli *c, int argc, char **argv)
+{
+    json_t *args, *out = NULL;
+    char err[4096];
+    int rc;
+    unsigned char *data;
+    size_t len;
+    const char *b64;
+
+    if (argc != 3)
+        return usage("read: expected NAME PATH");
+    args = json_pack("{s:s,s:s}", "name", argv[1], "path", argv[2]);
+    rc = sbx_op_read(c->s, args, &out, err, sizeof err);
+    json_decref(args);
+    if (rc || c->json)
+        return finish(c, rc, out, err, NULL);
+    b64 = json_string_value(json_object_get(out, "content_base64"));
+    data = sbx_b64_decode(b64, strlen(b64), &len);
+    if (data)
+        fwrite(data, 1, len, stdout);
+    free(data);
+    json_decref(out);
+    return 0;
+}
+
+static int cmd_write(struct cli *c, int argc, char **argv)
+{
+    json_t *args, *out = NULL;
+    char err[4096], *data, *b64;
+    size_t len;
+    int rc;
+
+    if (argc != 3)
+        return usage("write: expected NAME PATH (the content comes from stdin)");
+    data = read_stdin(&len, err, sizeof err);
+    if (!data)
+        return finish(c, -1, NULL, err, NULL);
+    b64 = sbx_b64_encode((unsigned char *)data, len);
+    free(data);
+    args = json_pack("{s:s,s:s,s:s}", "name", argv[1], "path", argv[2], "content_base64", b64);
+    free(b64);
+    rc = sbx_op_write(c->s, args, &out, err, sizeof err);
+    json_decref(args);
+    if (rc == 0 && !c->json)
+        printf("wrote %d bytes to %s\n", (int)json_integer_value(json_object_get(out, "size")),
+               argv[2]);
+    return finish(c, rc, out, err, NULL);
+}
+
+/* Commands of positional arguments: NAME, then the listed keys. */
+struct simple {
+    const char *name;
+    sbx_op_fn op;
+    int min, max; /* positional arguments */
+    const char *keys[3];
+    void (*human)(json_t *);
+};
+
+static const struct simple simple_cmds[] = {
+    {"list", sbx_op_list, 0, 0, {NULL}, print_list},
+    {"extend", sbx_op_extend, 2, 2, {"name", "duration"}, print_extend},
+    {"destroy", sbx_op_destroy, 1, 1, {"name"}, print_destroy},
+    {"snapshot", sbx_op_snapshot, 1, 2, {"name", "label"}, print_snapshot},
+    {"rollback", sbx_op_rollback, 2, 2, {"name", "label"}, print_rollback},
+    {"snapshots", sbx_op_snapshots, 1, 1, {"name"}, print_snapshots},
+    {"reap", sbx_op_reap, 0, 0, {NULL}, print_reap},
+    {"sync", sbx_op_sync, 0, 0, {NULL}, print_sync},
+    {"doctor", sbx_op_doctor, 0, 0, {NULL}, print_doctor},
+};
+
+static int run_simple(struct cli *c, const struct simple *cmd, int argc, char **argv)
+{
+    json_t *args = json_object(), *out = NULL;
+    char err[4096];
+    int n = 0, rc;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            c->json = 1;
+            continue;
+        }
+        if (n == cmd->max) {
+            json_decref(args);
+            return usage("too many arguments");
+        }
+        json_object_set_new(args, cmd->keys[n++], json_string(argv[i]));
+    }
+    if (n < cmd->min) {
+        json_decref(args);
+        return usage("missing arguments");
+    }
+    rc = cmd->op(c->s, args, &out, err, sizeof err);
+    json_decref(args);
+    if (rc == 0 && strcmp(cmd->name, "doctor") == 0 && !json_is_true(json_object_get(out, "ok"))) {
+        finish(c, 0, out, err, cmd->human);
+        return EXIT_FAILED;
+    }
+    if (rc == 0 && strcmp(cmd->name, "reap") == 0 &&
+        json_array_size(json_object_get(out, "errors")) > 0) {
+        finish(c, 0, out, err, cmd->human);
+        return EXIT_FAILED;
+    }
+    return finish(c, rc, out, err, cmd->human);
+}
+
+static int dispatch(struct cli *c, int argc, char **argv)
+{
+    const char *cmd = argv[0];
+
+    if (strcmp(cmd, "mcp") == 0)
+        return sbx_mcp_main(c->s, argc - 1, argv + 1);
+    if (strcmp(cmd, "create") == 0)
+        return cmd_create(c, argc, argv);
+    if (strcmp(cmd, "exec") == 0)
+        return cmd_exec(c, argc, argv);
+    if (strcmp(cmd, "read") == 0)
+        return cmd_read(c, argc, argv);
+    if (strcmp(cmd, "write") == 0)
+        return cmd_write(c, argc, argv);
+    for (size_t i = 0; i < sizeof simple_cmds / sizeof simple_cmds[0]; i++)
+        if (strcmp(cmd, simple_cmds[i].name) == 0)
+            return run_simple(c, &simple_cmds[i], argc, argv);
+    return usage("unknown command");
+}
+
+static int known(const char *cmd)
+{
+    static const char *const cmds[] = {"create", "exec", "read", "write", "mcp", NULL};
+
+    for (int i = 0; cmds[i]; i++)
+        if (strcmp(cmd, cmds[i]) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof simple_cmds / sizeof simple_cmds[0]; i++)
+        if (strcmp(cmd, simple_cmds[i].name) == 0)
+            return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct cli c = {DEFAULT_CONFIG, 0, NULL};
+    char err[4096];
+    int i = 1, rc;
+
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+            c.config = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0)
+            c.json = 1;
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else
+            return usage("unknown option");
+    }
+    if (i >= argc)
+        return usage("no command");
+    if (!known(argv[i]))
+        return usage("unknown command");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    c.s = sbx_new(c.config, err, sizeof err);
+    if (!c.s) {
+        fprintf(stderr, "sandboxctl: %s\n", err);
+        curl_global_cleanup();
+        return EXIT_USAGE;
+    }
+    rc = dispatch(&c, argc - i, argv + i);
+    sbx_free(c.s);
+    curl_global_cleanup();
+    return rc;
+}

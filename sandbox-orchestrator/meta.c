@@ -1,0 +1,338 @@
+/* meta.c - encode and decode the metadata block of a sandbox's description. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "meta.h"
+
+#define MARKER       "sandboxctl-sandbox v1"
+#define HEADER       "Sandbox managed by sandboxctl: change it with sandboxctl, not by hand."
+#define LINE_MAX_LEN 10000
+
+/* The keys of the block, in the order the encoder writes them. */
+enum key { K_OWNER, K_CREATED, K_EXPIRES, K_POLICY, K_ADDRESS, K_ALLOW, K_COUNT };
+static const char *const key_names[K_COUNT] = {"owner",  "created", "expires",
+                                               "policy", "address", "allow"};
+
+int sbx_meta_valid_owner(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("._@+-", s[i]))
+            return 0;
+    return 1;
+}
+
+int sbx_meta_valid_policy(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 64 || s[0] == '.' || s[0] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && !strchr("._-", s[i]))
+            return 0;
+    return 1;
+}
+
+int sbx_meta_valid_address(const char *s)
+{
+    struct in_addr a;
+    char back[INET_ADDRSTRLEN];
+
+    if (strlen(s) >= sizeof back || inet_pton(AF_INET, s, &a) != 1)
+        return 0;
+    inet_ntop(AF_INET, &a, back, sizeof back);
+    return strcmp(back, s) == 0;
+}
+
+/* One DNS label run: LDH labels separated by dots, no empty label. */
+static int valid_hostname(const char *s, size_t n)
+{
+    size_t label = 0;
+
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '.') {
+            if (label == 0 || s[i - 1] == '-')
+                return 0;
+            label = 0;
+        } else if (islower((unsigned char)ch) || isdigit((unsigned char)ch) ||
+                   (ch == '-' && label > 0)) {
+            if (++label > 63)
+                return 0;
+        } else {
+            return 0;
+        }
+    }
+    return label > 0 && s[n - 1] != '-';
+}
+
+/* ":*" or ":PORT[,PORT]..." */
+static int valid_ports(const char *p)
+{
+    if (strcmp(p, "*") == 0)
+        return 1;
+    for (;;) {
+        long v = 0;
+        int digits = 0;
+        while (isdigit((unsigned char)*p) && digits < 6) {
+            v = v * 10 + (*p++ - '0');
+            digits++;
+        }
+        if (digits == 0 || v < 1 || v > 65535)
+            return 0;
+        if (*p == '\0')
+            return 1;
+        if (*p++ != ',')
+            return 0;
+    }
+}
+
+/* An extra allow line as a binding may carry: a host (exact, "*.x" any
+ * subdomain, ".x" apex and subdomains), optionally ":PORTS".  Regexes,
+ * `ip`, `deny` and options are deliberately not accepted here. */
+int sbx_meta_valid_allow(const char *s)
+{
+    const char *colon = strchr(s, ':');
+    size_t n = colon ? (size_t)(colon - s) : strlen(s);
+
+    if (strlen(s) >= SBX_ALLOW_MAX)
+        return 0;
+    if (colon && !valid_ports(colon + 1))
+        return 0;
+    if (n > 2 && s[0] == '*' && s[1] == '.')
+        return valid_hostname(s + 2, n - 2);
+    if (n > 1 && s[0] == '.')
+        return valid_hostname(s + 1, n - 1);
+    return valid_hostname(s, n);
+}
+
+void sbx_time_format(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int sbx_time_parse(const char *s, time_t *t)
+{
+    struct tm tm;
+    char back[32];
+    const char *end;
+
+    if (strlen(s) != 20)
+        return -1;
+    memset(&tm, 0, sizeof tm);
+    end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (!end || *end)
+        return -1;
+    *t = timegm(&tm);
+    if (*t == (time_t)-1)
+        return -1;
+    /* Round-trip: "2026-02-31" or "25:00" normalise to another text. */
+    sbx_time_format(*t, back, sizeof back);
+    return strcmp(back, s) == 0 ? 0 : -1;
+}
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                      ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
+{
+    if (!sbx_meta_valid_owner(m->owner))
+        return fail(err, errlen, "owner '%.64s' is not 1-64 of A-Z a-z 0-9 . _ @ + -", m->owner);
+    if (!sbx_meta_valid_policy(m->policy))
+        return fail(err, errlen, "policy '%.64s' is not a preset name (a-z 0-9 . _ -)", m->policy);
+    if (!sbx_meta_valid_address(m->address))
+        return fail(err, errlen, "address '%.16s' is not an IPv4 address", m->address);
+    if (m->nallow < 0 || m->nallow > SBX_META_MAX_ALLOW)
+        return fail(err, errlen, "more than %d allow entries", SBX_META_MAX_ALLOW);
+    for (int i = 0; i < m->nallow; i++)
+        if (!sbx_meta_valid_allow(m->allow[i]))
+            return fail(err, errlen, "allow '%.300s' is not HOST, *.HOST or .HOST with :PORTS",
+                        m->allow[i]);
+    if (m->expires < m->created)
+        return fail(err, errlen, "expires before created");
+    return 0;
+}
+
+int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, size_t errlen)
+{
+    char created[32], expires[32];
+    size_t used;
+    int n;
+
+    if (check_values(m, err, errlen))
+        return -1;
+    sbx_time_format(m->created, created, sizeof created);
+    sbx_time_format(m->expires, expires, sizeof expires);
+    n = snprintf(buf, len,
+                 HEADER "\n\n" MARKER "\nowner: %s\ncreated: %s\nexpires: %s\npolicy: %s\n"
+                        "address: %s\nallow:",
+                 m->owner, created, expires, m->policy, m->address);
+    if (n < 0 || (size_t)n >= len)
+        return fail(err, errlen, "description longer than %zu bytes", len);
+    used = (size_t)n;
+    for (int i = 0; i < m->nallow; i++) {
+        n = snprintf(buf + used, len - used, " %s", m->allow[i]);
+        if (n < 0 || (size_t)n >= len - used)
+            return fail(err, errlen, "description longer than %zu bytes (too many allows)", len);
+        used += (size_t)n;
+    }
+    if (used + 2 > len || used + 1 > SBX_DESC_MAX)
+        return fail(err, errlen, "description longer than %d bytes (too many allows)",
+                    SBX_DESC_MAX);
+    buf[used++] = '\n';
+    buf[used] = '\0';
+    return (int)used;
+}
+
+/* Split "allow: a b c" into m->allow. */
+static int decode_allow(struct sbx_meta *m, const char *v, char *why, size_t whylen)
+{
+    while (*v) {
+        size_t n;
+        while (*v == ' ')
+            v++;
+        n = strcspn(v, " ");
+        if (n == 0)
+            break;
+        if (m->nallow == SBX_META_MAX_ALLOW)
+            return fail(why, whylen, "more than %d allow entries", SBX_META_MAX_ALLOW);
+        if (n >= SBX_ALLOW_MAX)
+            return fail(why, whylen, "an allow entry longer than %d bytes", SBX_ALLOW_MAX - 1);
+        memcpy(m->allow[m->nallow], v, n);
+        m->allow[m->nallow][n] = '\0';
+        if (!sbx_meta_valid_allow(m->allow[m->nallow]))
+            return fail(why, whylen, "allow entry '%s' is not HOST, *.HOST or .HOST with :PORTS",
+                        m->allow[m->nallow]);
+        m->nallow++;
+        v += n;
+    }
+    return 0;
+}
+
+/* Store one "key: value" line; unknown keys are ignored. */
+static int decode_line(struct sbx_meta *m, const char *line, int *seen, char *why, size_t whylen)
+{
+    const char *colon = strchr(line, ':');
+    const char *v;
+    int k;
+
+    if (!colon || colon[1] != ' ')
+        return fail(why, whylen, "expected 'key: value'");
+    for (k = 0; k < K_COUNT; k++)
+        if (strlen(key_names[k]) == (size_t)(colon - line) &&
+            strncmp(line, key_names[k], (size_t)(colon - line)) == 0)
+            break;
+    if (k == K_COUNT)
+        return 0;
+    if (seen[k]++)
+        return fail(why, whylen, "key '%s' given twice", key_names[k]);
+    v = colon + 2;
+    switch (k) {
+    case K_OWNER:
+    case K_POLICY:
+    case K_ADDRESS: {
+        char *dst = k == K_OWNER ? m->owner : k == K_POLICY ? m->policy : m->address;
+        size_t cap = k == K_OWNER    ? sizeof m->owner
+                     : k == K_POLICY ? sizeof m->policy
+                                     : sizeof m->address;
+        if (strlen(v) >= cap)
+            return fail(why, whylen, "%s value too long", key_names[k]);
+        strcpy(dst, v);
+        return 0;
+    }
+    case K_CREATED:
+        return sbx_time_parse(v, &m->created)
+                   ? fail(why, whylen, "created '%.40s' is not YYYY-MM-DDTHH:MM:SSZ", v)
+                   : 0;
+    case K_EXPIRES:
+        return sbx_time_parse(v, &m->expires)
+                   ? fail(why, whylen, "expires '%.40s' is not YYYY-MM-DDTHH:MM:SSZ", v)
+                   : 0;
+    default: return decode_allow(m, v, why, whylen);
+    }
+}
+
+/* The next line of [p, end) into line (without \r\n); returns the rest. */
+static const char *next_line(const char *p, const char *end, char *line, size_t cap, int *toolong)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+    *toolong = n >= cap;
+    if (!*toolong) {
+        memcpy(line, p, n);
+        if (n > 0 && line[n - 1] == '\r')
+            n--;
+        line[n] = '\0';
+    }
+    return nl ? nl + 1 : end;
+}
+
+enum sbx_meta_result sbx_meta_decode(const char *text, size_t len, struct sbx_meta *m, char *err,
+                                     size_t errlen)
+{
+    char line[LINE_MAX_LEN];
+    const char *p = text, *end = text + len;
+    int seen[K_COUNT] = {0}, lineno = 0, in_block = 0, toolong;
+    char why[400];
+
+    memset(m, 0, sizeof *m);
+    if (memchr(text, '\0', len)) {
+        fail(err, errlen, "description contains a NUL byte");
+        return SBX_META_MALFORMED;
+    }
+    while (p < end) {
+        p = next_line(p, end, line, sizeof line, &toolong);
+        lineno++;
+        if (toolong) {
+            if (!in_block)
+                continue;
+            fail(err, errlen, "description line %d: longer than %d bytes", lineno,
+                 LINE_MAX_LEN - 1);
+            return SBX_META_MALFORMED;
+        }
+        if (!in_block) {
+            in_block = strcmp(line, MARKER) == 0;
+            continue;
+        }
+        if (line[0] == '\0')
+            break;
+        if (decode_line(m, line, seen, why, sizeof why)) {
+            fail(err, errlen, "description line %d: %s", lineno, why);
+            return SBX_META_MALFORMED;
+        }
+    }
+    if (!in_block)
+        return SBX_META_ABSENT;
+    for (int k = 0; k < K_ALLOW; k++)
+        if (!seen[k]) {
+            fail(err, errlen, "description: key '%s' missing from the sandboxctl block",
+                 key_names[k]);
+            return SBX_META_MALFORMED;
+        }
+    if (check_values(m, why, sizeof why)) {
+        fail(err, errlen, "description: %s", why);
+        return SBX_META_MALFORMED;
+    }
+    return SBX_META_OK;
+}

@@ -1,0 +1,653 @@
+/* ops_create.c - create a sandbox: guard, clone, wall in, start, bind.
+ *
+ * Every step that makes something records it in struct build, and one
+ * function, undo(), removes whatever was made when a later step fails: the
+ * binding in every egressd, the VM (stopped and purged) and the guard's
+ * reservation.  The reservation is dropped last, so the memory it stands
+ * for stays counted until the VM is really gone.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "egress.h"
+#include "guard.h"
+#include "guest.h"
+#include "meta.h"
+#include "ops.h"
+#include "sbx.h"
+#include "task.h"
+#include "vm.h"
+
+#define SECRETS_MAX   65536
+#define SECRETS_GUEST "/root/.sandbox-secrets"
+#define VMID_TRIES    1000
+
+struct build {
+    char name[64];
+    const struct sbx_size *size;
+    struct sbx_meta meta;
+    char node[64];
+    int template_vmid;
+    int vmid;
+    long started_ms;
+    /* what exists so far, for undo() */
+    int reserved, cloned, bound;
+};
+
+static int valid_vm_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 63 || !isalnum((unsigned char)s[0]) || s[n - 1] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && s[i] != '-')
+            return 0;
+    return 1;
+}
+
+static int parse_allow(struct build *b, json_t *allow, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *v;
+
+    if (!allow || json_is_null(allow))
+        return 0;
+    if (!json_is_array(allow) || json_array_size(allow) > SBX_META_MAX_ALLOW) {
+        snprintf(err, errlen, "allow: expected a list of at most %d hosts", SBX_META_MAX_ALLOW);
+        return -1;
+    }
+    json_array_foreach(allow, i, v)
+    {
+        const char *h = json_string_value(v);
+        if (!h || !sbx_meta_valid_allow(h)) {
+            snprintf(err, errlen,
+                     "allow: '%.100s' is not a host (example.org, *.example.org, .example.org, "
+                     "optionally :PORT[,PORT])",
+                     h ? h : "(not a string)");
+            return -1;
+        }
+        snprintf(b->meta.allow[b->meta.nallow++], SBX_ALLOW_MAX, "%s", h);
+    }
+    return 0;
+}
+
+static int parse_lifetime(struct sbx *s, json_t *args, long *ms, char *err, size_t errlen)
+{
+    const char *lt;
+    char max[32];
+
+    err[0] = '\0';
+    lt = sbx_args_string(args, "lifetime", 0, err, errlen);
+    if (err[0])
+        return -1;
+    *ms = s->cfg.lifetime_default_ms;
+    sbx_duration_format(s->cfg.lifetime_max_ms, max, sizeof max);
+    if (lt && (sbx_duration_parse(lt, ms) || *ms < 3600 * 1000L || *ms > s->cfg.lifetime_max_ms)) {
+        snprintf(err, errlen,
+                 "lifetime: expected a duration from 1h to %s (lifetime-max), got '%.40s'", max,
+                 lt);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_args(struct sbx *s, json_t *args, struct build *b, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name",   "size",  "lifetime", "owner",
+                                       "policy", "allow", NULL};
+    const char *name, *size, *owner, *policy;
+    long lifetime;
+
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
+        !(size = sbx_args_string(args, "size", 1, err, errlen)) ||
+        !(owner = sbx_args_string(args, "owner", 1, err, errlen)) ||
+        !(policy = sbx_args_string(args, "policy", 1, err, errlen)) ||
+        parse_lifetime(s, args, &lifetime, err, errlen))
+        return -1;
+    if (!valid_vm_name(name)) {
+        snprintf(err, errlen,
+                 "name: '%.64s' is not 1-63 of a-z 0-9 - (starting with a letter or "
+                 "digit)",
+                 name);
+        return -1;
+    }
+    if (!(b->size = sbx_config_size(&s->cfg, size))) {
+        snprintf(err, errlen, "size: no size '%.64s' (small, medium, or a `size` line)", size);
+        return -1;
+    }
+    if (!sbx_meta_valid_owner(owner) || !sbx_meta_valid_policy(policy)) {
+        snprintf(err, errlen, "%s: '%.64s' is not a valid name",
+                 sbx_meta_valid_owner(owner) ? "policy" : "owner",
+                 sbx_meta_valid_owner(owner) ? policy : owner);
+        return -1;
+    }
+    snprintf(b->name, sizeof b->name, "%s", name);
+    snprintf(b->meta.owner, sizeof b->meta.owner, "%s", owner);
+    snprintf(b->meta.policy, sizeof b->meta.policy, "%s", policy);
+    b->meta.created = time(NULL);
+    b->meta.expires = b->meta.created + lifetime / 1000;
+    return parse_allow(b, json_object_get(args, "allow"), err, errlen);
+}
+
+/* The node of VM vmid in the resources list, or NULL. */
+static const char *node_of(json_t *all, int vmid)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(all, i, r)
+    {
+        if (json_integer_value(json_object_get(r, "vmid")) == vmid)
+            return json_string_value(json_object_get(r, "node"));
+    }
+    return NULL;
+}
+
+/* Free memory of node in the node list (bytes), or -1 when not online. */
+static long long node_free(json_t *nodes, const char *node)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(nodes, i, r)
+    {
+        const char *name = json_string_value(json_object_get(r, "node"));
+        const char *status = json_string_value(json_object_get(r, "status"));
+        if (name && strcmp(name, node) == 0 && (!status || strcmp(status, "online") == 0))
+            return (long long)json_integer_value(json_object_get(r, "maxmem")) -
+                   (long long)json_integer_value(json_object_get(r, "mem"));
+    }
+    return -1;
+}
+
+/* `node NAME`: its template; `node auto`: among the nodes holding a
+ * template, the one with the most free memory. */
+static int pick_node(struct sbx *s, struct build *b, json_t *all, char *err, size_t errlen)
+{
+    json_t *params = json_pack("{s:s}", "type", "node"), *nodes = NULL;
+    long long best = -1;
+    int fixed = strcmp(s->cfg.node, "auto") != 0;
+
+    if (sbx_pve_call(s->pve, "GET", "/cluster/resources", params, &nodes, err, errlen)) {
+        json_decref(params);
+        return -1;
+    }
+    json_decref(params);
+    for (int i = 0; i < s->cfg.ntemplates; i++) {
+        const struct sbx_template *t = &s->cfg.templates[i];
+        const char *node = t->node[0] ? t->node : node_of(all, t->vmid);
+        long long fr;
+        if (!node || (fixed && strcmp(node, s->cfg.node) != 0))
+            continue;
+        fr = node_free(nodes, node);
+        if (fr > best) {
+            best = fr;
+            snprintf(b->node, sizeof b->node, "%s", node);
+            b->template_vmid = t->vmid;
+        }
+    }
+    json_decref(nodes);
+    if (best < 0) {
+        snprintf(err, errlen,
+                 "no template on %s%s: check the `template` lines and that the template VMs "
+                 "exist (sandboxctl doctor)",
+                 fixed ? "node " : "an online node", fixed ? s->cfg.node : "");
+        return -1;
+    }
+    return 0;
+}
+
+static int reserved_vmid(json_t *res, int vmid)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(res, i, r)
+    {
+        if (json_integer_value(json_object_get(r, "vmid")) == vmid)
+            return 1;
+    }
+    return 0;
+}
+
+static int reserved_name(json_t *res, const char *name)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(res, i, r)
+    {
+        const char *n = json_string_value(json_object_get(r, "name"));
+        if (n && strcmp(n, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The address a pool VM holds: its ip- tag, else its description. */
+static int vm_address(struct sbx *s, const struct sbx_vm *vm, char *addr, size_t len)
+{
+    const char *tag = strstr(vm->tags, "ip-");
+    struct sbx_meta m;
+    json_t *config = NULL;
+    char ignored[512];
+    int rc;
+
+    if (tag && (tag == vm->tags || tag[-1] == ';')) {
+        size_t n = strcspn(tag + 3, ";");
+        snprintf(addr, len, "%.*s", (int)(n < 16 ? n : 15), tag + 3);
+        if (sbx_meta_valid_address(addr))
+            return 0;
+    }
+    if (sbx_vm_config(s, vm->node, vm->vmid, &config, ignored, sizeof ignored))
+        return -1;
+    rc = sbx_vm_meta(config, &m, ignored, sizeof ignored);
+    if (rc == 0)
+        snprintf(addr, len, "%s", m.address);
+    json_decref(config);
+    return rc;
+}
+
+static int addr_taken(char (*used)[16], size_t n, const char *a)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(used[i], a) == 0)
+            return 1;
+    return 0;
+}
+
+/* The first address of the ip-pool that no pool VM, reservation, gateway
+ * or proxy holds. */
+static int pick_address(struct sbx *s, struct build *b, struct sbx_vm *vms, size_t n, json_t *res,
+                        char *err, size_t errlen)
+{
+    size_t cap = n + json_array_size(res) + 2, used_n = 0;
+    char(*used)[16] = calloc(cap, sizeof *used);
+    size_t i;
+    json_t *r;
+    int rc = -1;
+
+    if (!used)
+        abort();
+    for (i = 0; i < n; i++)
+        if (vm_address(s, &vms[i], used[used_n], sizeof used[0]) == 0)
+            used_n++;
+    json_array_foreach(res, i, r)
+    {
+        const char *a = json_string_value(json_object_get(r, "address"));
+        snprintf(used[used_n++], sizeof used[0], "%s", a ? a : "");
+    }
+    snprintf(used[used_n++], sizeof used[0], "%s", s->cfg.gateway);
+    snprintf(used[used_n++], sizeof used[0], "%s", s->cfg.proxy_addr);
+    for (uint32_t a = s->cfg.ip_first; a <= s->cfg.ip_last && rc; a++) {
+        struct in_addr in = {htonl(a)};
+        char text[16];
+        inet_ntop(AF_INET, &in, text, sizeof text);
+        if (!addr_taken(used, used_n, text)) {
+            snprintf(b->meta.address, sizeof b->meta.address, "%s", text);
+            rc = 0;
+        }
+        if (a == UINT32_MAX)
+            break;
+    }
+    free(used);
+    if (rc)
+        snprintf(err, errlen, "ip-pool: every address is in use (%zu sandboxes and reservations)",
+                 n + json_array_size(res));
+    return rc;
+}
+
+/* Proxmox's next free VMID, moved past those reserved by other creates. */
+static int pick_vmid(struct sbx *s, struct build *b, json_t *all, json_t *res, char *err,
+                     size_t errlen)
+{
+    json_t *id = NULL;
+    int vmid;
+
+    if (sbx_pve_call(s->pve, "GET", "/cluster/nextid", NULL, &id, err, errlen))
+        return -1;
+    vmid = json_is_string(id) ? atoi(json_string_value(id)) : (int)json_integer_value(id);
+    json_decref(id);
+    for (int i = 0; i < VMID_TRIES; i++, vmid++) {
+        if (vmid >= 100 && !reserved_vmid(res, vmid) && !node_of(all, vmid)) {
+            b->vmid = vmid;
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "no free VMID near /cluster/nextid");
+    return -1;
+}
+
+static long used_memory(struct sbx_vm *vms, size_t n, json_t *res)
+{
+    long used = 0;
+    size_t i;
+    json_t *r;
+
+    for (i = 0; i < n; i++)
+        if (!reserved_vmid(res, vms[i].vmid))
+            used += vms[i].maxmem_mib;
+    json_array_foreach(res, i, r)
+    {
+        used += (long)json_integer_value(json_object_get(r, "memory_mib"));
+    }
+    return used;
+}
+
+/* Under the guard's lock: count, check, choose node, VMID and address,
+ * and record the reservation. */
+static int reserve(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    struct sbx_guard g;
+    struct sbx_vm *vms = NULL;
+    size_t n = 0;
+    json_t *all = NULL;
+    int rc = -1;
+
+    if (sbx_guard_check_size(&s->cfg, b->size->cores, b->size->memory_mib, err, errlen) ||
+        sbx_guard_open(&g, s->cfg.state_dir, err, errlen))
+        return -1;
+    if (sbx_vm_list(s, &vms, &n, &all, err, errlen))
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(vms[i].name, b->name) == 0 || reserved_name(g.reservations, b->name)) {
+            snprintf(err, errlen, "name: a sandbox called '%s' exists already", b->name);
+            goto out;
+        }
+    if (reserved_name(g.reservations, b->name)) {
+        snprintf(err, errlen, "name: a sandbox called '%s' is being created", b->name);
+        goto out;
+    }
+    if (sbx_guard_check_total(&s->cfg, used_memory(vms, n, g.reservations), b->size->memory_mib,
+                              err, errlen) ||
+        pick_node(s, b, all, err, errlen) || pick_vmid(s, b, all, g.reservations, err, errlen) ||
+        pick_address(s, b, vms, n, g.reservations, err, errlen))
+        goto out;
+    json_array_append_new(g.reservations,
+                          sbx_guard_reservation(b->name, b->size->cores, b->size->memory_mib,
+                                                b->vmid, b->meta.address));
+    if (sbx_guard_save(&g, err, errlen) == 0) {
+        b->reserved = 1;
+        rc = 0;
+    }
+out:
+    free(vms);
+    json_decref(all);
+    sbx_guard_close(&g);
+    return rc;
+}
+
+/* Call and, when it answers a UPID, wait for the task. */
+static int call_task(struct sbx *s, const char *method, const char *path, json_t *params, int *made,
+                     char *err, size_t errlen)
+{
+    json_t *upid = NULL;
+    int rc = sbx_pve_call(s->pve, method, path, params, &upid, err, errlen);
+
+    if (rc == 0) {
+        if (made)
+            *made = 1;
+        rc = sbx_task_wait_json(s->pve, upid, s->cfg.task_timeout_ms, err, errlen);
+    }
+    json_decref(upid);
+    json_decref(params);
+    return rc;
+}
+
+static int clone_vm(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char desc[SBX_DESC_MAX + 1], path[256];
+
+    if (sbx_meta_encode(&b->meta, desc, sizeof desc, err, errlen) < 0)
+        return -1;
+    sbx_vm_path(path, sizeof path, b->node, b->template_vmid, "/clone");
+    return call_task(s, "POST", path,
+                     json_pack("{s:i,s:s,s:s,s:i,s:s}", "newid", b->vmid, "name", b->name, "pool",
+                               s->cfg.pool, "full", 0, "description", desc),
+                     &b->cloned, err, errlen);
+}
+
+static int configure(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char path[256], net0[128], ipconfig[128], tags[256];
+    json_t *params;
+    int rc;
+
+    snprintf(net0, sizeof net0, "virtio,bridge=%s,firewall=1", s->cfg.bridge);
+    snprintf(ipconfig, sizeof ipconfig, "ip=%s/%d,gw=%s", b->meta.address, s->cfg.ip_prefix,
+             s->cfg.gateway);
+    sbx_vm_tags(&b->meta, tags, sizeof tags);
+    params = json_pack("{s:i,s:i,s:i,s:s,s:s,s:s}", "cores", b->size->cores, "memory",
+                       b->size->memory_mib, "balloon", 0, "net0", net0, "ipconfig0", ipconfig,
+                       "tags", tags);
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/config");
+    rc = sbx_pve_call(s->pve, "PUT", path, params, NULL, err, errlen);
+    json_decref(params);
+    return rc;
+}
+
+/* Per-VM firewall: default-deny both ways, IP filter with the address,
+ * one rule out to the proxy. */
+static int firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char path[256], port[16];
+    json_t *p;
+    int rc;
+
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/options");
+    p = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:s}", "enable", 1, "ipfilter", 1, "dhcp", 0, "ndp",
+                  0, "radv", 0, "macfilter", 1, "policy_in", "DROP", "policy_out", "DROP");
+    rc = sbx_pve_call(s->pve, "PUT", path, p, NULL, err, errlen);
+    json_decref(p);
+    if (rc)
+        return -1;
+    /* A clone inherits the template's firewall: the set may exist already. */
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/ipset");
+    p = json_pack("{s:s,s:s}", "name", "ipfilter-net0", "comment", "sandboxctl: source address");
+    rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
+    json_decref(p);
+    if (rc && !strstr(err, "already exists"))
+        return -1;
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/ipset/ipfilter-net0");
+    p = json_pack("{s:s}", "cidr", b->meta.address);
+    rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
+    json_decref(p);
+    if (rc)
+        return -1;
+    snprintf(port, sizeof port, "%d", s->cfg.proxy_port);
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/rules");
+    p = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:s}", "type", "out", "action", "ACCEPT", "dest",
+                  s->cfg.proxy_addr, "proto", "tcp", "dport", port, "iface", "net0", "enable", 1,
+                  "comment", "sandboxctl: the egress proxy only");
+    rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
+    json_decref(p);
+    return rc;
+}
+
+/* The proxy settings every tool in the guest reads. */
+static int write_env(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char url[128], text[1024];
+    struct {
+        const char *path;
+        const char *fmt;
+    } files[] = {
+        {"/etc/profile.d/sandbox-proxy.sh",
+         "# written by sandboxctl: all traffic leaves through the egress proxy\n"
+         "export http_proxy=%1$s https_proxy=%1$s HTTP_PROXY=%1$s HTTPS_PROXY=%1$s\n"
+         "export no_proxy=localhost,127.0.0.1,::1 NO_PROXY=localhost,127.0.0.1,::1\n"},
+        {"/etc/apt/apt.conf.d/95sandbox-proxy",
+         "// written by sandboxctl\nAcquire::http::Proxy \"%1$s\";\nAcquire::https::Proxy "
+         "\"%1$s\";\n"},
+        {"/etc/npmrc", "# written by sandboxctl\nproxy=%1$s\nhttps-proxy=%1$s\n"},
+        {"/etc/pip.conf", "# written by sandboxctl\n[global]\nproxy = %1$s\n"},
+        {"/etc/gitconfig", "# written by sandboxctl\n[http]\n\tproxy = %1$s\n[https]\n\tproxy = "
+                           "%1$s\n"},
+    };
+
+    snprintf(url, sizeof url, "http://%s:%d", s->cfg.proxy_addr, s->cfg.proxy_port);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        int n = snprintf(text, sizeof text, files[i].fmt, url);
+        if (sbx_guest_write(s, b->node, b->vmid, files[i].path, (const unsigned char *)text,
+                            (size_t)n, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+/* Read the local secrets file: it must not be readable by others either. */
+static char *read_secrets(const char *path, size_t *len, char *err, size_t errlen)
+{
+    struct stat st;
+    char *buf;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+    if (fd == -1 || fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || st.st_mode & 077 ||
+        st.st_size > SECRETS_MAX) {
+        snprintf(err, errlen,
+                 "secrets-file %s: %s (it must be a regular file of at most 64 KiB, mode 0600)",
+                 path, fd == -1 ? strerror(errno) : "refused");
+        if (fd != -1)
+            close(fd);
+        return NULL;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        abort();
+    n = read(fd, buf, (size_t)st.st_size);
+    close(fd);
+    if (n < 0) {
+        free(buf);
+        snprintf(err, errlen, "secrets-file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    *len = (size_t)n;
+    return buf;
+}
+
+/* The secrets file goes in through exec's stdin into a file created 0600. */
+static int write_secrets(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    size_t len;
+    char *data;
+    json_t *argv, *st = NULL;
+    int rc;
+
+    if (!s->cfg.secrets_file)
+        return 0;
+    data = read_secrets(s->cfg.secrets_file, &len, err, errlen);
+    if (!data)
+        return -1;
+    argv = json_pack("[s,s,s]", "/bin/sh", "-c",
+                     "umask 077 && cat > " SECRETS_GUEST " && chown 0:0 " SECRETS_GUEST
+                     " && chmod 600 " SECRETS_GUEST);
+    rc = sbx_guest_exec(s, b->node, b->vmid, argv, data, len, s->cfg.exec_timeout_ms, &st, err,
+                        errlen);
+    explicit_bzero(data, len);
+    free(data);
+    if (rc == 0 && json_integer_value(json_object_get(st, "exitcode")) != 0) {
+        snprintf(err, errlen, "secrets: writing %s in the guest failed: %.200s", SECRETS_GUEST,
+                 json_string_value(json_object_get(st, "err-bytes")));
+        rc = -1;
+    }
+    json_decref(st);
+    json_decref(argv);
+    return rc;
+}
+
+static int bind_sandbox(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    json_t *binding = sbx_egress_binding(b->vmid, b->name, &b->meta);
+    int rc;
+
+    b->bound = 1; /* even a partial failure may have reached some egressd */
+    rc = sbx_egress_put(&s->cfg, binding, err, errlen);
+    json_decref(binding);
+    return rc;
+}
+
+/* Remove whatever the failed create made; append problems to err. */
+static void undo(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char why[1024];
+    size_t n = strlen(err);
+
+    if (b->bound && sbx_egress_delete(&s->cfg, b->vmid, why, sizeof why) && n < errlen)
+        n += (size_t)snprintf(err + n, errlen - n, "; cleanup: binding: %s", why);
+    if (b->cloned && sbx_vm_destroy(s, b->node, b->vmid, why, sizeof why) && n < errlen)
+        n +=
+            (size_t)snprintf(err + n, errlen - n, "; cleanup: VM %d left behind: %s", b->vmid, why);
+    if (b->reserved && sbx_guard_release(s->cfg.state_dir, b->vmid, why, sizeof why) && n < errlen)
+        snprintf(err + n, errlen - n, "; cleanup: reservation: %s", why);
+}
+
+/* Prefix err with the step that failed; returns -1. */
+static int name_step(const char *step, char *err, size_t errlen)
+{
+    char copy[2048];
+
+    snprintf(copy, sizeof copy, "%s", err);
+    snprintf(err, errlen, "create: %s: %s", step, copy);
+    return -1;
+}
+
+static int run_steps(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char path[256];
+
+    if (clone_vm(s, b, err, errlen))
+        return name_step("linked clone", err, errlen);
+    if (configure(s, b, err, errlen))
+        return name_step("configure", err, errlen);
+    if (firewall(s, b, err, errlen))
+        return name_step("firewall", err, errlen);
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/status/start");
+    if (call_task(s, "POST", path, NULL, NULL, err, errlen))
+        return name_step("start", err, errlen);
+    if (sbx_guest_wait(s, b->node, b->vmid, s->cfg.agent_timeout_ms, err, errlen))
+        return name_step("guest agent", err, errlen);
+    if (write_env(s, b, err, errlen))
+        return name_step("proxy environment", err, errlen);
+    if (write_secrets(s, b, err, errlen))
+        return name_step("secrets", err, errlen);
+    if (bind_sandbox(s, b, err, errlen))
+        return name_step("egressd binding", err, errlen);
+    return 0;
+}
+
+int sbx_op_create(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    struct build b;
+    char expires[32], why[512];
+
+    memset(&b, 0, sizeof b);
+    *out = NULL;
+    b.started_ms = sbx_now_ms();
+    if (parse_args(s, args, &b, err, errlen))
+        return -1;
+    if (reserve(s, &b, err, errlen))
+        return -1;
+    if (run_steps(s, &b, err, errlen)) {
+        undo(s, &b, err, errlen);
+        return -1;
+    }
+    if (sbx_guard_release(s->cfg.state_dir, b.vmid, why, sizeof why))
+        fprintf(stderr, "sandboxctl: warning: %s\n", why);
+    sbx_time_format(b.meta.expires, expires, sizeof expires);
+    *out =
+        json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:f}", "vmid", b.vmid, "name", b.name, "node",
+                  b.node, "address", b.meta.address, "owner", b.meta.owner, "policy", b.meta.policy,
+                  "expires", expires, "ready_seconds", (sbx_now_ms() - b.started_ms) / 1000.0);
+    return 0;
+}

@@ -1,0 +1,113 @@
+/* ops_life.c - extend and destroy a sandbox. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "egress.h"
+#include "ops.h"
+#include "sbx.h"
+#include "vm.h"
+
+#define DIGEST_TRIES 3
+
+/* Another writer changed the config between our read and our write. */
+static int digest_conflict(const char *err)
+{
+    return strstr(err, "digest") || strstr(err, "modified configuration");
+}
+
+/* Read the VM's metadata and digest, move expires, write it back. */
+static int move_expiry(struct sbx *s, const struct sbx_vm *vm, long ms, struct sbx_meta *m,
+                       char *err, size_t errlen)
+{
+    for (int attempt = 1;; attempt++) {
+        json_t *config = NULL;
+        time_t now = time(NULL), limit = now + s->cfg.lifetime_max_ms / 1000;
+        char digest[128], when[32], max[32];
+        const char *d;
+        int rc;
+        if (sbx_vm_config(s, vm->node, vm->vmid, &config, err, errlen))
+            return -1;
+        rc = sbx_vm_meta(config, m, err, errlen);
+        d = json_string_value(json_object_get(config, "digest"));
+        snprintf(digest, sizeof digest, "%s", d ? d : "");
+        json_decref(config);
+        if (rc)
+            return -1;
+        if (m->expires < now)
+            m->expires = now;
+        if (m->expires + ms / 1000 > limit) {
+            sbx_time_format(m->expires + ms / 1000, when, sizeof when);
+            sbx_duration_format(s->cfg.lifetime_max_ms, max, sizeof max);
+            snprintf(err, errlen,
+                     "extend: the sandbox would end at %s, more than lifetime-max %s from now; "
+                     "at most %ld minutes more are possible",
+                     when, max, (long)(limit - m->expires) / 60);
+            return -1;
+        }
+        m->expires += ms / 1000;
+        rc = sbx_vm_write_meta(s, vm->node, vm->vmid, m, digest[0] ? digest : NULL, err, errlen);
+        if (rc == 0 || !digest_conflict(err) || attempt == DIGEST_TRIES)
+            return rc;
+    }
+}
+
+int sbx_op_extend(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "duration", NULL};
+    const char *name, *dur;
+    struct sbx_vm vm;
+    struct sbx_meta m;
+    long ms;
+    char expires[32];
+    json_t *binding;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
+        !(dur = sbx_args_string(args, "duration", 1, err, errlen)))
+        return -1;
+    if (sbx_duration_parse(dur, &ms) || ms < 60000) {
+        snprintf(err, errlen, "duration: expected 30m, 2h, ... (at least 1m), got '%.40s'", dur);
+        return -1;
+    }
+    if (sbx_vm_find(s, name, &vm, err, errlen) || move_expiry(s, &vm, ms, &m, err, errlen))
+        return -1;
+    binding = sbx_egress_binding(vm.vmid, vm.name, &m);
+    if (sbx_egress_put(&s->cfg, binding, err, errlen)) {
+        json_decref(binding);
+        return -1;
+    }
+    json_decref(binding);
+    sbx_time_format(m.expires, expires, sizeof expires);
+    *out = json_pack("{s:s,s:s}", "name", vm.name, "expires", expires);
+    return 0;
+}
+
+int sbx_op_destroy(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", NULL};
+    const char *name;
+    struct sbx_vm vm;
+    char unbind[1024] = "";
+    int unbound;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
+        sbx_vm_find(s, name, &vm, err, errlen))
+        return -1;
+    /* The binding goes first: from then on the sandbox reaches nothing. */
+    unbound = sbx_egress_delete(&s->cfg, vm.vmid, unbind, sizeof unbind) == 0;
+    if (sbx_vm_destroy(s, vm.node, vm.vmid, err, errlen))
+        return -1;
+    if (!unbound) {
+        snprintf(err, errlen,
+                 "VM %d destroyed, but its binding could not be removed (%s): run sandboxctl sync",
+                 vm.vmid, unbind);
+        return -1;
+    }
+    *out = json_pack("{s:s,s:i,s:b}", "name", vm.name, "vmid", vm.vmid, "destroyed", 1);
+    return 0;
+}

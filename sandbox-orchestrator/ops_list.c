@@ -1,0 +1,59 @@
+/* ops_list.c - list the pool's sandboxes with their metadata. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "sbx.h"
+#include "vm.h"
+
+/* One sandbox as list shows it; a VM whose description cannot be read is
+ * listed with the problem instead of its metadata. */
+static json_t *describe(struct sbx *s, const struct sbx_vm *vm)
+{
+    json_t *config = NULL, *o;
+    struct sbx_meta m;
+    char why[512], created[32], expires[32];
+
+    o = json_pack("{s:i,s:s,s:s,s:s}", "vmid", vm->vmid, "name", vm->name, "node", vm->node,
+                  "status", vm->status);
+    if (sbx_vm_config(s, vm->node, vm->vmid, &config, why, sizeof why) ||
+        sbx_vm_meta(config, &m, why, sizeof why)) {
+        json_object_set_new(o, "problem", json_string(why));
+        json_decref(config);
+        return o;
+    }
+    json_decref(config);
+    sbx_time_format(m.created, created, sizeof created);
+    sbx_time_format(m.expires, expires, sizeof expires);
+    json_object_set_new(o, "owner", json_string(m.owner));
+    json_object_set_new(o, "policy", json_string(m.policy));
+    json_object_set_new(o, "address", json_string(m.address));
+    json_object_set_new(o, "created", json_string(created));
+    json_object_set_new(o, "expires", json_string(expires));
+    return o;
+}
+
+static int by_vmid(const void *a, const void *b)
+{
+    return ((const struct sbx_vm *)a)->vmid - ((const struct sbx_vm *)b)->vmid;
+}
+
+int sbx_op_list(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {NULL};
+    struct sbx_vm *vms;
+    size_t n;
+    json_t *list;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) || sbx_vm_list(s, &vms, &n, NULL, err, errlen))
+        return -1;
+    qsort(vms, n, sizeof *vms, by_vmid);
+    list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, describe(s, &vms[i]));
+    free(vms);
+    *out = json_pack("{s:o}", "sandboxes", list);
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* sbx.h - struct sbx: what every operation of sandboxctl works with.
+ *
+ * A struct sbx holds the configuration and the Proxmox client.  The front
+ * ends (main.c, mcp/) create one with sbx_new(), pass it to the operations
+ * of ops.h, and free it with sbx_free().  The MCP server treats it as
+ * opaque and reads only the settings offered by the accessors below.
+ * Single-threaded: one struct sbx serves one operation at a time.
+ */
+#ifndef SBX_SBX_H
+#define SBX_SBX_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "pve.h"
+
+struct sbx {
+    struct sbx_config cfg;
+    struct sbx_pve *pve;
+    int pve_major; /* Proxmox VE major version, 0 until asked */
+};
+
+/* Load the config at path and build the Proxmox client (reading the token
+ * file).  Returns NULL with "file:line: ..." or the token problem in err. */
+struct sbx *sbx_new(const char *config_path, char *err, size_t errlen);
+
+/* Release s; NULL is a no-op. */
+void sbx_free(struct sbx *s);
+
+/* The presets the MCP server may choose (NULL-terminated; empty = none). */
+const char *const *sbx_config_mcp_presets(const struct sbx *s);
+
+/* The MCP HTTP bearer token file, or NULL when not configured. */
+const char *sbx_config_mcp_token_file(const struct sbx *s);
+
+/* The Proxmox VE major version (asked once with GET /version); 0 on error. */
+int sbx_pve_major(struct sbx *s, char *err, size_t errlen);
+
+/* Operations beyond ops.h, for the command line and the reaper timer
+ * (same contract as ops.h):
+ *   reap    (none) -> {reaped: [{vmid, name, expires}], kept (n), errors: [string]}
+ *   sync    (none) -> {bindings (n), egressd: [target]}
+ *   doctor  (none) -> {ok (bool), version, checks: [{check, ok, detail, fix}]}  */
+int sbx_op_reap(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_doctor(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+
+/* Check that args is an object whose keys are all in allowed (a
+ * NULL-terminated list); -1 names the first unknown key in err. */
+int sbx_args_check(json_t *args, const char *const *allowed, char *err, size_t errlen);
+
+/* The string member key of args, or NULL; required ones fail with err. */
+const char *sbx_args_string(json_t *args, const char *key, int required, char *err, size_t errlen);
+
+#endif
