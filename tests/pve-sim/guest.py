@@ -66,10 +66,7 @@ class Guest:
     def clone_disk_from(self, other):
         """A linked clone starts from the template's disk (its changes over
         the base image), copied."""
-        shutil.rmtree(self.disk, ignore_errors=True)
-        _cp_a(os.path.join(other.disk), self.disk)
-        shutil.rmtree(os.path.join(self.disk, "work"), ignore_errors=True)
-        self._make_disk(self.disk)
+        self.restore_from(other.disk)
 
     def running(self):
         return self.init is not None and self.init.poll() is None
@@ -265,13 +262,18 @@ class Guest:
         return out[:count], len(out) <= count
 
     def snapshot_to(self, dest):
+        """Copy the disk (upper and private dirs; not the overlay work dir)."""
         shutil.rmtree(dest, ignore_errors=True)
-        _cp_a(self.disk, dest)
+        os.makedirs(dest)
+        for part in ("upper", "private"):
+            _cp_a(os.path.join(self.disk, part), os.path.join(dest, part))
 
     def restore_from(self, src):
-        shutil.rmtree(self.disk, ignore_errors=True)
-        _cp_a(src, self.disk)
-        shutil.rmtree(os.path.join(self.disk, "work"), ignore_errors=True)
+        """Replace the disk with a copy of src (the VM must be stopped)."""
+        for part in ("upper", "private", "work"):
+            shutil.rmtree(os.path.join(self.disk, part), ignore_errors=True)
+        for part in ("upper", "private"):
+            _cp_a(os.path.join(src, part), os.path.join(self.disk, part))
         self._make_disk(self.disk)
 
     def listing(self, limit=200):
@@ -296,7 +298,9 @@ class Guest:
 
 def _cp_a(src, dst):
     # cp -a keeps overlay whiteouts (device nodes) and xattrs; shutil does not.
-    subprocess.run(["cp", "-a", "--", src, dst], check=True)
+    p = subprocess.run(["cp", "-a", "--", src, dst], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode != 0:
+        raise GuestError("copying the guest disk failed: %s" % p.stdout.decode("utf-8", "replace").strip())
 
 
 def _errno_text(err):

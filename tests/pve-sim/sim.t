@@ -1,0 +1,494 @@
+#!/usr/bin/env python3
+"""tests/pve-sim/sim.t - the Proxmox VE simulator against both API schemas,
+driven with real HTTPS requests. Prints TAP."""
+
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.environ.get("TOP") or os.path.dirname(os.path.dirname(HERE))
+SHARED = os.environ.get("SHARED_DIR") or os.path.join(TOP, "..", "shared")
+SCHEMAS = {8: os.path.join(SHARED, "data/proxmox/pve-8.4-apischema.json"), 9: os.path.join(SHARED, "data/proxmox/pve-9.1-apischema.json")}
+SECRET = "5f0c1d2e-3a4b-4c5d-8e9f-0123456789ab"
+TOKEN = "sandboxctl@pve!ctl"
+WEAK = "viewer@pve!ro"
+
+n_checks = 0
+n_failed = 0
+
+
+def ok(cond, name, detail=None):
+    global n_checks, n_failed
+    n_checks += 1
+    if cond:
+        print("ok %d - %s" % (n_checks, name))
+    else:
+        n_failed += 1
+        print("not ok %d - %s" % (n_checks, name))
+        if detail is not None:
+            for line in str(detail).splitlines()[:15]:
+                print("#   " + line)
+    sys.stdout.flush()
+    return cond
+
+
+def world(version):
+    pool_privs = ["VM.Allocate", "VM.Audit", "VM.Config.CPU", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Cloudinit", "VM.Config.Options", "VM.PowerMgmt", "VM.Snapshot", "VM.Snapshot.Rollback", "Pool.Audit"]
+    pool_privs.append("VM.Monitor" if version == 8 else "VM.GuestAgent.Unrestricted")
+    return {
+        "nodes": [{"name": "pve1", "maxmem": 64 << 30, "mem": 8 << 30, "maxcpu": 16}, {"name": "pve2", "maxmem": 64 << 30, "mem": 4 << 30, "maxcpu": 16}],
+        "storage": "local-lvm",
+        "bridge": "vmbr99",
+        "pool": "sandboxes",
+        "templates": [
+            {"node": "pve1", "vmid": 9000, "name": "agent-template", "protection": True, "config": {"net0": "virtio=BC:24:11:00:23:28,bridge=vmbr99,firewall=1", "memory": "1024"}, "firewall": {"options": {"enable": 1, "policy_in": "DROP", "policy_out": "DROP"}}, "files": {"/etc/agent-template-release": "golden-1\n"}},
+            {"node": "pve2", "vmid": 9001, "name": "agent-template"},
+        ],
+        "cluster_firewall": True,
+        "tokens": [
+            {"id": TOKEN, "secret": SECRET, "privsep": True, "acl": {"/pool/sandboxes": pool_privs, "/vms/9000": ["VM.Clone", "VM.Audit"], "/storage/local-lvm": ["Datastore.AllocateSpace"], "/sdn/zones/localnetwork/vmbr99": ["SDN.Use"], "/nodes": ["Sys.Audit"]}},
+            {"id": WEAK, "secret": "weak-secret", "privsep": True, "acl": {"/pool/sandboxes": ["VM.Audit", "Pool.Audit"]}},
+        ],
+    }
+
+
+class Sim:
+    def __init__(self, version, extra, tmp):
+        self.version = version
+        self.dir = tempfile.mkdtemp(prefix="v%d-" % version, dir=tmp)
+        d = self.dir
+        self.ca = os.path.join(d, "ca.pem")
+        run = lambda *a: subprocess.run(a, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: E731
+        run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=sim test CA", "-keyout", d + "/ca.key", "-out", self.ca, "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", d + "/key.pem", "-out", d + "/csr.pem")
+        with open(d + "/ext", "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        run("openssl", "x509", "-req", "-in", d + "/csr.pem", "-CA", self.ca, "-CAkey", d + "/ca.key", "-CAcreateserial", "-days", "1", "-out", d + "/cert.pem", "-extfile", d + "/ext")
+        with open(d + "/world.json", "w") as f:
+            json.dump(world(version), f)
+        self.log = open(d + "/sim.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "pve_sim.py"), "--schema", SCHEMAS[version], "--world", d + "/world.json", "--cert", d + "/cert.pem", "--key", d + "/key.pem", "--listen", "127.0.0.1:0", "--port-file", d + "/port", "--state-dir", d + "/state"] + extra,
+            stdout=self.log,
+            stderr=self.log,
+        )
+        for _ in range(200):
+            if os.path.exists(d + "/port") or self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        with open(d + "/port") as f:
+            self.port = int(f.read())
+        self.ctx = ssl.create_default_context(cafile=self.ca)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def raw(self, method, path, params=None, token=TOKEN, secret=SECRET, as_json=False, auth=True):
+        """One request; returns (status, reason, body-json, seconds)."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=20)
+        headers = {}
+        if auth:
+            headers["Authorization"] = "PVEAPIToken=%s=%s" % (token, secret)
+        body = None
+        url = path if path.startswith("/_sim/") else "/api2/json" + path
+        if params:
+            if method in ("GET", "DELETE"):
+                url += "?" + urllib.parse.urlencode(params, doseq=True)
+            elif as_json:
+                body = json.dumps(params).encode()
+                headers["Content-Type"] = "application/json"
+            else:
+                body = urllib.parse.urlencode(params, doseq=True).encode()
+                headers["Content-Type"] = "application/x-www-form-urlencoded"
+        t0 = time.monotonic()
+        conn.request(method, url, body=body, headers=headers)
+        r = conn.getresponse()
+        data = r.read()
+        took = time.monotonic() - t0
+        conn.close()
+        try:
+            js = json.loads(data.decode("utf-8"))
+        except ValueError:
+            js = None
+        return r.status, r.reason, js, took
+
+    def call(self, method, path, params=None, **kw):
+        st, reason, js, _ = self.raw(method, path, params, **kw)
+        return st, (js or {}).get("data") if st == 200 else reason, js
+
+    def wait_task(self, node, upid, limit=10):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit:
+            st, data, _ = self.call("GET", "/nodes/%s/tasks/%s/status" % (node, urllib.parse.quote(upid, safe="")))
+            if st != 200:
+                return {"error": data}
+            if data["status"] == "stopped":
+                return data
+            time.sleep(0.05)
+        return {"error": "timeout"}
+
+    def task(self, method, path, params=None, node="pve1", **kw):
+        st, data, js = self.call(method, path, params, **kw)
+        if st != 200:
+            return {"error": "%s %s" % (st, data)}
+        return self.wait_task(node, data)
+
+    def exec_wait(self, vmid, command, stdin=None, node="pve1"):
+        p = {"command": command}
+        if stdin is not None:
+            p["input-data"] = stdin
+        st, data, js = self.call("POST", "/nodes/%s/qemu/%d/agent/exec" % (node, vmid), p, as_json=True)
+        if st != 200:
+            return {"error": "%s %s" % (st, data)}
+        pid = data["pid"]
+        for _ in range(200):
+            st, data, js = self.call("GET", "/nodes/%s/qemu/%d/agent/exec-status" % (node, vmid), {"pid": pid})
+            if st != 200:
+                return {"error": "%s %s" % (st, data)}
+            if data.get("exited"):
+                data["_pid"] = pid
+                return data
+            time.sleep(0.05)
+        return {"error": "timeout"}
+
+
+def scenario(version, tmp, task_ms):
+    V = "pve%d: " % version
+    sim = Sim(version, ["--task-ms", str(task_ms), "--agent-output-cap", "1000"], tmp)
+    try:
+        run_scenario(sim, V, version, task_ms)
+    finally:
+        sim.stop()
+        ok(sim.proc.returncode == 0, V + "simulator exits 0 on SIGTERM", open(sim.dir + "/sim.log").read()[-2000:])
+
+
+def run_scenario(sim, V, version, task_ms):
+    Q = "/nodes/pve1/qemu/100"
+
+    # -- version, auth --------------------------------------------------------
+    st, data, _ = sim.call("GET", "/version")
+    ok(st == 200 and data["release"] == ("8.4" if version == 8 else "9.1"), V + "/version reports the release of the schema", data)
+    st, reason, js, took = sim.raw("GET", "/version", auth=False)
+    ok(st == 401 and took >= 0.19, V + "no token: 401 after the auth delay (%.2fs)" % took, (st, reason))
+    st, reason, js, took = sim.raw("GET", "/version", secret="wrong")
+    ok(st == 401 and took >= 0.19, V + "wrong secret: 401 after the auth delay", (st, reason))
+    st, reason, js, took = sim.raw("GET", "/version", token="nobody@pve!x")
+    ok(st == 401, V + "unknown token: 401", (st, reason))
+
+    # -- schema ---------------------------------------------------------------
+    st, reason, js, _ = sim.raw("GET", "/nodes/pve1/bogus")
+    ok(st == 501 and reason == "Method 'GET /nodes/pve1/bogus' not implemented", V + "unknown path: 501 naming method and path", (st, reason))
+    st, reason, js, _ = sim.raw("DELETE", "/version")
+    ok(st == 501, V + "known path, method not in schema: 501", (st, reason))
+    st, reason, js, _ = sim.raw("GET", "/cluster/resources", {"type": "vmx", "colour": "red"})
+    errs = (js or {}).get("errors") or {}
+    ok(st == 400 and "enumeration" in errs.get("type", "") and "not defined in schema" in errs.get("colour", ""), V + "bad enum and unknown parameter: 400 with errors per parameter", js)
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve1/qemu/9000/clone", {"name": "x", "pool": "sandboxes"})
+    ok(st == 400 and "missing" in ((js or {}).get("errors") or {}).get("newid", ""), V + "missing required parameter: 400 naming it", js)
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve1/qemu/9000/clone", {"newid": "abc", "pool": "sandboxes"})
+    ok(st == 400 and "type check ('integer')" in js["errors"].get("newid", ""), V + "wrongly typed parameter: 400", js)
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve1/qemu/9000/clone", {"newid": "42", "pool": "sandboxes"})
+    ok(st == 400 and "minimum" in js["errors"].get("newid", ""), V + "VMID below 100: 400 minimum", js)
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve1/qemu/9000/clone", {"newid": "100", "name": "not a dns name!", "pool": "sandboxes"})
+    ok(st == 400 and "name" in js["errors"], V + "format dns-name enforced for clone name", js)
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve1/qemu/9000/clone", {"newid": "100"})
+    ok(st == 403 and reason == "Permission check failed", V + "clone outside the pool without VM.Allocate on /vms/100: 403 (checked before the parameters, as PVE does)", (st, reason))
+
+    # -- nextid, clone, lock, task ---------------------------------------------
+    st, data, _ = sim.call("GET", "/cluster/nextid")
+    ok(st == 200 and data == "100", V + "nextid is the lowest free id >= 100", data)
+    st, upid, _ = sim.call("POST", "/nodes/pve1/qemu/9000/clone", {"newid": 100, "name": "sb-100", "pool": "sandboxes", "full": 0})
+    ok(st == 200 and isinstance(upid, str) and upid.startswith("UPID:pve1:") and ":qmclone:9000:%s:" % TOKEN in upid, V + "clone returns a UPID", upid)
+    st, conf, _ = sim.call("GET", Q + "/config")
+    ok(st == 200 and conf.get("lock") == "clone" and "bridge=vmbr99" in conf.get("net0", ""), V + "new clone carries lock: clone and the template's net0", conf)
+    st, reason, _ = sim.call("PUT", Q + "/config", {"cores": 2})
+    ok(st == 500 and reason == "VM is locked (clone)", V + "config change on the locked clone: 'VM is locked (clone)'", (st, reason))
+    t = sim.wait_task("pve1", upid)
+    ok(t.get("status") == "stopped" and t.get("exitstatus") == "OK", V + "clone task ends OK", t)
+    st, conf, _ = sim.call("GET", Q + "/config")
+    ok(st == 200 and "lock" not in conf and conf.get("name") == "sb-100" and isinstance(conf.get("cores"), int) and conf.get("memory") == "1024", V + "lock gone once the task is seen finished; typed values", conf)
+    st, fw, _ = sim.call("GET", Q + "/firewall/options")
+    ok(st == 200 and fw.get("enable") == 1 and fw.get("policy_out") == "DROP", V + "clone inherits the template's firewall defaults", fw)
+    st, reason, _ = sim.call("POST", "/nodes/pve1/qemu/9000/clone", {"newid": 100, "name": "again"})
+    ok(st == 500 and reason == "unable to create VM 100 - config file already exists", V + "clone into an existing id fails", (st, reason))
+    st, data, _ = sim.call("GET", "/cluster/nextid")
+    ok(data == "101", V + "nextid skips the new VM", data)
+
+    # -- permissions ------------------------------------------------------------
+    priv = "VM.Monitor" if version == 8 else "VM.GuestAgent.Unrestricted"
+    st, reason, _ = sim.call("POST", Q + "/agent/exec", {"command": "true"}, token=WEAK, secret="weak-secret")
+    ok(st == 403 and reason == "Permission check failed (/vms/100, %s)" % priv, V + "403 names path and privilege (%s)" % priv, (st, reason))
+    st, data, _ = sim.call("GET", Q + "/status/current", token=WEAK, secret="weak-secret")
+    ok(st == 200 and data["status"] == "stopped", V + "ACL on /pool/sandboxes covers its member VM 100", data)
+    st, reason, _ = sim.call("GET", "/nodes/pve2/qemu/9001/status/current")
+    ok(st == 403 and reason == "Permission check failed (/vms/9001, VM.Audit)", V + "VM outside the pool and ACLs: 403", (st, reason))
+    st, reason, _ = sim.call("PUT", Q + "/config", {"net0": "virtio,bridge=vmbr0,firewall=1"})
+    ok(st == 403 and reason == "Permission check failed (/sdn/zones/localnetwork/vmbr0, SDN.Use)", V + "bridge without SDN.Use: 403", (st, reason))
+    st, reason, _ = sim.call("PUT", Q + "/config", {"description": "x"}, token=WEAK, secret="weak-secret")
+    ok(st == 403 and "VM.Config.Options" in str(reason), V + "config option needs its own privilege (VM.Config.Options)", (st, reason))
+    st, data, _ = sim.call("GET", "/access/permissions", {"path": "/pool/sandboxes"})
+    ok(st == 200 and data.get("/pool/sandboxes", {}).get("VM.Allocate") == 1 and priv in data["/pool/sandboxes"], V + "/access/permissions lists the pool privileges", data)
+    st, data, _ = sim.call("GET", "/cluster/resources", {"type": "node"}, token=WEAK, secret="weak-secret")
+    ok(st == 200 and len(data) == 2 and all("mem" not in n for n in data), V + "node entries carry no memory figures without Sys.Audit", data)
+
+    # -- config: digest, tags, description ---------------------------------------
+    st, conf, _ = sim.call("GET", Q + "/config")
+    d0 = conf["digest"]
+    st, data, _ = sim.call("PUT", Q + "/config", {"description": "owner=alice\nexpires=soon\n\n", "cores": 2, "memory": "2048", "balloon": 0, "ipconfig0": "ip=10.99.0.11/24,gw=10.99.0.1", "digest": d0})
+    ok(st == 200 and data is None, V + "PUT config with the current digest", data)
+    st, reason, js = sim.call("PUT", Q + "/config", {"description": "late", "digest": d0})
+    ok(st == 400 and "detected modified configuration" in str(reason), V + "PUT config with a stale digest: refused", (st, reason))
+    st, reason, js = sim.call("PUT", Q + "/config", {"ipconfig0": "ip=10.99.0.300/24"})
+    ok(st == 400 and "ipconfig0" in js.get("errors", {}), V + "malformed ipconfig0: 400", js)
+    st, data, _ = sim.call("PUT", Q + "/config", {"tags": "Zeta;alpha;Beta;alpha"}, as_json=True)
+    st, conf, _ = sim.call("GET", Q + "/config")
+    ok(conf.get("tags") == "alpha;beta;zeta" and conf.get("description") == "owner=alice\nexpires=soon", V + "tags stored lower-cased, sorted, unique; description without trailing newlines", conf)
+    st, reason, js = sim.call("PUT", Q + "/config", {"tags": "a:b"}, as_json=True)
+    ok(st == 400 and "tags" in js.get("errors", {}), V + "tag with ':' refused", js)
+    st, reason, js = sim.call("PUT", Q + "/config", {"description": "x" * 8193}, as_json=True)
+    ok(st == 400 and "8192" in js.get("errors", {}).get("description", ""), V + "description over 8 KiB refused", js)
+    st, reason, js, _ = sim.raw("PUT", Q + "/config", None)
+    st, reason, js, _ = sim.raw("PUT", Q + "/config", {"x": 1})
+    ok(st == 400 and "x" in js["errors"], V + "unknown config key refused", js)
+    st, data, _ = sim.call("GET", "/cluster/resources", {"type": "vm"})
+    vm100 = [r for r in data if r["vmid"] == 100]
+    ok(vm100 and vm100[0].get("tags") == "alpha;beta;zeta" and vm100[0].get("pool") == "sandboxes" and vm100[0]["maxmem"] == 2048 << 20 and "description" not in vm100[0], V + "/cluster/resources type=vm: tags, pool, maxmem, no description", vm100)
+    st, data, _ = sim.call("GET", "/pools/sandboxes")
+    ok(st == 200 and [m["vmid"] for m in data["members"]] == [100], V + "/pools/sandboxes lists the clone", data)
+
+    # -- start, agent -----------------------------------------------------------------
+    st, reason, _ = sim.call("POST", Q + "/agent/ping")
+    ok(st == 500 and reason == "VM 100 is not running", V + "agent before start: VM is not running", (st, reason))
+    st, nodes0, _ = sim.call("GET", "/cluster/resources", {"type": "node"})
+    t = sim.task("POST", Q + "/status/start")
+    ok(t.get("exitstatus") == "OK", V + "start task OK", t)
+    if task_ms > 0:
+        st, reason, _ = sim.call("POST", Q + "/agent/ping")
+        ok(st == 500 and reason == "QEMU guest agent is not running", V + "agent during the boot delay: not running", (st, reason))
+        time.sleep(task_ms / 1000.0 + 0.05)
+    st, data, _ = sim.call("POST", Q + "/agent/ping")
+    ok(st == 200 and data == {"result": {}}, V + "agent answers after boot", (st, data))
+    st, nodes1, _ = sim.call("GET", "/cluster/resources", {"type": "node"})
+    m0 = {n["node"]: n["mem"] for n in nodes0}
+    m1 = {n["node"]: n["mem"] for n in nodes1}
+    ok(m1["pve1"] - m0["pve1"] == 2048 << 20 and m1["pve2"] == m0["pve2"], V + "node memory in use rises by the VM's memory on start", (m0, m1))
+
+    st, data, _ = sim.call("POST", Q + "/agent/file-write", {"file": "/etc/profile.d/proxy.sh", "content": "export HTTPS_PROXY=http://10.99.0.1:3128\n"})
+    ok(st == 200 and data is None, V + "file-write (encode default)", (st, data))
+    r = sim.exec_wait(100, ["cat", "/etc/profile.d/proxy.sh"])
+    ok(r.get("exitcode") == 0 and r.get("out-data") == "export HTTPS_PROXY=http://10.99.0.1:3128\n", V + "exec sees what file-write wrote", r)
+    ok(not os.path.exists("/etc/profile.d/proxy.sh") or open("/etc/profile.d/proxy.sh").read() != "export HTTPS_PROXY=http://10.99.0.1:3128\n", V + "the host's /etc is untouched")
+    r = sim.exec_wait(100, ["cat", "/etc/agent-template-release"])
+    ok(r.get("out-data") == "golden-1\n", V + "linked clone sees the template's files", r)
+    st, data, _ = sim.call("GET", "/nodes/pve1/qemu/%d/agent/exec-status" % 100, {"pid": r.get("_pid", 0)})
+    ok(st == 500 and "Invalid parameter 'pid'" in str(data), V + "the first exited answer frees the pid", (st, data))
+    r = sim.exec_wait(100, ["sh", "-c", "cat; echo oops >&2; exit 3"], stdin="line1\nline2\n")
+    ok(r.get("exitcode") == 3 and r.get("out-data") == "line1\nline2\n" and r.get("err-data") == "oops\n", V + "exec: stdin from input-data, stdout, stderr, exit code", r)
+    blob = bytes(range(256)) * 2
+    st, data, _ = sim.call("POST", Q + "/agent/file-write", {"file": "/root/blob.bin", "content": base64.b64encode(blob).decode(), "encode": 0}, as_json=True)
+    r = sim.exec_wait(100, ["sh", "-c", "base64 -w0 /root/blob.bin"])
+    ok(st == 200 and base64.b64decode(r.get("out-data", "")) == blob, V + "binary file-write with encode=0, read back with base64 through exec", r)
+    st, data, _ = sim.call("GET", Q + "/agent/file-read", {"file": "/root/blob.bin"})
+    ok(st == 200 and data["content"].encode("latin-1") == blob and data.get("bytes-read") == len(blob) and "truncated" not in data, V + "file-read returns bytes as Latin-1 code points", {k: v for k, v in (data or {}).items() if k != "content"})
+    st, data, _ = sim.call("POST", Q + "/agent/file-write", {"file": "/tmp/u.txt", "content": "caf\u00e9"}, as_json=True)
+    r = sim.exec_wait(100, ["od", "-An", "-tx1", "/tmp/u.txt"])
+    ok(st == 200 and r.get("out-data", "").split() == ["63", "61", "66", "e9"], V + "encode=1 writes each character as one byte (Perl semantics)", r)
+    st, reason, _ = sim.call("POST", Q + "/agent/file-write", {"file": "/tmp/w.txt", "content": "\u20ac"}, as_json=True)
+    ok(st == 500 and "Wide character" in str(reason), V + "encode=1 with a character above U+00FF fails", (st, reason))
+    st, reason, js = sim.call("POST", Q + "/agent/file-write", {"file": "/tmp/big", "content": "a" * 61441}, as_json=True)
+    ok(st == 400 and "content" in js.get("errors", {}), V + "file-write content over 61440 refused", js)
+    st, reason, js = sim.call("POST", Q + "/agent/exec", {"command": ["cat"], "input-data": "a" * 65537}, as_json=True)
+    ok(st == 400 and "input-data" in js.get("errors", {}), V + "input-data over 64 KiB refused", js)
+    r = sim.exec_wait(100, ["sh", "-c", "head -c 5000 /dev/zero; head -c 10 /dev/zero >&2"])
+    ok(len(r.get("out-data", "")) == 1000 and r.get("out-truncated") == 1 and len(r.get("err-data", "")) == 10 and "err-truncated" not in r, V + "output capped at --agent-output-cap, flagged out-truncated", {k: (len(v) if isinstance(v, str) else v) for k, v in r.items()})
+    st, reason, _ = sim.call("POST", Q + "/agent/exec", {"command": ["no-such-program"]}, as_json=True)
+    ok(st == 500 and "no-such-program" in str(reason), V + "exec of a missing program: agent error", (st, reason))
+    st, reason, _ = sim.call("GET", Q + "/agent/file-read", {"file": "/nonexistent/file"})
+    ok(st == 500 and "No such file or directory" in str(reason), V + "file-read of a missing file: agent error", (st, reason))
+    if version == 9:
+        sim.call("POST", Q + "/agent/file-write", {"file": "/tmp/abc", "content": "abcdefgh"})
+        st, data, _ = sim.call("GET", Q + "/agent/file-read", {"file": "/tmp/abc", "offset": 2, "count": 3})
+        ok(st == 200 and data["content"] == "cde" and data.get("truncated") == 1, V + "9.1 file-read offset/count, truncated", data)
+        st, data, _ = sim.call("GET", Q + "/agent/file-read", {"file": "/tmp/abc", "decode": 0})
+        ok(st == 200 and base64.b64decode(data["content"]) == b"abcdefgh", V + "9.1 file-read decode=0 returns base64", data)
+    else:
+        st, reason, js = sim.call("GET", Q + "/agent/file-read", {"file": "/tmp/abc", "count": 3})
+        ok(st == 400 and "count" in js.get("errors", {}), V + "8.4 has no file-read count parameter", js)
+
+    # second VM: its own file system
+    t = sim.task("POST", "/nodes/pve1/qemu/9000/clone", {"newid": 101, "name": "sb-101", "pool": "sandboxes"})
+    sim.task("POST", "/nodes/pve1/qemu/101/status/start")
+    time.sleep(task_ms / 1000.0 + 0.02)
+    r = sim.exec_wait(101, ["sh", "-c", "test -e /etc/profile.d/proxy.sh && echo yes || echo no"])
+    ok(r.get("out-data") == "no\n", V + "another VM does not see VM 100's files", r)
+
+    # -- firewall -----------------------------------------------------------------------
+    st, reason, js = sim.call("POST", Q + "/firewall/ipset", {"name": "1bad"})
+    ok(st == 400 and "regex" in js.get("errors", {}).get("name", ""), V + "ipset name against the schema pattern: 400", js)
+    st, data, _ = sim.call("POST", Q + "/firewall/ipset", {"name": "ipfilter-net0"})
+    st2, data2, _ = sim.call("POST", Q + "/firewall/ipset/ipfilter-net0", {"cidr": "10.99.0.11"})
+    st3, data3, _ = sim.call("GET", Q + "/firewall/ipset/ipfilter-net0")
+    ok(st == 200 and st2 == 200 and [e["cidr"] for e in data3] == ["10.99.0.11"], V + "ipset created and filled", (st, st2, data3))
+    sim.call("POST", Q + "/firewall/rules", {"type": "out", "action": "DROP", "enable": 1})
+    sim.call("POST", Q + "/firewall/rules", {"type": "out", "action": "ACCEPT", "dest": "10.99.0.1", "proto": "tcp", "dport": "3128", "iface": "net0", "enable": 1})
+    st, rules, _ = sim.call("GET", Q + "/firewall/rules")
+    ok(st == 200 and rules[0].get("action") == "ACCEPT" and rules[0]["pos"] == 0 and rules[1]["action"] == "DROP", V + "new firewall rules go to the top", rules)
+    st, reason, js = sim.call("POST", Q + "/firewall/rules", {"type": "sideways", "action": "ACCEPT"})
+    ok(st == 400 and "type" in js.get("errors", {}), V + "firewall rule type outside the enum refused", js)
+
+    # -- snapshots, rollback ---------------------------------------------------------------
+    st, conf, _ = sim.call("GET", Q + "/config")
+    t = sim.task("POST", Q + "/snapshot", {"snapname": "before", "vmstate": 0})
+    ok(t.get("exitstatus") == "OK", V + "snapshot task OK", t)
+    sim.call("PUT", Q + "/config", {"description": "owner=mallory", "tags": "changed"}, as_json=True)
+    sim.call("POST", Q + "/agent/file-write", {"file": "/root/after.txt", "content": "new"})
+    t = sim.task("POST", Q + "/snapshot/before/rollback")
+    st, conf2, _ = sim.call("GET", Q + "/config")
+    st, cur, _ = sim.call("GET", Q + "/status/current")
+    ok(t.get("exitstatus") == "OK" and conf2.get("description") == conf.get("description") and conf2.get("tags") == "alpha;beta;zeta", V + "rollback restores description and tags", conf2)
+    ok(cur["status"] == "stopped", V + "rollback stops the running VM", cur)
+    t = sim.task("POST", Q + "/snapshot/before/rollback", {"start": 1})
+    time.sleep(task_ms / 1000.0 + 0.02)
+    r = sim.exec_wait(100, ["sh", "-c", "test -e /root/after.txt && echo yes || echo no; cat /etc/profile.d/proxy.sh"])
+    ok(r.get("out-data", "").startswith("no\nexport HTTPS_PROXY"), V + "rollback with start=1: running again, guest files as at the snapshot", r)
+    st, snaps, _ = sim.call("GET", Q + "/snapshot")
+    ok([s["name"] for s in snaps] == ["before", "current"] and snaps[1].get("parent") == "before", V + "snapshot list with current", snaps)
+    st, reason, _ = sim.call("POST", Q + "/snapshot", {"snapname": "before"})
+    ok(st == 500 and "already used" in str(reason), V + "duplicate snapshot name refused", (st, reason))
+    t = sim.task("DELETE", Q + "/snapshot/before")
+    st, snaps, _ = sim.call("GET", Q + "/snapshot")
+    ok(t.get("exitstatus") == "OK" and [s["name"] for s in snaps] == ["current"], V + "snapshot deleted", snaps)
+
+    # -- faults -------------------------------------------------------------------------------
+    st, _, js, _ = sim.raw("POST", "/_sim/faults", {"method": "GET", "path": "/status/current$", "kind": "http_500", "count": 1}, as_json=True)
+    st1, r1, _ = sim.call("GET", Q + "/status/current")
+    st2, r2, _ = sim.call("GET", Q + "/status/current")
+    ok(st == 200 and st1 == 500 and st2 == 200, V + "fault http_500 fails exactly count calls", (st, st1, r1, st2))
+    sim.raw("POST", "/_sim/faults", {"method": "PUT", "path": "/qemu/100/config$", "kind": "lock_timeout"}, as_json=True)
+    st, reason, _ = sim.call("PUT", Q + "/config", {"cores": 1})
+    ok(st == 500 and reason == "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout", V + "fault lock_timeout", (st, reason))
+    sim.raw("POST", "/_sim/faults", {"method": "POST", "path": "/clone$", "kind": "task_fail"}, as_json=True)
+    st, upid, _ = sim.call("POST", "/nodes/pve1/qemu/9000/clone", {"newid": 102, "name": "doomed", "pool": "sandboxes"})
+    t = sim.wait_task("pve1", upid)
+    st, log, _ = sim.call("GET", "/nodes/pve1/tasks/%s/log" % urllib.parse.quote(upid, safe=""))
+    _, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
+    st2 = 102 in state["used_ids"]
+    ok(t.get("exitstatus") not in (None, "OK") and log[-1]["t"].startswith("TASK ERROR") and not st2, V + "fault task_fail: task error, log, no VM left", (t, log, st2))
+    sim.raw("POST", "/_sim/faults", {"path": "/nextid$", "kind": "drop"}, as_json=True)
+    try:
+        sim.raw("GET", "/cluster/nextid")
+        dropped = False
+    except (http.client.RemoteDisconnected, ConnectionError, ssl.SSLError):
+        dropped = True
+    ok(dropped, V + "fault drop closes the connection without an answer")
+    if version == 8:
+        sim.raw("POST", "/_sim/faults", {"path": "/status/stop$", "kind": "slow_task"}, as_json=True)
+        st, upid, _ = sim.call("POST", "/nodes/pve1/qemu/101/status/stop")
+        time.sleep(0.3)
+        st, s1, _ = sim.call("GET", "/nodes/pve1/tasks/%s/status" % urllib.parse.quote(upid, safe=""))
+        t0 = time.monotonic()
+        t = sim.wait_task("pve1", upid)
+        ok(s1["status"] == "running" and t.get("exitstatus") == "OK" and time.monotonic() - t0 >= 1.4, V + "fault slow_task: the task runs 2 s", (s1, t))
+    st, _, js, _ = sim.raw("POST", "/_sim/faults", {"path": "x", "kind": "meteor"}, as_json=True)
+    ok(st == 400, V + "unknown fault kind refused", js)
+
+    # -- delete, calls -----------------------------------------------------------------------------
+    st, reason, _ = sim.call("DELETE", Q, {"purge": 1, "destroy-unreferenced-disks": 1})
+    ok(st == 500 and reason == "VM 100 is running - destroy failed", V + "delete of a running VM refused", (st, reason))
+    st, reason, _ = sim.call("DELETE", "/nodes/pve1/qemu/9000", {"purge": 1}, token=TOKEN)
+    ok(st == 403, V + "token may not delete the template", (st, reason))
+    sim.raw("DELETE", "/_sim/calls")
+    st, nodes1, _ = sim.call("GET", "/cluster/resources", {"type": "node"})
+    sim.task("POST", Q + "/status/stop")
+    st, nodes2, _ = sim.call("GET", "/cluster/resources", {"type": "node"})
+    t = sim.task("DELETE", Q, {"purge": 1, "destroy-unreferenced-disks": 1})
+    st, reason, _ = sim.call("GET", Q + "/config")
+    st2, res, _ = sim.call("GET", "/cluster/resources", {"type": "vm"})
+    ok(t.get("exitstatus") == "OK" and st == 403 and 100 not in [r["vmid"] for r in res], V + "stop then delete removes the VM (its ACL path is gone with its pool membership)", (t, st, reason))
+    st, data, _ = sim.call("GET", "/cluster/nextid")
+    ok(data == ("100"), V + "nextid reuses the freed id", data)
+    m1 = {n["node"]: n["mem"] for n in nodes1}
+    m2 = {n["node"]: n["mem"] for n in nodes2}
+    ok(m1["pve1"] - m2["pve1"] == 2048 << 20, V + "node memory falls again when the VM stops", (m1, m2))
+    st, _, calls, _ = sim.raw("GET", "/_sim/calls", auth=False)
+    first = calls[1] if len(calls) > 1 else {}
+    ok(st == 200 and calls[0]["path"] == "/cluster/resources" and first.get("method") == "POST" and first.get("path") == "/nodes/pve1/qemu/100/status/stop" and first.get("status") == 200 and calls[2]["path"].startswith("/nodes/pve1/tasks/UPID:pve1:") and any(c["method"] == "DELETE" and c["params"].get("purge") == "1" for c in calls), V + "_sim/calls records method, path, params, status since the last clear", calls[:3])
+    st, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
+    ok(st == 200 and [v["vmid"] for v in state["vms"]] == [101, 9000, 9001] and 100 not in state["used_ids"], V + "_sim/state shows the world", [v["vmid"] for v in (state or {}).get("vms", [])])
+    st, reason, js, _ = sim.raw("PUT", "/nodes/pve1/qemu/101/config", None)
+    ok(st == 400, V + "config update without options refused", js)
+
+
+def lib_sh_check(tmp):
+    """lib.sh: start, exported variables, fingerprint, stop and clean-up."""
+    script = r"""
+set -u
+. "$1/lib.sh"
+pve_sim_start 8 "$2" || exit 1
+echo "DIR=$PVE_SIM_DIR"; echo "PID=$PVE_SIM_PID"; echo "FP=$PVE_SIM_FINGERPRINT"
+echo "VER=$(curl -sS --cacert "$PVE_SIM_CA" -H "Authorization: PVEAPIToken=sandboxctl@pve!ctl=$3" "$PVE_SIM_URL/version")"
+echo "SEEN=$(openssl s_client -connect 127.0.0.1:$PVE_SIM_PORT </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256 | sed 's/^.*=//')"
+pve_sim_token_file "sandboxctl@pve!ctl=$3" "$4/tok"
+echo "MODE=$(stat -c %a "$4/tok")"
+pve_sim_stop
+"""
+    wpath = os.path.join(tmp, "lib-world.json")
+    with open(wpath, "w") as f:
+        json.dump(world(8), f)
+    env = dict(os.environ, SHARED_DIR=SHARED, TMPDIR=tmp)
+    p = subprocess.run(["bash", "-c", script, "lib", HERE, wpath, SECRET, tmp], capture_output=True, text=True, env=env, timeout=60)
+    out = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    ok(p.returncode == 0 and '"release": "8.4"' in out.get("VER", ""), "lib.sh: pve_sim_start brings up a simulator reachable with PVE_SIM_CA", p.stdout + p.stderr)
+    ok(out.get("FP") and out.get("FP") == out.get("SEEN") and len(out["FP"]) == 95, "lib.sh: PVE_SIM_FINGERPRINT is the served certificate's SHA-256", out)
+    ok(out.get("MODE") == "600", "lib.sh: pve_sim_token_file writes mode 0600", out)
+    pid = int(out.get("PID", "0") or 0)
+    gone = pid > 0
+    if pid:
+        try:
+            os.kill(pid, 0)
+            gone = False
+        except OSError:
+            pass
+    ok(gone and out.get("DIR") and not os.path.exists(out["DIR"]), "lib.sh: pve_sim_stop ends the simulator and removes its dir", out)
+
+
+def main():
+    for v, path in SCHEMAS.items():
+        if not os.path.exists(path):
+            print("not ok 1 - schema %s not found (set SHARED_DIR)" % path)
+            return 1
+    tmp = tempfile.mkdtemp(prefix="pve-sim-t-")
+    try:
+        scenario(8, tmp, 0)
+        scenario(9, tmp, 300)
+        lib_sh_check(tmp)
+    except Exception as e:  # a crash is one more failure, with its story
+        import traceback
+
+        ok(False, "test script raised %s" % type(e).__name__, traceback.format_exc())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("1..%d" % n_checks)
+    return 1 if n_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
