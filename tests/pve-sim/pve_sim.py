@@ -9,7 +9,6 @@ per-VM file system). See README.md beside this file.
 """
 
 import argparse
-import base64
 import hashlib
 import http.server
 import json
@@ -30,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import guest as guestmod  # noqa: E402
 from common import ApiError, Drop, perm_denied  # noqa: E402
-from schema import ParamError, Schema, TAG_RE, split_tags, typed_config_value  # noqa: E402
+from schema import ParamError, Schema, split_tags  # noqa: E402
 
 MAX_BODY = 512 * 1024
 AUTH_DELAY = 0.2
