@@ -179,8 +179,12 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
     size_t used;
     int n;
 
-    if (check_values(m, err, errlen))
+    if (check_values(m, err, errlen)) {
+        for (char *c = err; *c; c++)
+            if ((unsigned char)*c < 0x20)
+                *c = ' ';
         return -1;
+    }
     sbx_time_format(m->created, created, sizeof created);
     sbx_time_format(m->expires, expires, sizeof expires);
     n = snprintf(buf, len,

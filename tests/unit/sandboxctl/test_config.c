@@ -1,0 +1,168 @@
+/* test_config.c - sandboxctl.conf: every directive, defaults, and errors
+ * that name file:line and what was expected. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "tap.h"
+
+static const char good[] = "# comment line\n"
+                           "pve-url https://pve.example:8006   # trailing comment\n"
+                           "pve-token-file /etc/sandboxctl/token\n"
+                           "pve-fingerprint "
+                           "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:"
+                           "89:AB:CD:EF:01:23:45:67:89\n"
+                           "node auto\n"
+                           "template pve1:9000\n"
+                           "template 9001\n"
+                           "pool sandboxes\n"
+                           "storage local-lvm\n"
+                           "bridge vmbr99\n"
+                           "ip-pool 10.99.0.10-10.99.0.200/24\n"
+                           "gateway 10.99.0.1\n"
+                           "proxy 10.99.0.1:3128\n"
+                           "egressd-admin unix:/run/egressd/admin.sock\n"
+                           "egressd-admin http://127.0.0.1:9000\n"
+                           "size large 4 8192\n"
+                           "size small 1 2048\n"
+                           "max-total-memory-mib 16384\n"
+                           "lifetime-default 2h\n"
+                           "lifetime-max 12h\n"
+                           "mcp-presets locked balanced\n"
+                           "mcp-token-file /etc/sandboxctl/mcp.token\n"
+                           "\n";
+
+/* Parse good + extra and return the error text ("" when it parsed). */
+static const char *parse_with(const char *extra, struct sbx_config *c)
+{
+    static char err[512];
+    char text[4096];
+
+    snprintf(text, sizeof text, "%s%s", good, extra);
+    err[0] = '\0';
+    if (sbx_config_parse(c, text, "t.conf", err, sizeof err) == 0)
+        err[0] = '\0';
+    return err;
+}
+
+static void test_good(void)
+{
+    struct sbx_config c;
+    const char *err = parse_with("", &c);
+
+    ok(err[0] == '\0', "a complete config parses (%s)", err);
+    ok(strcmp(c.pve_url, "https://pve.example:8006") == 0, "pve-url, comment stripped");
+    ok(c.have_pin && c.pin[0] == 0xAB && c.pin[31] == 0x89, "pve-fingerprint into 32 bytes");
+    ok(c.ntemplates == 2 && strcmp(c.templates[0].node, "pve1") == 0 &&
+           c.templates[0].vmid == 9000 && c.templates[1].node[0] == '\0' &&
+           c.templates[1].vmid == 9001,
+       "template NODE:VMID and VMID");
+    ok(c.ip_first == 0x0A63000A && c.ip_last == 0x0A6300C8 && c.ip_prefix == 24, "ip-pool");
+    ok(strcmp(c.proxy_addr, "10.99.0.1") == 0 && c.proxy_port == 3128, "proxy ADDR:PORT");
+    ok(c.negress == 2 && strcmp(c.egress[0], "unix:/run/egressd/admin.sock") == 0,
+       "egressd-admin repeatable");
+    ok(sbx_config_size(&c, "large") && sbx_config_size(&c, "large")->memory_mib == 8192,
+       "a new size");
+    ok(sbx_config_size(&c, "small")->cores == 1, "a size line overrides the built-in one");
+    ok(sbx_config_size(&c, "medium")->cores == 4 &&
+           sbx_config_size(&c, "medium")->memory_mib == 8192,
+       "the built-in medium is 4 cores, 8 GiB");
+    ok(c.max_cores == 4 && c.max_memory_mib == 8192, "guard defaults 4 cores / 8 GiB");
+    ok(c.max_total_memory_mib == 16384, "max-total-memory-mib");
+    ok(c.lifetime_default_ms == 2 * 3600000L && c.lifetime_max_ms == 12 * 3600000L, "lifetimes");
+    ok(c.mcp_presets[0] && strcmp(c.mcp_presets[1], "balanced") == 0 && !c.mcp_presets[2],
+       "mcp-presets, NULL-terminated");
+    ok(strcmp(c.state_dir, "/var/lib/sandboxctl") == 0, "state-dir default");
+    sbx_config_free(&c);
+}
+
+struct bad {
+    const char *extra;
+    const char *want; /* a substring of the error */
+};
+
+static void test_bad(void)
+{
+    static const struct bad bad[] = {
+        {"frobnicate 1\n", "t.conf:24: unknown directive 'frobnicate'"},
+        {"pool\n", "t.conf:24: pool: expected one value, got 0"},
+        {"pool a b\n", "t.conf:24: pool: expected one value, got 2"},
+        {"max-cores x\n", "t.conf:24: max-cores: expected an integer"},
+        {"max-cores 0\n", "t.conf:24: max-cores: expected an integer 1.."},
+        {"ip-pool 10.99.0.10/24\n", "t.conf:24: ip-pool: expected FIRST-LAST/PREFIX"},
+        {"ip-pool 10.99.0.200-10.99.0.10/24\n", "first address after the last"},
+        {"ip-pool 10.99.0.1-10.99.0.9/33\n", "ip-pool prefix: expected an integer 8..30"},
+        {"proxy 10.99.0.1\n", "t.conf:24: proxy: expected ADDR:PORT"},
+        {"proxy proxy.example:3128\n", "is not an IPv4 address"},
+        {"proxy 10.99.0.1:70000\n", "proxy port: expected an integer 1..65535"},
+        {"template pve1:abc\n", "t.conf:24: template: expected an integer"},
+        {"pve-fingerprint 12:34\n", "pve-fingerprint: expected 32 bytes"},
+        {"pve-fingerprint zz\n", "expected the SHA-256 of the certificate"},
+        {"pve-url http://pve.example:8006\n", "pve-url: expected https://"},
+        {"egressd-admin ftp://x\n", "egressd-admin: expected unix:/PATH or http(s)"},
+        {"lifetime-max soon\n", "lifetime-max: expected a duration"},
+        {"size huge 4\n", "size: expected NAME CORES MEMORY_MIB"},
+        {"gateway 10.99.0\n", "gateway: '10.99.0' is not an IPv4 address"},
+        {"bridge vmbr99;x\n", "bridge: 'vmbr99;x' is not a name"},
+        {"pve-ca-file /etc/pve/pve-root-ca.pem\n", "exactly one of 'pve-ca-file' or"},
+        {"lifetime-default 13h\n", "lifetime-default is longer than lifetime-max"},
+        {"mcp-presets ../../etc\n", "mcp-presets: '../../etc' is not a preset name"},
+    };
+    struct sbx_config c;
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *err = parse_with(bad[i].extra, &c);
+        ok(strstr(err, bad[i].want) != NULL, "refused '%.*s': %s", (int)strcspn(bad[i].extra, "\n"),
+           bad[i].extra, err);
+        sbx_config_free(&c);
+    }
+}
+
+static void test_missing(void)
+{
+    struct sbx_config c;
+    char err[512];
+    int rc = sbx_config_parse(&c, "pve-url https://x:8006\n", "m.conf", err, sizeof err);
+
+    ok(rc == -1 && strstr(err, "m.conf: missing directive 'pve-token-file'"),
+       "a missing directive is named: %s", err);
+    sbx_config_free(&c);
+    rc = sbx_config_load(&c, "/nonexistent/sandboxctl.conf", err, sizeof err);
+    ok(rc == -1 && strstr(err, "/nonexistent/sandboxctl.conf: cannot open"),
+       "an unreadable file is named: %s", err);
+    sbx_config_free(&c);
+}
+
+static void test_durations(void)
+{
+    long v;
+    char buf[32];
+
+    ok(sbx_duration_parse("500ms", &v) == 0 && v == 500, "500ms");
+    ok(sbx_duration_parse("5s", &v) == 0 && v == 5000, "5s");
+    ok(sbx_duration_parse("10m", &v) == 0 && v == 600000, "10m");
+    ok(sbx_duration_parse("24h", &v) == 0 && v == 86400000, "24h");
+    ok(sbx_duration_parse("7", &v) == 0 && v == 7000, "a bare number is seconds");
+    ok(sbx_duration_parse("-1h", &v) == -1, "negative refused");
+    ok(sbx_duration_parse("1hour", &v) == -1, "unknown unit refused");
+    ok(sbx_duration_parse("h", &v) == -1, "no number refused");
+    ok(sbx_duration_parse("99999999999999999999h", &v) == -1, "overflow refused");
+    ok(sbx_bytes_parse("16k", &v) == 0 && v == 16384, "16k");
+    ok(sbx_bytes_parse("1g", &v) == 0 && v == 1073741824L, "1g");
+    ok(sbx_bytes_parse("1kb", &v) == -1, "1kb refused");
+    sbx_duration_format(4 * 3600000L, buf, sizeof buf);
+    ok(strcmp(buf, "4h") == 0, "format 4h (%s)", buf);
+    sbx_duration_format(90 * 60000L, buf, sizeof buf);
+    ok(strcmp(buf, "90m") == 0, "format 90m (%s)", buf);
+    sbx_duration_format(1500, buf, sizeof buf);
+    ok(strcmp(buf, "1500ms") == 0, "format 1500ms (%s)", buf);
+}
+
+int main(void)
+{
+    test_good();
+    test_bad();
+    test_missing();
+    test_durations();
+    return tap_done();
+}

@@ -1,0 +1,216 @@
+/* test_meta.c - the description metadata block: round trip, and hostile
+ * descriptions (anyone with VM.Config.Options can write one). */
+#include <stdio.h>
+#include <string.h>
+
+#include "meta.h"
+#include "tap.h"
+
+static struct sbx_meta sample(void)
+{
+    struct sbx_meta m;
+
+    memset(&m, 0, sizeof m);
+    strcpy(m.owner, "alice@example.org");
+    strcpy(m.policy, "balanced");
+    strcpy(m.address, "10.99.0.11");
+    m.created = 1796022000; /* 2026-11-30T07:00:00Z */
+    m.expires = m.created + 4 * 3600;
+    m.nallow = 3;
+    strcpy(m.allow[0], "pypi.org");
+    strcpy(m.allow[1], "*.pythonhosted.org:443");
+    strcpy(m.allow[2], ".npmjs.org:443,8443");
+    return m;
+}
+
+static void test_round_trip(void)
+{
+    struct sbx_meta m = sample(), back;
+    char buf[SBX_DESC_MAX + 1], err[256];
+    int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+
+    ok(n > 0, "encode (%s)", n > 0 ? "ok" : err);
+    ok(strstr(buf, "\nowner: alice@example.org\n") &&
+           strstr(buf, "\nexpires: 2026-11-30T11:00:00Z\n"),
+       "the block is readable: owner and expires on their own lines");
+    ok(sbx_meta_decode(buf, (size_t)n, &back, err, sizeof err) == SBX_META_OK, "decode (%s)", err);
+    ok(strcmp(back.owner, m.owner) == 0 && strcmp(back.policy, m.policy) == 0 &&
+           strcmp(back.address, m.address) == 0,
+       "owner, policy, address survive");
+    ok(back.created == m.created && back.expires == m.expires, "times survive");
+    ok(back.nallow == 3 && strcmp(back.allow[1], "*.pythonhosted.org:443") == 0 &&
+           strcmp(back.allow[2], ".npmjs.org:443,8443") == 0,
+       "allows survive");
+}
+
+static void test_surroundings(void)
+{
+    struct sbx_meta m = sample(), back;
+    char buf[SBX_DESC_MAX + 1], text[SBX_DESC_MAX + 200], err[256];
+
+    sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+    snprintf(text, sizeof text, "Notes by the admin\r\nowner: mallory\n\n%s\nmore notes", buf);
+    ok(sbx_meta_decode(text, strlen(text), &back, err, sizeof err) == SBX_META_OK &&
+           strcmp(back.owner, "alice@example.org") == 0,
+       "text around the block is ignored, also an owner line outside it");
+    for (char *p = buf; (p = strchr(p, '\n')); p++) {
+        memmove(p + 1, p, strlen(p) + 1);
+        *p++ = '\r';
+    }
+    ok(sbx_meta_decode(buf, strlen(buf), &back, err, sizeof err) == SBX_META_OK,
+       "CRLF line ends are read (%s)", err);
+    ok(sbx_meta_decode("a VM of someone else", 20, &back, err, sizeof err) == SBX_META_ABSENT,
+       "no block: absent");
+    ok(sbx_meta_decode("", 0, &back, err, sizeof err) == SBX_META_ABSENT, "empty: absent");
+}
+
+struct hostile {
+    const char *what;
+    const char *block; /* after the marker line */
+    const char *want;  /* substring of the error */
+};
+
+static void test_hostile(void)
+{
+    static const struct hostile cases[] = {
+        {"repeated expires (the later one must not win)",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\n"
+         "expires: 2099-01-01T00:00:00Z\npolicy: p\naddress: 10.0.0.1\n",
+         "key 'expires' given twice"},
+        {"missing expires",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\npolicy: p\naddress: 10.0.0.1\n",
+         "key 'expires' missing"},
+        {"impossible date",
+         "owner: a\ncreated: 2026-02-31T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\n",
+         "created '2026-02-31T07:00:00Z' is not"},
+        {"time with offset",
+         "owner: a\ncreated: 2026-11-30T07:00:00+01:00\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\n",
+         "is not YYYY-MM-DDTHH:MM:SSZ"},
+        {"owner with a blank",
+         "owner: alice bob\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\n",
+         "owner 'alice bob' is not"},
+        {"policy with a path",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "../open\naddress: 10.0.0.1\n",
+         "policy '../open' is not a preset name"},
+        {"address in a non-canonical form",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 010.0.0.1\n",
+         "address '010.0.0.1' is not an IPv4"},
+        {"allow that is a regex",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nallow: ~^.*$\n",
+         "allow entry '~^.*$' is not"},
+        {"allow with a deny keyword smuggled",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nallow: ip\n",
+         ""},
+        {"allow port out of range",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nallow: a.org:70000\n",
+         "allow entry 'a.org:70000' is not"},
+        {"expires before created",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T06:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\n",
+         "expires before created"},
+        {"a line without key: value", "owner a\n", "expected 'key: value'"},
+        {"an owner value too long",
+         "owner: "
+         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "\n",
+         "owner value too long"},
+    };
+    char text[2048], err[256];
+    struct sbx_meta m;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        enum sbx_meta_result r;
+        snprintf(text, sizeof text, "header\n\nsandboxctl-sandbox v1\n%s", cases[i].block);
+        r = sbx_meta_decode(text, strlen(text), &m, err, sizeof err);
+        if (cases[i].want[0])
+            ok(r == SBX_META_MALFORMED && strstr(err, cases[i].want), "%s: %s", cases[i].what, err);
+        else
+            ok(r == SBX_META_OK && m.nallow == 1 && strcmp(m.allow[0], "ip") == 0,
+               "%s: only a host name, used as one", cases[i].what);
+    }
+}
+
+static void test_hostile_bytes(void)
+{
+    struct sbx_meta m = sample();
+    char buf[SBX_DESC_MAX + 1], big[40000], err[256];
+    int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+    size_t len;
+
+    buf[10] = '\0';
+    ok(sbx_meta_decode(buf, (size_t)n, &m, err, sizeof err) == SBX_META_MALFORMED &&
+           strstr(err, "NUL byte"),
+       "a NUL byte inside the description is refused: %s", err);
+    len = (size_t)snprintf(big, sizeof big, "sandboxctl-sandbox v1\nowner: ");
+    memset(big + len, 'a', sizeof big - len - 1);
+    big[sizeof big - 1] = '\0';
+    ok(sbx_meta_decode(big, strlen(big), &m, err, sizeof err) == SBX_META_MALFORMED &&
+           strstr(err, "longer than"),
+       "a 40 KB line is refused without overflow: %s", err);
+    memset(big, 'x', sizeof big);
+    ok(sbx_meta_decode(big, sizeof big, &m, err, sizeof err) == SBX_META_ABSENT,
+       "40 KB of junk, not NUL-terminated: absent");
+}
+
+static void test_encoder_refuses(void)
+{
+    struct sbx_meta m = sample();
+    char buf[SBX_DESC_MAX + 1], err[256];
+
+    strcpy(m.owner, "alice\nexpires: 2099-01-01T00:00:00Z");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "owner"),
+       "an owner with a newline is never written: %s", err);
+    m = sample();
+    m.nallow = SBX_META_MAX_ALLOW;
+    for (int i = 0; i < m.nallow; i++) {
+        memset(m.allow[i], 'a', 250);
+        m.allow[i][250] = '\0';
+        m.allow[i][60] = '.';
+        m.allow[i][120] = '.';
+        m.allow[i][180] = '.';
+        m.allow[i][240] = '.';
+    }
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "longer than"),
+       "a description over 8 KiB is refused: %s", err);
+}
+
+static void test_validators(void)
+{
+    ok(sbx_meta_valid_allow("github.com"), "allow github.com");
+    ok(sbx_meta_valid_allow("*.githubusercontent.com"), "allow *.x");
+    ok(sbx_meta_valid_allow(".npmjs.org"), "allow .x");
+    ok(sbx_meta_valid_allow("github.com:22"), "allow with a port");
+    ok(sbx_meta_valid_allow("github.com:*"), "allow any port");
+    ok(!sbx_meta_valid_allow("GitHub.com"), "upper case refused");
+    ok(!sbx_meta_valid_allow("*"), "a bare * refused");
+    ok(!sbx_meta_valid_allow("a..b"), "empty label refused");
+    ok(!sbx_meta_valid_allow("-a.b"), "leading hyphen refused");
+    ok(!sbx_meta_valid_allow("a.b:"), "empty port list refused");
+    ok(!sbx_meta_valid_allow("a.b:0"), "port 0 refused");
+    ok(!sbx_meta_valid_allow("a.b raw"), "options refused");
+    ok(sbx_meta_valid_address("10.99.0.11") && !sbx_meta_valid_address("10.99.0.256") &&
+           !sbx_meta_valid_address("::1"),
+       "addresses: IPv4 dotted quads only");
+    ok(sbx_meta_valid_owner("bob+ci@corp") && !sbx_meta_valid_owner("") &&
+           !sbx_meta_valid_owner("bob;rm"),
+       "owners");
+}
+
+int main(void)
+{
+    test_round_trip();
+    test_surroundings();
+    test_hostile();
+    test_hostile_bytes();
+    test_encoder_refuses();
+    test_validators();
+    return tap_done();
+}
