@@ -97,21 +97,34 @@ run_unit_tests() {
     done < <(unit_tests "$dir")
 }
 
-# run_fuzzer NAME PROGRAM SEEDS_DIR: the seeds are SEEDS_DIR/*.bin; FUZZ_SECONDS of libFuzzer from the seeds.
+# run_fuzzer NAME PROGRAM SEED...: FUZZ_SECONDS of libFuzzer, its corpus in
+# build/fuzz-corpus/NAME started from the SEED files.
 run_fuzzer() {
-    local name=$1 prog=$2 seeds=$3 log=$logs/fuzz-$1.log corpus
+    local name=$1 prog=$2 log=$logs/fuzz-$1.log corpus
+    shift 2
     if [ "$FUZZ_SECONDS" -eq 0 ]; then
         printf 'SKIP fuzz %s (FUZZ_SECONDS=0; not counted)\n' "$name"
         return
     fi
     corpus=$top/build/fuzz-corpus/$name
     mkdir -p "$corpus"
-    cp -n "$seeds"/*.bin "$corpus"/
+    [ $# -eq 0 ] || cp -n "$@" "$corpus"/
     if step "fuzz $name for ${FUZZ_SECONDS}s" "$log" \
         "$prog" -max_total_time="$FUZZ_SECONDS" -max_len=20000 -print_final_stats=1 \
         -artifact_prefix="$top/build/fuzz-" "$corpus"; then
         grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss)' "$log" | sed 's/^/    /'
     fi
+}
+
+# Seeds for the host normalizer: names, literals and the forms it refuses.
+host_seeds() {
+    local dir=$top/build/fuzz-seeds/host i=0 h
+    mkdir -p "$dir"
+    for h in example.com Example.COM. xn--bcher-kva.example 192.0.2.1 '[2001:db8::1]' \
+             '[::ffff:127.0.0.1]' 2130706433 0x7f.1 0177.0.0.1 a-b.c-d.e 1password.com; do
+        printf '%s' "$h" >"$dir/seed$((i += 1))"
+    done
+    echo "$dir"/seed*
 }
 
 mkdir -p "$logs"
@@ -149,7 +162,14 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
     for prog in build/fuzz/tests/fuzz/fuzz_*; do
         [ -f "$prog" ] && [ -x "$prog" ] || continue
         name=$(basename "$prog")
-        run_fuzzer "${name#fuzz_}" "$prog" "$CLIENTHELLO_DIR"
+        name=${name#fuzz_}
+        case $name in
+            sni*)   seeds=("$CLIENTHELLO_DIR"/*.bin) ;;
+            policy) seeds=(deploy/policies/*.allow) ;;
+            host)   read -ra seeds < <(host_seeds) ;;
+            *)      seeds=() ;;
+        esac
+        run_fuzzer "$name" "$prog" "${seeds[@]}"
     done
 }
 

@@ -1,7 +1,6 @@
 /*
- * fuzz_common.h - what the sni fuzz harnesses share: a property check that
- * aborts (so libFuzzer saves the input) and an independent statement of
- * what a valid host_name is.
+ * fuzz_common.h - what the sni fuzz harnesses share: CHECK (fuzz_check.h)
+ * and an independent statement of what a valid host_name is.
  */
 #ifndef TESTS_FUZZ_COMMON_H
 #define TESTS_FUZZ_COMMON_H
@@ -11,18 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "fuzz_check.h"
 #include "sni.h"
-
-/* CHECK(cond, fmt, ...): a property; on failure say which and why, then abort. */
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "property failed: %s (%s:%d): ", #cond, __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /*
  * RFC 6066 §3 host_name as sni.h promises it, written apart from the parser:
