@@ -1,0 +1,233 @@
+/*
+ * bench_policy.c - decision speed and load cost of a large generated policy.
+ *
+ *   bench_policy [-r RULES] [-x REGEXES] [-n DECISIONS] [-s SEED]
+ *
+ * Generates one preset of RULES rules (default 100 000): REGEXES of them
+ * (default 1 000) are `~` regexes, the rest are split between exact hosts,
+ * `*.suffix` and `.suffix` rules, with ports and a few denies, the shape of
+ * a real allowlist grown large.  Reports:
+ *   - load: parse + compile time (median of 5 loads) and heap bytes per rule;
+ *   - name-phase decisions, timed one by one, median / p90 / p99 ns, for
+ *     hosts that hit exact rules, wildcard rules, miss every hash rule but
+ *     match a regex, and miss everything (every regex tried).
+ * Nothing is read from disk: the text is built in memory.
+ */
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+#define NOW 1796083200
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+struct text {
+    char *s;
+    size_t len, cap;
+};
+
+static void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    if (t->cap - t->len < 256) {
+        t->cap = t->cap ? t->cap * 2 : 1 << 20;
+        t->s = realloc(t->s, t->cap);
+    }
+    va_start(ap, fmt);
+    t->len += (size_t)vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+}
+
+static const char *const tlds[] = {"com", "org", "net", "io", "dev", "example"};
+
+/* Rule i of the generated policy; hosts are "hN.zoneM.TLD". */
+static void gen_rule(struct text *t, long i, long n_regex)
+{
+    const char *tld = tlds[i % 6];
+    if (i < n_regex) {
+        add(t, "~[a-z0-9-]+\\.svc%ld\\.%s\n", i, tld);
+        return;
+    }
+    switch (i % 10) {
+    case 0: add(t, "*.zone%ld.%s\n", i, tld); break;
+    case 1: add(t, ".zone%ld.%s:443,8443\n", i, tld); break;
+    case 2: add(t, "deny h%ld.zone%ld.%s\n", i, i / 7, tld); break;
+    case 3: add(t, "h%ld.zone%ld.%s:*\n", i, i / 7, tld); break;
+    default: add(t, "h%ld.zone%ld.%s\n", i, i / 7, tld); break;
+    }
+}
+
+static struct policy *load(const struct text *t, double *ms, size_t *bytes)
+{
+    struct policy_diag d = {0};
+    struct mallinfo2 before = mallinfo2();
+    double t0 = now_ns();
+    struct policy_builder *b = policy_builder_new();
+    policy_builder_add_preset(b, "big", "big.allow", t->s, t->len);
+    struct policy *p = policy_builder_finish(b, &d);
+    *ms = (now_ns() - t0) / 1e6;
+    *bytes = mallinfo2().uordblks - before.uordblks + (mallinfo2().hblkhd - before.hblkhd);
+    for (size_t i = 0; i < d.n && i < 5; i++)
+        fprintf(stderr, "%s\n", d.lines[i]);
+    policy_diag_free(&d);
+    return p;
+}
+
+/* Time each decision alone; fill sorted ns per decision (timer cost taken off). */
+static void time_decisions(const struct policy_binding *b, struct policy_host *hosts, long n,
+                           double *ns, double timer, const char *want, long *wrong)
+{
+    struct policy_verdict v;
+    for (long i = 0; i < n; i++) {
+        double t0 = now_ns();
+        policy_decide_name(b, &hosts[i], 443, NOW, &v);
+        ns[i] = now_ns() - t0 - timer;
+        if (strcmp(policy_decision_str(v.decision), want) != 0)
+            (*wrong)++;
+    }
+    qsort(ns, (size_t)n, sizeof(double), cmp_double);
+}
+
+static double timer_cost(void)
+{
+    double ns[1001];
+    for (int i = 0; i < 1001; i++) {
+        double t0 = now_ns();
+        ns[i] = now_ns() - t0;
+    }
+    qsort(ns, 1001, sizeof(double), cmp_double);
+    return ns[500];
+}
+
+typedef void (*host_fn)(char *buf, size_t size, long k, long rules, long n_regex);
+
+/* Hosts that hit an exact rule (allowed ones: i % 10 >= 4). */
+static void host_exact(char *buf, size_t size, long k, long rules, long n_regex)
+{
+    long i = n_regex + (k * 7919) % (rules - n_regex);
+    i += (i % 10 < 4) ? 4 - i % 10 : 0;
+    if (i >= rules)
+        i -= 10;
+    snprintf(buf, size, "h%ld.zone%ld.%s", i, i / 7, tlds[i % 6]);
+}
+
+/* Hosts under a *.zone rule (i % 10 == 0), two labels deep. */
+static void host_wild(char *buf, size_t size, long k, long rules, long n_regex)
+{
+    long i = n_regex + (k * 7919) % (rules - n_regex);
+    i -= i % 10;
+    if (i < n_regex)
+        i += 10;
+    snprintf(buf, size, "api.v%ld.zone%ld.%s", k % 5, i, tlds[i % 6]);
+}
+
+static void host_regex(char *buf, size_t size, long k, long rules, long n_regex)
+{
+    (void)rules;
+    long i = (k * 7919) % n_regex;
+    snprintf(buf, size, "bucket-%ld.svc%ld.%s", k, i, tlds[i % 6]);
+}
+
+static void host_miss(char *buf, size_t size, long k, long rules, long n_regex)
+{
+    (void)rules;
+    (void)n_regex;
+    snprintf(buf, size, "www.nowhere%ld.test", k);
+}
+
+int main(int argc, char **argv)
+{
+    long rules = 100000, n_regex = 1000, n = 200000;
+    unsigned seed = 1;
+    int o;
+    while ((o = getopt(argc, argv, "r:x:n:s:")) != -1) {
+        switch (o) {
+        case 'r': rules = atol(optarg); break;
+        case 'x': n_regex = atol(optarg); break;
+        case 'n': n = atol(optarg); break;
+        case 's': seed = (unsigned)atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: bench_policy [-r RULES] [-x REGEXES] [-n DECISIONS]\n");
+            return 2;
+        }
+    }
+    if (rules < 20 || n_regex < 1 || n_regex >= rules / 2 || n < 100) {
+        fprintf(stderr,
+                "bench_policy: need RULES >= 20, 1 <= REGEXES < RULES/2, DECISIONS >= 100\n");
+        return 2;
+    }
+    srand(seed);
+    struct text t = {0};
+    for (long i = 0; i < rules; i++)
+        gen_rule(&t, i, n_regex);
+
+    double load_ms[5];
+    size_t bytes = 0;
+    struct policy *p = NULL;
+    for (int r = 0; r < 5; r++) {
+        policy_unref(p);
+        p = load(&t, &load_ms[r], &bytes);
+        if (p == NULL)
+            return 1;
+    }
+    qsort(load_ms, 5, sizeof(double), cmp_double);
+    printf("policy: %ld rules (%ld regex), %zu bytes of text\n", rules, n_regex, t.len);
+    printf("load:   median %.1f ms (min %.1f, max %.1f) for parse + compile; %.0f bytes per rule\n",
+           load_ms[2], load_ms[0], load_ms[4], (double)bytes / (double)rules);
+
+    struct policy_diag d = {0};
+    struct policy_binding *b = policy_binding_new(p, "big", NULL, 0, "bench", &d);
+    struct policy_host *hosts = malloc(sizeof(*hosts) * (size_t)n);
+    double *ns = malloc(sizeof(double) * (size_t)n);
+    double timer = timer_cost();
+    static const struct {
+        const char *name, *want;
+        host_fn fn;
+        long div; /* fewer decisions for the slow kinds */
+    } kinds[] = {
+        {"exact rule hit", "allow", host_exact, 1},
+        {"wildcard rule hit", "allow", host_wild, 1},
+        {"regex rule hit", "allow", host_regex, 20},
+        {"no rule (all regexes tried)", "deny", host_miss, 20},
+    };
+    printf("decisions (name phase, ns each, timer cost %.0f ns taken off):\n", timer);
+    printf("  %-30s %8s %8s %8s %8s %8s\n", "kind", "n", "median", "p90", "p99", "wrong");
+    int rc = 0;
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        long m = n / kinds[k].div, wrong = 0;
+        char buf[256];
+        for (long i = 0; i < m; i++) {
+            kinds[k].fn(buf, sizeof(buf), i, rules, n_regex);
+            if (policy_host_normalize(buf, strlen(buf), &hosts[i]) != POLICY_HOST_OK)
+                return 1;
+        }
+        time_decisions(b, hosts, m, ns, timer, kinds[k].want, &wrong);
+        printf("  %-30s %8ld %8.0f %8.0f %8.0f %8ld\n", kinds[k].name, m, ns[m / 2], ns[m * 9 / 10],
+               ns[m * 99 / 100], wrong);
+        rc |= wrong != 0;
+    }
+    policy_binding_free(b);
+    policy_unref(p);
+    free(hosts);
+    free(ns);
+    free(t.s);
+    return rc;
+}
