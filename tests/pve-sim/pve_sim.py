@@ -275,8 +275,17 @@ class Sim:
         self.tasks = {}
         self.task_seq = 0
         with open(args.world, encoding="utf-8") as f:
-            data = json.load(f)
-        self.world = World(data, self.version, args.state_dir, args.agent_output_cap)
+            try:
+                data = json.load(f)
+            except ValueError as e:
+                raise ValueError("%s: not valid JSON: %s" % (args.world, e))
+        if not isinstance(data, dict):
+            raise ValueError("%s: the world must be a JSON object" % args.world)
+        try:
+            self.world = World(data, self.version, args.state_dir, args.agent_output_cap)
+        except (KeyError, TypeError, ValueError) as e:
+            what = "missing key %s" % e if isinstance(e, KeyError) else str(e)
+            raise ValueError("%s: %s" % (args.world, what))
         self.VM = VM
         self.FILE_READ_MAX = FILE_READ_MAX
 
@@ -752,7 +761,7 @@ def main(argv):
     os.makedirs(args.state_dir, exist_ok=True)
     try:
         sim = Sim(args)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, guestmod.GuestError) as e:
         print("pve_sim: %s" % e, file=sys.stderr)
         return 2
     host, _, port = args.listen.rpartition(":")

@@ -55,6 +55,7 @@ def world(version):
             {"node": "pve1", "vmid": 9000, "name": "agent-template", "protection": True, "config": {"net0": "virtio=BC:24:11:00:23:28,bridge=vmbr99,firewall=1", "memory": "1024"}, "firewall": {"options": {"enable": 1, "policy_in": "DROP", "policy_out": "DROP"}}, "files": {"/etc/agent-template-release": "golden-1\n"}},
             {"node": "pve2", "vmid": 9001, "name": "agent-template"},
         ],
+        "vms": [{"node": "pve2", "vmid": 120, "name": "old-sandbox", "pool": "sandboxes", "status": "running", "description": "owner=bob\nexpires=2020-01-01T00:00:00Z", "tags": "Sandbox", "files": {"/root/note.txt": "left by bob\n"}}],
         "cluster_firewall": True,
         "tokens": [
             {"id": TOKEN, "secret": SECRET, "privsep": True, "acl": {"/pool/sandboxes": pool_privs, "/vms/9000": ["VM.Clone", "VM.Audit"], "/storage/local-lvm": ["Datastore.AllocateSpace"], "/sdn/zones/localnetwork/vmbr99": ["SDN.Use"], "/nodes": ["Sys.Audit"]}},
@@ -142,7 +143,7 @@ class Sim:
                 return {"error": data}
             if data["status"] == "stopped":
                 return data
-            time.sleep(0.05)
+            time.sleep(0.02)
         return {"error": "timeout"}
 
     def task(self, method, path, params=None, node="pve1", **kw):
@@ -159,14 +160,14 @@ class Sim:
         if st != 200:
             return {"error": "%s %s" % (st, data)}
         pid = data["pid"]
-        for _ in range(200):
+        for _ in range(500):
             st, data, js = self.call("GET", "/nodes/%s/qemu/%d/agent/exec-status" % (node, vmid), {"pid": pid})
             if st != 200:
                 return {"error": "%s %s" % (st, data)}
             if data.get("exited"):
                 data["_pid"] = pid
                 return data
-            time.sleep(0.05)
+            time.sleep(0.02)
         return {"error": "timeout"}
 
 
@@ -211,6 +212,34 @@ def run_scenario(sim, V, version, task_ms):
     ok(st == 400 and "name" in js["errors"], V + "format dns-name enforced for clone name", js)
     st, reason, js, _ = sim.raw("POST", "/nodes/pve1/qemu/9000/clone", {"newid": "100"})
     ok(st == 403 and reason == "Permission check failed", V + "clone outside the pool without VM.Allocate on /vms/100: 403 (checked before the parameters, as PVE does)", (st, reason))
+
+    # -- a VM that the world starts with ----------------------------------------
+    st, conf, _ = sim.call("GET", "/nodes/pve2/qemu/120/config")
+    ok(st == 200 and conf.get("description") == "owner=bob\nexpires=2020-01-01T00:00:00Z" and conf.get("tags") == "sandbox", V + "world VM: description and lower-cased tags", conf)
+    r = sim.exec_wait(120, ["cat", "/root/note.txt"], node="pve2")
+    ok(r.get("out-data") == "left by bob\n", V + "world VM runs, its agent answers, its seeded files are there", r)
+    st, reason, _ = sim.call("GET", "/nodes/pve1/qemu/120/config")
+    ok(st == 500 and reason == "Configuration file 'nodes/pve1/qemu-server/120.conf' does not exist", V + "VM addressed on the wrong node", (st, reason))
+
+    # -- several clients at once -------------------------------------------------
+    import threading
+
+    st, data, _ = sim.call("POST", "/nodes/pve2/qemu/120/agent/exec", {"command": ["sleep", "2"]}, as_json=True)
+    results = []
+
+    def one():
+        try:
+            results.append(sim.raw("GET", "/version")[0])
+        except Exception as e:  # noqa: BLE001
+            results.append(repr(e))
+
+    threads = [threading.Thread(target=one) for _ in range(12)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    ok(results == [200] * 12 and time.monotonic() - t0 < 1.5, V + "12 parallel clients served while a guest command runs", results)
 
     # -- nextid, clone, lock, task ---------------------------------------------
     st, data, _ = sim.call("GET", "/cluster/nextid")
@@ -272,7 +301,7 @@ def run_scenario(sim, V, version, task_ms):
     vm100 = [r for r in data if r["vmid"] == 100]
     ok(vm100 and vm100[0].get("tags") == "alpha;beta;zeta" and vm100[0].get("pool") == "sandboxes" and vm100[0]["maxmem"] == 2048 << 20 and "description" not in vm100[0], V + "/cluster/resources type=vm: tags, pool, maxmem, no description", vm100)
     st, data, _ = sim.call("GET", "/pools/sandboxes")
-    ok(st == 200 and [m["vmid"] for m in data["members"]] == [100], V + "/pools/sandboxes lists the clone", data)
+    ok(st == 200 and [m["vmid"] for m in data["members"]] == [100, 120], V + "/pools/sandboxes lists the clone", data)
 
     # -- start, agent -----------------------------------------------------------------
     st, reason, _ = sim.call("POST", Q + "/agent/ping")
@@ -432,7 +461,7 @@ def run_scenario(sim, V, version, task_ms):
     first = calls[1] if len(calls) > 1 else {}
     ok(st == 200 and calls[0]["path"] == "/cluster/resources" and first.get("method") == "POST" and first.get("path") == "/nodes/pve1/qemu/100/status/stop" and first.get("status") == 200 and calls[2]["path"].startswith("/nodes/pve1/tasks/UPID:pve1:") and any(c["method"] == "DELETE" and c["params"].get("purge") == "1" for c in calls), V + "_sim/calls records method, path, params, status since the last clear", calls[:3])
     st, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
-    ok(st == 200 and [v["vmid"] for v in state["vms"]] == [101, 9000, 9001] and 100 not in state["used_ids"], V + "_sim/state shows the world", [v["vmid"] for v in (state or {}).get("vms", [])])
+    ok(st == 200 and [v["vmid"] for v in state["vms"]] == [101, 120, 9000, 9001] and 100 not in state["used_ids"], V + "_sim/state shows the world", [v["vmid"] for v in (state or {}).get("vms", [])])
     st, reason, js, _ = sim.raw("PUT", "/nodes/pve1/qemu/101/config", None)
     ok(st == 400, V + "config update without options refused", js)
 
@@ -470,6 +499,24 @@ pve_sim_stop
     ok(gone and out.get("DIR") and not os.path.exists(out["DIR"]), "lib.sh: pve_sim_stop ends the simulator and removes its dir", out)
 
 
+def cli_checks(tmp):
+    """--help and a bad world file."""
+    p = subprocess.run([sys.executable, os.path.join(HERE, "pve_sim.py"), "--help"], capture_output=True, text=True)
+    ok(p.returncode == 0 and "--world" in p.stdout and "/_sim/faults" in p.stdout and "--agent-output-cap" in p.stdout, "pve_sim.py --help describes the options and control endpoints", p.stdout + p.stderr)
+    bad = os.path.join(tmp, "bad-world.json")
+    w = world(8)
+    w["vms"][0]["node"] = "pve7"
+    with open(bad, "w") as f:
+        json.dump(w, f)
+    d = tempfile.mkdtemp(dir=tmp)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "pve_sim.py"), "--schema", SCHEMAS[8], "--world", bad, "--cert", "/nonexistent", "--key", "/nonexistent", "--state-dir", d], capture_output=True, text=True, timeout=30)
+    ok(p.returncode == 2 and "bad-world.json" in p.stderr and "unknown node 'pve7'" in p.stderr, "a world naming an unknown node: exit 2, naming file and cause", p.stderr)
+    with open(bad, "w") as f:
+        f.write('{"nodes": [')
+    p = subprocess.run([sys.executable, os.path.join(HERE, "pve_sim.py"), "--schema", SCHEMAS[8], "--world", bad, "--cert", "/nonexistent", "--key", "/nonexistent", "--state-dir", d], capture_output=True, text=True, timeout=30)
+    ok(p.returncode == 2 and "not valid JSON" in p.stderr, "a world that is not JSON: exit 2", p.stderr)
+
+
 def main():
     for v, path in SCHEMAS.items():
         if not os.path.exists(path):
@@ -478,8 +525,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="pve-sim-t-")
     try:
         scenario(8, tmp, 0)
-        scenario(9, tmp, 300)
+        scenario(9, tmp, 150)
         lib_sh_check(tmp)
+        cli_checks(tmp)
     except Exception as e:  # a crash is one more failure, with its story
         import traceback
 
