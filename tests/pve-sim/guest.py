@@ -28,6 +28,17 @@ PRIVATE = {"tmp": ("/tmp", 0o1777), "var-tmp": ("/var/tmp", 0o1777), "root": ("/
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def _die_with_parent():
+    """preexec_fn: the child gets SIGKILL when the simulator dies, even by
+    SIGKILL, so no guest outlives it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class GuestError(Exception):
     """An error the guest agent reports (PVE turns it into a 500)."""
 
@@ -102,6 +113,7 @@ class Guest:
             stderr=err,
             cwd="/",
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         err.close()
         deadline = time.time() + 10
@@ -176,6 +188,7 @@ class Guest:
             cwd="/",
             env={"PATH": GUEST_PATH},
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         rec = {"popen": popen, "out": bytearray(), "err": bytearray(), "out_trunc": False, "err_trunc": False, "done": threading.Event()}
         threads = [
