@@ -28,17 +28,6 @@ PRIVATE = {"tmp": ("/tmp", 0o1777), "var-tmp": ("/var/tmp", 0o1777), "root": ("/
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def _die_with_parent():
-    """preexec_fn: the child gets SIGKILL when the simulator dies, even by
-    SIGKILL, so no guest outlives it."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class GuestError(Exception):
     """An error the guest agent reports (PVE turns it into a 500)."""
 
@@ -103,7 +92,10 @@ class Guest:
             'mount --rbind /sys "$2/sys"',
             'cd "$2"',
             'echo $$ > "$3"',
-            "exec chroot . /bin/sh -c 'cd / && exec sleep 2147483647'",
+            # init lives as long as the simulator: no guest outlives a
+            # SIGKILLed simulator by more than a second. (PR_SET_PDEATHSIG
+            # would fire when the request thread that started it ends.)
+            "exec chroot . /bin/sh -c 'cd / && while kill -0 \"$0\" 2>/dev/null; do sleep 1; done' %d" % os.getpid(),
         ]
         err = open(os.path.join(self.vmdir, "init.log"), "wb")
         self.init = subprocess.Popen(
@@ -113,7 +105,6 @@ class Guest:
             stderr=err,
             cwd="/",
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
         err.close()
         deadline = time.time() + 10
@@ -188,7 +179,6 @@ class Guest:
             cwd="/",
             env={"PATH": GUEST_PATH},
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
         rec = {"popen": popen, "out": bytearray(), "err": bytearray(), "out_trunc": False, "err_trunc": False, "done": threading.Event()}
         threads = [
