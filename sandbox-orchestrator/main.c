@@ -205,6 +205,12 @@ static int cmd_create(struct cli *c, int argc, char **argv)
         return usage("create: unexpected argument");
     }
     json_object_set_new(args, "allow", allow);
+    for (size_t i = 1; i < sizeof keys / sizeof keys[0]; i++)
+        if (i != 3 && !json_object_get(args, keys[i])) {
+            fprintf(stderr, "sandboxctl: create: --%s is required\n", keys[i]);
+            json_decref(args);
+            return usage(NULL);
+        }
     rc = sbx_op_create(c->s, args, &out, err, sizeof err);
     json_decref(args);
     return finish(c, rc, out, err, print_create);

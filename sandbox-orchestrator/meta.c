@@ -240,7 +240,8 @@ static int decode_line(struct sbx_meta *m, const char *line, int *seen, char *wh
     const char *v;
     int k;
 
-    if (!colon || colon[1] != ' ')
+    /* "allow:" with nothing after it is an empty list. */
+    if (!colon || (colon[1] != ' ' && colon[1] != '\0'))
         return fail(why, whylen, "expected 'key: value'");
     for (k = 0; k < K_COUNT; k++)
         if (strlen(key_names[k]) == (size_t)(colon - line) &&
@@ -250,7 +251,7 @@ static int decode_line(struct sbx_meta *m, const char *line, int *seen, char *wh
         return 0;
     if (seen[k]++)
         return fail(why, whylen, "key '%s' given twice", key_names[k]);
-    v = colon + 2;
+    v = colon[1] ? colon + 2 : colon + 1;
     switch (k) {
     case K_OWNER:
     case K_POLICY:

@@ -12,7 +12,8 @@
 #define INPUT_MAX      65536 /* input-data's limit in the API */
 #define TIMEOUT_MAX    86400
 #define KILL_GRACE     "5"
-#define TIMEOUT_EXIT   124 /* timeout(1): the command ran out of time */
+#define TIMEOUT_PROG   "/usr/bin/timeout" /* coreutils, by path: exec may get no PATH */
+#define TIMEOUT_EXIT   124                /* timeout(1): the command ran out of time */
 #define POLL_MARGIN_MS 30000L
 
 static int check_path(const char *path, char *err, size_t errlen)
@@ -36,7 +37,7 @@ static json_t *wrap_command(json_t *command, long timeout, char *err, size_t err
         return NULL;
     }
     snprintf(t, sizeof t, "%lds", timeout);
-    argv = json_pack("[s,s,s,s]", "timeout", "-k", KILL_GRACE, t);
+    argv = json_pack("[s,s,s,s]", TIMEOUT_PROG, "-k", KILL_GRACE, t);
     json_array_foreach(command, i, v)
     {
         if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {

@@ -458,7 +458,7 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
         return -1;
     }
     curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &p->last_status);
-    *doc = p->body ? json_loadb(p->body, p->body_len, 0, NULL) : NULL;
+    *doc = p->body ? json_loadb(p->body, p->body_len, JSON_ALLOW_NUL, NULL) : NULL;
     if (p->debug)
         fprintf(stderr, "sandboxctl: %s %s -> %ld %s\n", method, path, p->last_status, p->reason);
     return 0;

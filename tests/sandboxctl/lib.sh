@@ -143,16 +143,16 @@ sbx_start() {
 sbx() { "$SBX_BIN" -c "$CONF" "$@"; }
 
 sim_state() {
-    pve_sim_ctl GET state | python3 -c 'import json,sys; s=json.load(sys.stdin); r=eval(sys.argv[1]); print(r if not isinstance(r,(dict,list)) else json.dumps(r))' "$1"
+    pve_sim_ctl GET state | python3 -c 'import json,sys; s=json.load(sys.stdin); *pre, last = sys.argv[1].split("; "); exec("\n".join(pre)); r=eval(last); print(r if not isinstance(r,(dict,list)) else json.dumps(r))' "$1"
 }
 
 rec_state() {
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$T/rec$1.json" "$2"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); *pre, last = sys.argv[2].split("; "); exec("\n".join(pre)); v=eval(last); print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$T/rec$1.json" "$2"
 }
 
 # json_get JSON PYEXPR: evaluate PYEXPR with `j` = the parsed JSON.
 json_get() {
-    python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$1" "$2"
+    python3 -c 'import json,sys; j=json.loads(sys.argv[1]); *pre, last = sys.argv[2].split("; "); exec("\n".join(pre)); v=eval(last); print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$1" "$2"
 }
 
 tap_end() {

@@ -43,6 +43,26 @@ static void test_round_trip(void)
        "allows survive");
 }
 
+static void test_no_allow(void)
+{
+    struct sbx_meta m = sample(), back;
+    char buf[SBX_DESC_MAX + 1], err[256];
+    int n;
+
+    m.nallow = 0;
+    n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+    /* Proxmox strips trailing blanks: "allow: " comes back as "allow:". */
+    ok(n > 0 && strstr(buf, "\nallow:\n"), "no allows: an empty allow line");
+    ok(sbx_meta_decode(buf, (size_t)n, &back, err, sizeof err) == SBX_META_OK && back.nallow == 0,
+       "an empty allow line decodes to no allows (%s)", err);
+    snprintf(buf, sizeof buf,
+             "sandboxctl-sandbox v1\nowner:\ncreated: 2026-11-30T07:00:00Z\n"
+             "expires: 2026-11-30T08:00:00Z\npolicy: p\naddress: 10.0.0.1\n");
+    ok(sbx_meta_decode(buf, strlen(buf), &back, err, sizeof err) == SBX_META_MALFORMED &&
+           strstr(err, "owner '' is not"),
+       "an empty owner is refused: %s", err);
+}
+
 static void test_surroundings(void)
 {
     struct sbx_meta m = sample(), back;
@@ -207,6 +227,7 @@ static void test_validators(void)
 int main(void)
 {
     test_round_trip();
+    test_no_allow();
     test_surroundings();
     test_hostile();
     test_hostile_bytes();
