@@ -1,21 +1,20 @@
 /*
  * match.c - which rules of a rule set match a host or an address.
  *
- * Host-keyed rules (exact, *.suffix, .suffix) live in one hash table keyed
- * by name.  A host "a.b.example.com" can only be matched by the keys that
- * are its suffixes at label boundaries, so a lookup probes at most one slot
- * run per label.  The hash runs from the last byte towards the first, which
- * makes the hash of every suffix fall out of one pass over the host.
+ * A host "a.b.example.com" can only be matched by host rules and regex
+ * suffix keys that are its suffixes at label boundaries: "a.b.example.com",
+ * "b.example.com", "example.com", "com".  The hash runs from the last byte
+ * towards the first, so the hash of every suffix falls out of one pass over
+ * the host; all their slots are then fetched together (prefetch), so a
+ * decision waits for memory about twice, not once per label.
  */
 #include <string.h>
 
 #include "policy_int.h"
 
-/* FNV-1a, fed from the end of the name. */
-uint64_t suffix_hash_step(uint64_t h, unsigned char c)
-{
-    return (h ^ c) * 1099511628211ULL;
-}
+/* Regex candidates gathered for one host before they are tried in file
+ * order; more than this (a pathological preset) and every regex is tried. */
+#define MAX_CANDIDATES 256
 
 static bool port_ok(const struct rule *r, uint16_t port)
 {
@@ -35,60 +34,150 @@ static bool active(const struct rule *r, int64_t now)
     return now < r->until;
 }
 
-static const struct entry *lookup(const struct ruleset *rs, const char *key, size_t len, uint64_t h)
+struct suffix {
+    size_t off; /* in the host */
+    uint64_t hash;
+};
+
+/* The host's suffixes at label boundaries, shortest first. */
+static size_t suffixes(const struct policy_host *h, struct suffix *out)
 {
-    if (rs->slots == NULL)
-        return NULL;
-    h |= 1;
-    for (size_t s = h & rs->slot_mask; rs->slots[s].hash != 0; s = (s + 1) & rs->slot_mask) {
-        if (rs->slots[s].hash != h)
-            continue;
-        const struct entry *e = &rs->entries[rs->slots[s].entry];
-        if (e->klen == len && memcmp(e->key, key, len) == 0)
-            return e;
+    uint64_t hash = SUFFIX_HASH_SEED;
+    size_t n = 0;
+    for (size_t i = h->len; i > 0; i--) {
+        hash = suffix_hash_step(hash, (unsigned char)h->text[i - 1]);
+        if (i == 1 || h->text[i - 2] == '.')
+            out[n++] = (struct suffix){i - 1, hash};
     }
-    return NULL;
+    return n;
 }
 
-/* Note the first deny and the first allow among an entry's rules that
- * apply at this position (apex: the key is the whole host). */
-static void note_entry(const struct ruleset *rs, const struct entry *e, bool apex, uint16_t port,
-                       int64_t now, struct match *m)
+static void prefetch_slots(const struct htab *t, const struct suffix *s, size_t n)
 {
-    for (uint32_t i = 0; i < e->count; i++) {
-        const struct rule *r = &rs->rules[rs->keyed[e->first + i]];
-        bool kind_ok = r->kind == RK_APEX_SUB || (apex ? r->kind == RK_EXACT : r->kind == RK_SUB);
-        if (!kind_ok || !port_ok(r, port) || !active(r, now))
+    if (t->slots == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        __builtin_prefetch(&t->slots[s[i].hash & t->mask]);
+}
+
+static void hit_rule(struct hit *h, const struct rule *r)
+{
+    *h = (struct hit){r->file, r->line, r->raw, r->private_ok};
+}
+
+static bool crule_port_ok(const struct ruleset *rs, const struct crule *c, uint16_t port)
+{
+    if (c->flags & CR_PORTS_ANY)
+        return true;
+    if (!(c->flags & CR_PORTS_LIST))
+        return port == 443 || port == 80;
+    if (c->port[0] == port || c->port[1] == port)
+        return true;
+    return (c->flags & CR_PORTS_MORE) && port_ok(&rs->rules[c->rule], port);
+}
+
+/* Note the first deny and the first allow among a key's rules that apply
+ * at this position (apex: the key is the whole host). */
+static void note_rules(const struct ruleset *rs, const struct crule *c, uint32_t n, bool apex,
+                       uint16_t port, int64_t now, struct match *m)
+{
+    for (uint32_t i = 0; i < n; i++, c++) {
+        bool kind_ok = c->kind == RK_APEX_SUB || (apex ? c->kind == RK_EXACT : c->kind == RK_SUB);
+        if (!kind_ok || !crule_port_ok(rs, c, port) ||
+            ((c->flags & CR_UNTIL) && !active(&rs->rules[c->rule], now)))
             continue;
-        if (r->deny && m->deny == NULL)
-            m->deny = r;
-        else if (!r->deny && m->allow == NULL)
-            m->allow = r;
+        struct hit *h = (c->flags & CR_DENY) ? &m->deny : &m->allow;
+        if (h->file == NULL)
+            *h = (struct hit){rs->files[c->file], c->line, (c->flags & CR_RAW) != 0,
+                              (c->flags & CR_PRIVATE_OK) != 0};
     }
 }
 
-/* A regex or `*` rule.  A regex that hits its match limit counts as a
- * match for a deny (fail closed) and as no match for an allow. */
-static bool regex_hit(const struct rule *r, const struct policy *p, const struct policy_host *h)
+/* Does a regex (or `*`) rule match?  A regex that hits its match limit
+ * counts as a match for a deny (fail closed), as no match for an allow. */
+static bool regex_hit(const struct rule *r, const struct policy *p, const struct policy_host *h,
+                      pcre2_match_data **md)
 {
     if (r->kind == RK_ANY)
         return true;
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    int rc = pcre2_match(r->u.re, (PCRE2_SPTR)h->text, h->len, 0, 0, md, p->mctx);
-    pcre2_match_data_free(md);
+    if (*md == NULL)
+        *md = pcre2_match_data_create(1, NULL);
+    if (*md == NULL)
+        return r->deny;
+    int rc = pcre2_match(r->u.rx.re, (PCRE2_SPTR)h->text, h->len, 0, 0, *md, p->mctx);
     return rc >= 0 || (r->deny && rc != PCRE2_ERROR_NOMATCH);
 }
 
-static const struct rule *first_regex(const struct ruleset *rs, const uint32_t *idx, size_t n,
-                                      const struct policy *p, const struct policy_host *h,
-                                      uint16_t port, int64_t now)
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The regex rules worth trying on this host, in file order: those whose
+ * literal suffix is one of its suffixes, and those without one.  Returns
+ * false when there are too many to gather (then try them all). */
+static bool regex_candidates(const struct ruleset *rs, const struct policy_host *h,
+                             const struct suffix *s, size_t n, uint32_t *out, size_t *n_out)
+{
+    size_t k = 0;
+    if (rs->n_regex_free > MAX_CANDIDATES)
+        return false;
+    memcpy(out, rs->regex_free, rs->n_regex_free * sizeof(uint32_t));
+    k = rs->n_regex_free;
+    for (size_t i = 0; i < n && rs->regex_keys.slots != NULL; i++) {
+        const struct hent *e =
+            htab_find(&rs->regex_keys, h->text + s[i].off, h->len - s[i].off, s[i].hash);
+        const struct crule *c;
+        if (e == NULL)
+            continue;
+        uint32_t count = hent_rules(&rs->regex_keys, e, &c);
+        if (k + count > MAX_CANDIDATES)
+            return false;
+        for (uint32_t j = 0; j < count; j++)
+            out[k++] = c[j].rule;
+    }
+    if (k > 1)
+        qsort(out, k, sizeof(uint32_t), cmp_u32);
+    *n_out = k;
+    return true;
+}
+
+/* The first matching regex rule with the given deny flag, among
+ * idx[0..n), into *out (left alone if none matches). */
+static void first_regex(const struct ruleset *rs, const uint32_t *idx, size_t n, bool deny,
+                        const struct policy *p, const struct policy_host *h, uint16_t port,
+                        int64_t now, pcre2_match_data **md, struct hit *out)
 {
     for (size_t i = 0; i < n; i++) {
         const struct rule *r = &rs->rules[idx[i]];
-        if (port_ok(r, port) && active(r, now) && regex_hit(r, p, h))
-            return r;
+        if (r->deny == deny && port_ok(r, port) && active(r, now) && regex_hit(r, p, h, md)) {
+            hit_rule(out, r);
+            return;
+        }
     }
-    return NULL;
+}
+
+static void match_regexes(const struct ruleset *rs, const struct policy *p,
+                          const struct policy_host *h, const struct suffix *s, size_t n,
+                          uint16_t port, int64_t now, struct match *m)
+{
+    uint32_t cand[MAX_CANDIDATES];
+    size_t n_cand = 0;
+    pcre2_match_data *md = NULL;
+
+    bool want_deny = m->deny.file == NULL && rs->n_regex_deny > 0;
+    bool want_allow = m->deny.file == NULL && m->allow.file == NULL && rs->n_regex_allow > 0;
+    if (!want_deny && !want_allow)
+        return;
+    bool narrowed = regex_candidates(rs, h, s, n, cand, &n_cand);
+    if (want_deny)
+        first_regex(rs, narrowed ? cand : rs->regex_deny, narrowed ? n_cand : rs->n_regex_deny,
+                    true, p, h, port, now, &md, &m->deny);
+    if (want_allow && m->deny.file == NULL)
+        first_regex(rs, narrowed ? cand : rs->regex_allow, narrowed ? n_cand : rs->n_regex_allow,
+                    false, p, h, port, now, &md, &m->allow);
+    pcre2_match_data_free(md);
 }
 
 const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *idx, size_t n,
@@ -108,21 +197,20 @@ const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *id
 static void match_name(const struct ruleset *rs, const struct policy *p,
                        const struct policy_host *h, uint16_t port, int64_t now, struct match *m)
 {
-    uint64_t hash = SUFFIX_HASH_SEED;
-    const struct entry *e;
+    struct suffix s[POLICY_HOST_MAX / 2 + 1];
+    size_t n = suffixes(h, s);
 
-    for (size_t i = h->len; i > 0; i--) {
-        hash = suffix_hash_step(hash, (unsigned char)h->text[i - 1]);
-        if (i - 1 == 0 || h->text[i - 2] == '.') {
-            e = lookup(rs, h->text + i - 1, h->len - (i - 1), hash);
-            if (e != NULL)
-                note_entry(rs, e, i - 1 == 0, port, now, m);
+    prefetch_slots(&rs->hosts, s, n);
+    for (size_t i = 0; i < n && rs->hosts.slots != NULL; i++) {
+        const struct hent *e =
+            htab_find(&rs->hosts, h->text + s[i].off, h->len - s[i].off, s[i].hash);
+        const struct crule *c;
+        if (e != NULL) {
+            uint32_t count = hent_rules(&rs->hosts, e, &c);
+            note_rules(rs, c, count, s[i].off == 0, port, now, m);
         }
     }
-    if (m->deny == NULL)
-        m->deny = first_regex(rs, rs->regex_deny, rs->n_regex_deny, p, h, port, now);
-    if (m->deny == NULL && m->allow == NULL)
-        m->allow = first_regex(rs, rs->regex_allow, rs->n_regex_allow, p, h, port, now);
+    match_regexes(rs, p, h, s, n, port, now, m);
 }
 
 void ruleset_match_name(const struct ruleset *rs, const struct policy *p,
@@ -132,8 +220,11 @@ void ruleset_match_name(const struct ruleset *rs, const struct policy *p,
         match_name(rs, p, h, port, now, m);
         return;
     }
-    if (m->deny == NULL)
-        m->deny = ruleset_match_ip(rs, rs->ip_deny, rs->n_ip_deny, h->addr, port, now);
-    if (m->deny == NULL && m->allow == NULL)
-        m->allow = ruleset_match_ip(rs, rs->ip_allow, rs->n_ip_allow, h->addr, port, now);
+    const struct rule *r;
+    if (m->deny.file == NULL &&
+        (r = ruleset_match_ip(rs, rs->ip_deny, rs->n_ip_deny, h->addr, port, now)) != NULL)
+        hit_rule(&m->deny, r);
+    if (m->deny.file == NULL && m->allow.file == NULL &&
+        (r = ruleset_match_ip(rs, rs->ip_allow, rs->n_ip_allow, h->addr, port, now)) != NULL)
+        hit_rule(&m->allow, r);
 }

@@ -338,11 +338,11 @@ bool policy_binding_report(const struct policy_binding *b)
 }
 
 static void verdict(struct policy_verdict *v, const struct policy_binding *b, bool deny,
-                    enum policy_reason reason, const struct rule *r)
+                    enum policy_reason reason, const struct hit *h)
 {
     v->decision = !deny ? POLICY_ALLOW : b->preset->report ? POLICY_WOULD_DENY : POLICY_DENY;
     v->reason = reason;
-    v->rule = (struct policy_rule_ref){r ? r->file : NULL, r ? r->line : 0};
+    v->rule = (struct policy_rule_ref){h ? h->file : NULL, h ? h->line : 0};
 }
 
 enum policy_decision policy_decide_name(const struct policy_binding *b,
@@ -353,19 +353,19 @@ enum policy_decision policy_decide_name(const struct policy_binding *b,
 
     memset(v, 0, sizeof(*v));
     ruleset_match_name(b->preset, b->policy, host, port, now, &m);
-    if (m.deny != NULL) {
-        verdict(v, b, true, POLICY_R_DENY_RULE, m.deny);
+    if (m.deny.file != NULL) {
+        verdict(v, b, true, POLICY_R_DENY_RULE, &m.deny);
         return v->decision;
     }
-    if (m.allow == NULL)
+    if (m.allow.file == NULL)
         ruleset_match_name(&b->extras, b->policy, host, port, now, &m);
-    if (m.allow == NULL) {
+    if (m.allow.file == NULL) {
         verdict(v, b, true, POLICY_R_NOT_ALLOWED, NULL);
         return v->decision;
     }
-    verdict(v, b, false, POLICY_R_ALLOWED, m.allow);
-    v->raw = m.allow->raw;
-    v->private_ok = m.allow->private_ok;
+    verdict(v, b, false, POLICY_R_ALLOWED, &m.allow);
+    v->raw = m.allow.raw;
+    v->private_ok = m.allow.private_ok;
     return v->decision;
 }
 
@@ -436,7 +436,8 @@ enum policy_decision policy_decide_addr(const struct policy_binding *b, const ui
     }
     r = ruleset_match_ip(b->preset, b->preset->ip_deny, b->preset->n_ip_deny, addr, port, now);
     if (r != NULL) {
-        verdict(v, b, true, POLICY_R_DENY_RULE, r);
+        struct hit h = {r->file, r->line, false, false};
+        verdict(v, b, true, POLICY_R_DENY_RULE, &h);
         return v->decision;
     }
     g = geo_denied(b->preset, v->country, v->asn);

@@ -45,8 +45,11 @@ struct rule {
     unsigned line;
     union {
         uint8_t addr[16]; /* RK_IP: network, host bits zero */
-        pcre2_code *re;   /* RK_REGEX, owned by the pool */
-        const char *key;  /* host-keyed kinds, in the pool */
+        struct {
+            pcre2_code *re;  /* owned by the pool */
+            const char *key; /* the name every match ends in, or NULL */
+        } rx;                /* RK_REGEX */
+        const char *key;     /* host-keyed kinds, in the pool */
     } u;
 };
 
@@ -67,17 +70,64 @@ char *pool_strndup(struct pool *p, const char *s, size_t n);
 void pool_own_code(struct pool *p, pcre2_code *re);
 void pool_free(struct pool *p);
 
-/* One hash-table slot: the key's hash and the index of its entry. */
-struct slot {
-    uint64_t hash; /* 0: empty */
-    uint32_t entry;
+/* A host rule as the hash table holds it: 16 bytes with everything a
+ * decision reads, so a hit costs no access to the full rule except for the
+ * rare `until` or a list of more than two ports. */
+struct crule {
+    uint8_t kind;  /* enum rule_kind */
+    uint8_t flags; /* CR_* */
+    uint16_t port[2];
+    uint16_t file; /* index into ruleset.files */
+    uint32_t line;
+    uint32_t rule; /* index into ruleset.rules */
 };
 
-/* All host-keyed rules of one key ("example.com"), as a run of rule indices. */
-struct entry {
-    const char *key;
+enum {
+    CR_DENY = 1,
+    CR_RAW = 2,
+    CR_PRIVATE_OK = 4,
+    CR_UNTIL = 8,       /* read rules[rule].until */
+    CR_PORTS_ANY = 16,  /* neither ANY nor LIST: 443 and 80 */
+    CR_PORTS_LIST = 32, /* port[0..1], or rules[rule].ports with CR_PORTS_MORE */
+    CR_PORTS_MORE = 64,
+};
+
+/* Keys up to this many bytes live in their slot. */
+#define HKEY_INLINE 32
+
+/* One slot of a name table: 64 bytes, one cache line, holding the tag, the
+ * key and, for a key with one rule (the common case), that rule.  A lookup
+ * that hits such a slot reads one line; all the lines a host needs are
+ * prefetched together (match.c). */
+struct hent {
+    uint32_t tag; /* from the hash's high bits; 0: empty */
+    uint8_t klen;
+    uint8_t inline_rule; /* 1: r is the key's only rule */
+    uint16_t spare;
+    uint32_t ovf; /* 1 + word offset of the overflow block; 0: none */
+    uint32_t spare2;
+    struct crule r;
+    char key[HKEY_INLINE]; /* when klen <= HKEY_INLINE */
+};
+
+/* Overflow: the whole key and all its rules, for keys that do not fit. */
+struct hovf {
+    uint32_t count;
     uint32_t klen;
-    uint32_t first, count; /* into ruleset.keyed */
+    char key[]; /* NUL-terminated; count crules follow, 8-aligned */
+};
+
+struct htab {
+    struct hent *slots;
+    size_t mask;
+    uint64_t *ovf;
+    size_t n_words;
+};
+
+/* One name to put in a table, and the rule it stands for. */
+struct hitem {
+    const char *key;
+    uint32_t klen, rule;
 };
 
 struct cidr {
@@ -89,18 +139,20 @@ struct cidr {
 struct ruleset {
     const char *name;
     const char *file;
-    bool report; /* mode report */
+    bool report;        /* mode report */
+    const char **files; /* where the rules were written (includes add some) */
+    size_t n_files;
     struct rule *rules;
     size_t n_rules, cap_rules;
-    /* host-keyed rules, by key */
-    struct slot *slots;
-    size_t slot_mask;
-    struct entry *entries;
-    size_t n_entries;
-    uint32_t *keyed;
-    /* the rest, in file order, by role (RK_ANY goes with the regexes) */
-    uint32_t *regex_deny, *regex_allow, *ip_deny, *ip_allow;
-    size_t n_regex_deny, n_regex_allow, n_ip_deny, n_ip_allow;
+    /* host-keyed rules: copies of the rules in blocks, by key */
+    struct htab hosts;
+    /* regex rules by the literal suffix they require ("svc.example.com"
+     * for ~[a-z]+\.svc\.example\.com): blocks of rule indices */
+    struct htab regex_keys;
+    /* the rest, in file order, by role (RK_ANY goes with the regexes);
+     * regex_free: the regexes without a literal suffix (and `*`) */
+    uint32_t *regex_deny, *regex_allow, *regex_free, *ip_deny, *ip_allow;
+    size_t n_regex_deny, n_regex_allow, n_regex_free, n_ip_deny, n_ip_allow;
     /* geo: deny country / deny asn, each with where it was written */
     struct geo_rule {
         char cc[2];   /* deny country */
@@ -158,21 +210,41 @@ struct parse_ctx {
 void ruleset_parse_line(struct parse_ctx *ctx, struct ruleset *rs, const char *line, size_t len,
                         unsigned lineno);
 void ruleset_add_rule(struct ruleset *rs, const struct rule *r);
-void ruleset_index(struct ruleset *rs);
 void ruleset_free(struct ruleset *rs);
+
+/* index.c */
+void ruleset_index(struct ruleset *rs);
+void htab_free(struct htab *t);
+const struct hent *htab_find(const struct htab *t, const char *key, size_t len, uint64_t hash);
+/* The rules of a found key: *out and how many. */
+uint32_t hent_rules(const struct htab *t, const struct hent *e, const struct crule **out);
 
 /* geo.c */
 void geo_lookup(const struct policy *p, const uint8_t addr[16], char cc[3], uint32_t *asn);
 
 /* match.c */
+/* A rule that matched, as much of it as a verdict needs. */
+struct hit {
+    const char *file; /* NULL: nothing matched */
+    unsigned line;
+    bool raw, private_ok;
+};
+
 struct match {
-    const struct rule *deny, *allow;
+    struct hit deny, allow;
 };
 void ruleset_match_name(const struct ruleset *rs, const struct policy *p,
                         const struct policy_host *h, uint16_t port, int64_t now, struct match *m);
 const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *idx, size_t n,
                                     const uint8_t addr[16], uint16_t port, int64_t now);
-uint64_t suffix_hash_step(uint64_t h, unsigned char c);
+
+/* FNV-1a, fed from the end of a name: the hash of every suffix of a host
+ * falls out of one pass.  Keys are compared in full after a tag match, so
+ * a crafted collision costs a probe, never a wrong verdict. */
 #define SUFFIX_HASH_SEED 14695981039346656037ULL
+static inline uint64_t suffix_hash_step(uint64_t h, unsigned char c)
+{
+    return (h ^ c) * 1099511628211ULL;
+}
 
 #endif

@@ -164,6 +164,57 @@ static size_t split_ports(const struct token *t, size_t from)
     return t->len;
 }
 
+/*
+ * The name every host a regex matches must end in, when the regex says so
+ * plainly: its trailing run of LDH bytes and escaped dots ("\\."), cut at
+ * a label boundary.  "[a-z0-9-]+\\.s3\\.amazonaws\\.com" gives
+ * "s3.amazonaws.com"; a whole literal gives itself.  Anything that could
+ * make that untrue gives NULL (then the regex is tried on every host):
+ * alternation, "(?" (inline options such as (?x) or (?i), lookarounds),
+ * \\Q quoting, or a trailing quantifier, class or group.
+ */
+static const char *literal_suffix(struct pool *pool, const char *re, size_t len)
+{
+    char out[POLICY_HOST_MAX + 1];
+    size_t o = sizeof(out), i = len;
+
+    if (memchr(re, '|', len) || memmem(re, len, "(?", 2) || memmem(re, len, "\\Q", 2))
+        return NULL;
+    if (i > 0 && re[i - 1] == '$' && (i < 2 || re[i - 2] != '\\'))
+        i--;
+    while (i > 0 && o > 1) {
+        char c = re[i - 1];
+        size_t slashes = 0;
+        while (slashes < i - 1 && re[i - 2 - slashes] == '\\')
+            slashes++;
+        if (c == '.' && slashes % 2 == 1) {
+            out[--o] = '.';
+            i -= 2;
+        } else if (slashes % 2 == 0 &&
+                   ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
+            out[--o] = c;
+            i--;
+        } else {
+            break;
+        }
+    }
+    const char *run = out + o;
+    size_t n = sizeof(out) - o;
+    bool whole = i == 0 || (i == 1 && re[0] == '^');
+    if (!whole) { /* something precedes: keep what follows the run's first dot */
+        const char *dot = memchr(run, '.', n);
+        if (dot == NULL)
+            return NULL;
+        n -= (size_t)(dot + 1 - run);
+        run = dot + 1;
+    }
+    struct policy_host h;
+    if (n == 0 || policy_host_normalize(run, n, &h) != POLICY_HOST_OK ||
+        h.kind != POLICY_HOST_NAME || h.len != n)
+        return NULL;
+    return pool_strndup(pool, h.text, h.len);
+}
+
 static bool parse_regex(struct line *l, const struct token *t, struct rule *r)
 {
     size_t cut = split_ports(t, 1);
@@ -192,7 +243,8 @@ static bool parse_regex(struct line *l, const struct token *t, struct rule *r)
     (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT it still matches */
     pool_own_code(l->ctx->pool, re);
     r->kind = RK_REGEX;
-    r->u.re = re;
+    r->u.rx.re = re;
+    r->u.rx.key = literal_suffix(l->ctx->pool, t->s + 1, cut - 1);
     return true;
 }
 
@@ -460,97 +512,13 @@ void ruleset_add_rule(struct ruleset *rs, const struct rule *r)
     rs->rules[rs->n_rules++] = *r;
 }
 
-static bool keyed(const struct rule *r)
-{
-    return r->kind == RK_EXACT || r->kind == RK_SUB || r->kind == RK_APEX_SUB;
-}
-
-static uint64_t key_hash(const char *key, size_t len)
-{
-    uint64_t h = SUFFIX_HASH_SEED;
-    while (len > 0)
-        h = suffix_hash_step(h, (unsigned char)key[--len]);
-    return h | 1; /* 0 marks an empty slot */
-}
-
-/* Rule indices sorted by key, so each key's rules are one run (in file
- * order within it). */
-static int by_key(const void *a, const void *b, void *arg)
-{
-    const struct ruleset *rs = arg;
-    uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
-    int c = strcmp(rs->rules[ia].u.key, rs->rules[ib].u.key);
-    return c != 0 ? c : (ia > ib) - (ia < ib);
-}
-
-static void index_keyed(struct ruleset *rs, size_t n_keyed)
-{
-    size_t cap = 16;
-    while (cap < n_keyed * 2)
-        cap *= 2;
-    rs->slots = xcalloc(cap, sizeof(*rs->slots));
-    rs->slot_mask = cap - 1;
-    rs->entries = xcalloc(n_keyed, sizeof(*rs->entries));
-    qsort_r(rs->keyed, n_keyed, sizeof(uint32_t), by_key, rs);
-    for (size_t i = 0; i < n_keyed;) {
-        const char *key = rs->rules[rs->keyed[i]].u.key;
-        size_t j = i + 1;
-        while (j < n_keyed && strcmp(rs->rules[rs->keyed[j]].u.key, key) == 0)
-            j++;
-        struct entry *e = &rs->entries[rs->n_entries];
-        *e = (struct entry){key, (uint32_t)strlen(key), (uint32_t)i, (uint32_t)(j - i)};
-        uint64_t h = key_hash(key, e->klen);
-        size_t s = h & rs->slot_mask;
-        while (rs->slots[s].hash != 0)
-            s = (s + 1) & rs->slot_mask;
-        rs->slots[s] = (struct slot){h, (uint32_t)rs->n_entries++};
-        i = j;
-    }
-}
-
-/* The list a non-keyed rule goes to. */
-static uint32_t **role(struct ruleset *rs, const struct rule *r, size_t **n)
-{
-    if (r->kind == RK_IP) {
-        *n = r->deny ? &rs->n_ip_deny : &rs->n_ip_allow;
-        return r->deny ? &rs->ip_deny : &rs->ip_allow;
-    }
-    *n = r->deny ? &rs->n_regex_deny : &rs->n_regex_allow;
-    return r->deny ? &rs->regex_deny : &rs->regex_allow;
-}
-
-void ruleset_index(struct ruleset *rs)
-{
-    size_t n_keyed = 0, *n;
-    uint32_t **list;
-
-    rs->keyed = xcalloc(rs->n_rules, sizeof(*rs->keyed));
-    rs->regex_deny = xcalloc(rs->n_rules, sizeof(uint32_t));
-    rs->regex_allow = xcalloc(rs->n_rules, sizeof(uint32_t));
-    rs->ip_deny = xcalloc(rs->n_rules, sizeof(uint32_t));
-    rs->ip_allow = xcalloc(rs->n_rules, sizeof(uint32_t));
-    for (size_t i = 0; i < rs->n_rules; i++) {
-        const struct rule *r = &rs->rules[i];
-        if (keyed(r)) {
-            rs->keyed[n_keyed++] = (uint32_t)i;
-        } else {
-            list = role(rs, r, &n);
-            (*list)[(*n)++] = (uint32_t)i;
-        }
-    }
-    rs->regex_deny = xrealloc(rs->regex_deny, rs->n_regex_deny * sizeof(uint32_t));
-    rs->regex_allow = xrealloc(rs->regex_allow, rs->n_regex_allow * sizeof(uint32_t));
-    rs->ip_deny = xrealloc(rs->ip_deny, rs->n_ip_deny * sizeof(uint32_t));
-    rs->ip_allow = xrealloc(rs->ip_allow, rs->n_ip_allow * sizeof(uint32_t));
-    index_keyed(rs, n_keyed);
-}
-
 void ruleset_free(struct ruleset *rs)
 {
     free(rs->rules);
-    free(rs->slots);
-    free(rs->entries);
-    free(rs->keyed);
+    free(rs->files);
+    htab_free(&rs->hosts);
+    htab_free(&rs->regex_keys);
+    free(rs->regex_free);
     free(rs->regex_deny);
     free(rs->regex_allow);
     free(rs->ip_deny);

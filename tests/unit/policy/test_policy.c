@@ -404,6 +404,50 @@ static void test_binding(void)
     policy_binding_free(b);
 }
 
+/* Regexes are tried only on hosts that end in the literal suffix they
+ * require; these are the shapes where reading that suffix could go wrong. */
+static void test_regex_index(void)
+{
+    struct policy *p = load1("~[a-z]+\\.svc\\.example\\.com\n"        /* 1 */
+                             "~foo\\.com|bar\\.org\n"                    /* 2 */
+                             "~(?i)API\\.EXAMPLE\\.COM\n"                /* 3 */
+                             "~a\\x2ecom\n"                             /* 4: a.com */
+                             "~[a-z]+\\056example\\.org\n"              /* 5 */
+                             "~.*\\.example\\.net$\n"                    /* 6 */
+                             "~x{2}\\.example\\.io\n"                    /* 7 */
+                             "~[a-z]+\\.e\\.com+\n"                      /* 8 */
+                             "~^api\\.example\\.dev$\n"                  /* 9 */
+                             "deny ~bad[0-9]+\\.example\\.com\n"          /* 10 */
+                             ".example.info\n"                           /* 11 */
+                             "~[a-z]+\\.example\\.com:8443\n");           /* 12 */
+    if (!ok(p != NULL, "regex-index preset loads"))
+        return;
+    struct policy_binding *b = bind(p, "p", NULL, 0);
+    static const struct want w[] = {
+        {"x.svc.example.com", 443, "allow", "allowed", 1},
+        {"svc.example.com", 443, "deny", "not_allowed", 0},
+        {"bar.org", 443, "allow", "allowed", 2},
+        {"foo.com", 443, "allow", "allowed", 2},
+        {"api.example.com", 443, "allow", "allowed", 3},
+        {"a.com", 443, "allow", "allowed", 4},
+        {"abc.example.org", 443, "allow", "allowed", 5},
+        {"a.b.example.net", 443, "allow", "allowed", 6},
+        {"xx.example.io", 443, "allow", "allowed", 7},
+        {"x.example.io", 443, "deny", "not_allowed", 0},
+        {"a.e.commm", 443, "allow", "allowed", 8},
+        {"api.example.dev", 443, "allow", "allowed", 9},
+        {"x.api.example.dev", 443, "deny", "not_allowed", 0},
+        {"bad12.example.com", 443, "deny", "deny_rule", 10},
+        {"good.example.info", 443, "allow", "allowed", 11},
+        {"good.example.com", 8443, "allow", "allowed", 12},
+        {"good.example.com", 443, "deny", "not_allowed", 0},
+        {"bad12.example.com", 8443, "deny", "not_allowed", 0},
+    };
+    check_all(b, w, sizeof(w) / sizeof(w[0]), "regex index");
+    policy_binding_free(b);
+    policy_unref(p);
+}
+
 struct err_case {
     const char *text, *want;
 };
@@ -504,6 +548,7 @@ int main(void)
 {
     test_kinds();
     test_deny_wins();
+    test_regex_index();
     test_until_raw_private();
     test_ranges();
     test_report_and_include();
