@@ -154,6 +154,8 @@ setup_build build/gcc gcc && {
     run_unit_tests build/gcc gcc
     step "bench smoke: bench_sni parses every sample" "$logs/bench-sni.log" \
         build/gcc/bench/bench_sni -n 2000 -r 3 "$CLIENTHELLO_DIR"
+    step "bench smoke: bench_policy decides right on a 20 000-rule policy" "$logs/bench-policy.log" \
+        build/gcc/bench/bench_policy -r 20000 -x 200 -n 20000
 }
 setup_build build/clang clang
 setup_build build/asan clang -Db_sanitize=address,undefined -Db_lundef=false && \
