@@ -10,16 +10,15 @@
 
 #include "policy_int.h"
 
-/* Parse a decimal prefix length of at most `max`. */
-static bool parse_plen(const char *s, size_t len, unsigned max, unsigned *out)
+bool parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
-    unsigned v = 0;
-    if (len == 0 || len > 3 || (s[0] == '0' && len > 1))
+    uint64_t v = 0;
+    if (len == 0 || len > 10 || (s[0] == '0' && len > 1))
         return false;
     for (size_t i = 0; i < len; i++) {
         if (s[i] < '0' || s[i] > '9')
             return false;
-        v = v * 10 + (unsigned)(s[i] - '0');
+        v = v * 10 + (uint64_t)(s[i] - '0');
     }
     if (v > max)
         return false;
@@ -39,7 +38,7 @@ bool cidr_parse(const char *s, size_t len, struct cidr *out, char *why, size_t w
 {
     const char *slash = memchr(s, '/', len);
     size_t alen = slash ? (size_t)(slash - s) : len;
-    unsigned plen;
+    uint64_t plen;
 
     if (!policy_addr_parse(s, alen, out->addr)) {
         snprintf(why, whylen, "an IPv4 or IPv6 address");
@@ -50,14 +49,14 @@ bool cidr_parse(const char *s, size_t len, struct cidr *out, char *why, size_t w
         out->plen = 128;
         return true;
     }
-    if (!parse_plen(slash + 1, len - alen - 1, v4 ? 32 : 128, &plen)) {
+    if (!parse_decimal(slash + 1, len - alen - 1, v4 ? 32 : 128, &plen)) {
         snprintf(why, whylen, "a prefix length of 0..%u after '/'", v4 ? 32 : 128);
         return false;
     }
     out->plen = (uint8_t)(v4 ? plen + 96 : plen);
     for (unsigned bit = out->plen; bit < 128; bit++) {
         if (out->addr[bit / 8] & (0x80 >> (bit % 8))) {
-            snprintf(why, whylen, "a network address (host bits zero) for /%u", plen);
+            snprintf(why, whylen, "a network address (host bits zero) for /%u", (unsigned)plen);
             return false;
         }
     }

@@ -188,6 +188,9 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrndup(const char *s, size_t n);
 
+/* A decimal number of at most 10 digits, no leading zero, at most max. */
+bool parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out);
+
 /* addr.c */
 bool cidr_parse(const char *s, size_t len, struct cidr *out, char *why, size_t whylen);
 bool cidr_contains(const struct cidr *c, const uint8_t addr[16]);

@@ -102,20 +102,10 @@ static bool tok_is(const struct token *t, const char *word)
     return t->len == strlen(word) && memcmp(t->s, word, t->len) == 0;
 }
 
+/* A positive decimal number of at most max. */
 static bool parse_number(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
-    uint64_t v = 0;
-    if (len == 0 || len > 10 || (s[0] == '0' && len > 1))
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    if (v == 0 || v > max)
-        return false;
-    *out = v;
-    return true;
+    return parse_decimal(s, len, max, out) && *out > 0;
 }
 
 /* "*" or "P1,P2,..." (1..65535) into r. */

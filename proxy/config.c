@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 
@@ -48,10 +49,15 @@ static void fail(struct reader *r, const char *fmt, ...)
         r->used += (size_t)n < r->errlen - r->used ? (size_t)n : r->errlen - r->used - 1;
 }
 
-bool px_parse_duration(const char *s, uint64_t *ms)
+struct unit {
+    const char *suffix;
+    uint64_t scale;
+};
+
+/* A decimal number followed by one of the units (an exact suffix match). */
+static bool parse_scaled(const char *s, const struct unit *units, uint64_t *out)
 {
     char *end;
-    uint64_t unit;
 
     if (s[0] < '0' || s[0] > '9')
         return false;
@@ -59,44 +65,29 @@ bool px_parse_duration(const char *s, uint64_t *ms)
     unsigned long long v = strtoull(s, &end, 10);
     if (errno != 0)
         return false;
-    if (strcmp(end, "ms") == 0)
-        unit = 1;
-    else if (strcmp(end, "s") == 0)
-        unit = 1000;
-    else if (strcmp(end, "m") == 0)
-        unit = 60000;
-    else if (strcmp(end, "h") == 0)
-        unit = 3600000;
-    else
-        return false;
-    if (v > UINT64_MAX / unit)
-        return false;
-    *ms = v * unit;
-    return true;
+    for (const struct unit *u = units; u->suffix != NULL; u++) {
+        if (strcasecmp(end, u->suffix) == 0) {
+            if (v > UINT64_MAX / u->scale)
+                return false;
+            *out = v * u->scale;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool px_parse_duration(const char *s, uint64_t *ms)
+{
+    static const struct unit units[] = {
+        {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {NULL, 0}};
+    return parse_scaled(s, units, ms);
 }
 
 bool px_parse_size(const char *s, uint64_t *bytes)
 {
-    char *end;
-    uint64_t unit = 1;
-
-    if (s[0] < '0' || s[0] > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return false;
-    if (end[0] != '\0') {
-        const char *units = "kmg";
-        const char *u = end[1] == '\0' ? strchr(units, end[0] | 0x20) : NULL;
-        if (u == NULL || end[0] == '\0')
-            return false;
-        unit = 1ULL << (10 * (unsigned)(u - units + 1));
-    }
-    if (v > UINT64_MAX / unit)
-        return false;
-    *bytes = v * unit;
-    return true;
+    static const struct unit units[] = {
+        {"", 1}, {"k", 1ULL << 10}, {"m", 1ULL << 20}, {"g", 1ULL << 30}, {NULL, 0}};
+    return parse_scaled(s, units, bytes);
 }
 
 bool px_parse_addr(const char *s, struct px_addr *a, uint16_t default_port)
