@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# tests/sandboxctl/faults.t - a fault at each step of create leaves nothing
+# behind (no VM, no reservation, no binding), and lock errors are retried
+# with bounded back-off; on PVE 8.4 and 9.1. Faults come from the
+# simulator's /_sim/faults and, for the binding step, from the egressd
+# stand-in (tests/sandboxctl/egress_recorder.py, in place of egressd's admin
+# API until egressd lands).
+set -u
+. "$TOP/tests/sandboxctl/lib.sh"
+
+# nothing_left V WHAT: the checks that a failed create made nothing.
+nothing_left() {
+    local v=$1 what=$2
+    check "PVE $v: $what: no VM left in Proxmox" \
+        test "$(sim_state "[x['vmid'] for x in s['vms'] if x['vmid'] not in (9000, 9001)]")" = "[]"
+    check "PVE $v: $what: no reservation left" test "$(tr -d ' \n' <"$T/state/reservations.json")" = "[]"
+    check "PVE $v: $what: no binding left in either egressd" \
+        test "$(rec_state 1 'len(r["bindings"])')$(rec_state 2 'len(r["bindings"])')" = 00
+}
+
+# fault_case V STEP METHOD PATH KIND: inject, create, expect failure naming STEP.
+fault_case() {
+    local v=$1 step=$2 method=$3 path=$4 kind=$5 out rc
+    pve_sim_ctl DELETE faults >/dev/null
+    pve_sim_ctl POST faults "{\"method\":\"$method\",\"path\":\"$path\",\"kind\":\"$kind\",\"count\":1}" >/dev/null
+    out=$(sbx create --name f1 --size small --owner a --policy p 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -q "create: $step:" <<<"$out"; echo $?)" \
+        "PVE $v: $kind at '$step' fails the create, naming the step (${out:0:300})"
+    nothing_left "$v" "$kind at '$step'"
+}
+
+run_version() {
+    local v=$1 out rc n
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    printf 'a secret\n' >"$T/secrets"
+    chmod 600 "$T/secrets"
+    echo "secrets-file $T/secrets" | sbx_write_config
+
+    fault_case "$v" "linked clone" POST '/clone$' http_500
+    fault_case "$v" "linked clone" POST '/clone$' task_fail
+    fault_case "$v" configure PUT '/qemu/[0-9]+/config$' http_500
+    fault_case "$v" firewall PUT '/firewall/options$' http_500
+    fault_case "$v" firewall POST '/firewall/ipset$' http_500
+    fault_case "$v" firewall POST '/firewall/ipset/ipfilter-net0$' http_500
+    fault_case "$v" firewall POST '/firewall/rules$' http_500
+    fault_case "$v" start POST '/status/start$' task_fail
+    fault_case "$v" "guest agent" POST '/agent/ping$' http_500
+    fault_case "$v" "proxy environment" POST '/agent/file-write$' http_500
+    fault_case "$v" secrets POST '/agent/exec$' http_500
+    pve_sim_ctl DELETE faults >/dev/null
+
+    # egressd refuses the binding: the one that took it must drop it again.
+    curl -sS --data '{"method":"PUT","count":1}' "http://127.0.0.1:$(cat "$T/rec2.port")/_rec/fail" >/dev/null
+    out=$(sbx create --name f1 --size small --owner a --policy p 2>&1)
+    ok "$([ $? -eq 1 ] && grep -q 'create: egressd binding:' <<<"$out"; echo $?)" \
+        "PVE $v: an egressd refusing the binding fails the create (${out:0:200})"
+    check "PVE $v: the other egressd had taken the binding and was told to drop it" \
+        test "$(rec_state 1 '[x["method"] for x in r["requests"]][-2:]')" = '["PUT", "DELETE"]'
+    nothing_left "$v" "egressd failure"
+
+    # A slow clone task is waited for.
+    pve_sim_ctl POST faults '{"method":"POST","path":"/clone$","kind":"slow_task","count":1}' >/dev/null
+    check "PVE $v: a slow clone (2 s) is waited for" sbx create --name s1 --size small --owner a --policy p
+    sbx destroy s1 >/dev/null
+
+    # Lock errors: retried, bounded.
+    pve_sim_ctl DELETE calls >/dev/null
+    pve_sim_ctl POST faults '{"method":"PUT","path":"/qemu/[0-9]+/config$","kind":"lock_timeout","count":2}' >/dev/null
+    check "PVE $v: two lock timeouts on the config are retried and the create succeeds" \
+        sbx create --name l1 --size small --owner a --policy p
+    n=$(pve_sim_ctl GET calls | python3 -c 'import json,sys; print([c["status"] for c in json.load(sys.stdin) if c["method"] == "PUT" and c["path"].endswith("/config")])')
+    check "PVE $v: the config PUT answered 500, 500, then 200 ($n)" test "$n" = "[500, 500, 200]"
+    sbx destroy l1 >/dev/null
+    pve_sim_ctl DELETE calls >/dev/null
+    pve_sim_ctl POST faults '{"method":"PUT","path":"/qemu/[0-9]+/config$","kind":"lock_timeout","count":50}' >/dev/null
+    out=$(sbx create --name l2 --size small --owner a --policy p 2>&1)
+    rc=$?
+    n=$(pve_sim_ctl GET calls | python3 -c 'import json,sys; print(len([c for c in json.load(sys.stdin) if c["method"] == "PUT" and c["path"].endswith("/config")]))')
+    ok "$([ $rc -eq 1 ] && grep -q "can't lock file" <<<"$out"; echo $?)" \
+        "PVE $v: a lock that never frees fails the create with Proxmox's message (${out:0:200})"
+    check "PVE $v: after a bounded number of tries ($n)" test "$n" -eq 6
+    pve_sim_ctl DELETE faults >/dev/null
+    nothing_left "$v" "lasting lock"
+    sbx_stop_all
+}
+
+run_version 8
+run_version 9
+tap_end
