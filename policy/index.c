@@ -6,6 +6,7 @@
  * listed in a second table keyed by that suffix.  A host is
  * looked up once per label boundary, in both tables (match.c).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -108,6 +109,7 @@ static void put_key(struct htab *t, struct ruleset *rs, const struct hitem *item
         e->r = compact(rs, items[0].rule);
         return;
     }
+    assert(t->ovf != NULL); /* htab_build() counted this key's words */
     struct hovf *o = (struct hovf *)(t->ovf + t->n_words);
     o->count = (uint32_t)n;
     o->klen = items[0].klen;

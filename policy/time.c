@@ -70,7 +70,7 @@ bool policy_time_parse(const char *s, size_t len, int64_t *out)
     if (mo < 1 || mo > 12 || d < 1 || d > month_days(y, mo) || h > 23 || mi > 59 || sec > 60 ||
         oh > 23 || om > 59)
         return false;
-    *out =
-        days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - sign * (oh * 3600 + om * 60);
+    *out = days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec -
+           (int64_t)sign * (oh * 3600 + om * 60);
     return true;
 }
