@@ -22,10 +22,15 @@ static int reap_one(struct sbx *s, const struct sbx_vm *vm, time_t now, json_t *
     struct sbx_meta m;
     char why[1024], expires[32];
 
-    if (sbx_vm_config(s, vm->node, vm->vmid, &config, why, sizeof why) ||
-        sbx_vm_meta(config, &m, why, sizeof why)) {
+    int rc = sbx_vm_config(s, vm->node, vm->vmid, &config, why, sizeof why);
+
+    if (rc == 0)
+        rc = sbx_vm_meta(config, &m, why, sizeof why);
+    if (rc) {
         json_decref(config);
-        if (!sbx_vm_gone(why))
+        /* Not ours (no block) or gone meanwhile: nothing to say.  A
+         * tampered block is: its sandbox can no longer be reaped. */
+        if (rc == -1 && !sbx_vm_gone(why))
             json_array_append_new(errors,
                                   json_sprintf("VM %d (%s): kept: %s", vm->vmid, vm->name, why));
         return 0;

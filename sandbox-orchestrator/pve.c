@@ -46,6 +46,7 @@ struct sbx_pve {
     size_t body_len;
     int body_over;
     char reason[256];
+    char curl_err[CURL_ERROR_SIZE];
 };
 
 void sbx_msleep(long ms)
@@ -297,6 +298,7 @@ struct sbx_pve *sbx_pve_new(const struct sbx_config *c, char *err, size_t errlen
     curl_easy_setopt(p->curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(p->curl, CURLOPT_HEADERDATA, p);
     curl_easy_setopt(p->curl, CURLOPT_PROTOCOLS_STR, "https");
+    curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, p->curl_err);
     setup_tls(p, c);
     return p;
 }
@@ -429,6 +431,7 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
     p->body_over = 0;
     p->reason[0] = '\0';
     p->pin.mismatch = 0;
+    p->curl_err[0] = '\0';
     curl_easy_setopt(p->curl, CURLOPT_URL, url);
     curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, hdr);
     if (body) {
@@ -454,7 +457,8 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
         else if (p->body_over)
             snprintf(err, errlen, "%s %s: answer larger than %ld bytes", method, path, BODY_MAX);
         else
-            snprintf(err, errlen, "%s %s: %s", method, path, curl_easy_strerror(rc));
+            snprintf(err, errlen, "%s %s: %s", method, path,
+                     p->curl_err[0] ? p->curl_err : curl_easy_strerror(rc));
         return -1;
     }
     curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &p->last_status);

@@ -132,11 +132,11 @@ int sbx_vm_meta(json_t *config, struct sbx_meta *m, char *err, size_t errlen)
 
     if (!json_is_string(d)) {
         snprintf(err, errlen, "no description (no sandboxctl metadata)");
-        return -1;
+        return 1;
     }
     switch (sbx_meta_decode(json_string_value(d), json_string_length(d), m, why, sizeof why)) {
     case SBX_META_OK: return 0;
-    case SBX_META_ABSENT: snprintf(err, errlen, "description holds no sandboxctl block"); return -1;
+    case SBX_META_ABSENT: snprintf(err, errlen, "description holds no sandboxctl block"); return 1;
     default: snprintf(err, errlen, "%s", why); return -1;
     }
 }

@@ -40,8 +40,9 @@ void sbx_vm_path(char *buf, size_t len, const char *node, int vmid, const char *
 int sbx_vm_config(struct sbx *s, const char *node, int vmid, json_t **config, char *err,
                   size_t errlen);
 
-/* Decode the metadata in a config's description into m.  Returns 0, or -1
- * with the reason (absent or malformed) in err. */
+/* Decode the metadata in a config's description into m.  Returns 0; 1
+ * when there is no sandboxctl block (not a sandbox of ours); -1 when the
+ * block is malformed.  err says why on 1 and -1. */
 int sbx_vm_meta(json_t *config, struct sbx_meta *m, char *err, size_t errlen);
 
 /* Tags for a sandbox: "sandboxctl;ip-ADDRESS;owner-OWNER" (owner reduced to

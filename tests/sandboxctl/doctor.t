@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# tests/sandboxctl/doctor.t - doctor passes on a good set-up and names each
+# problem with its fix: a missing privilege (the PVE 8 and the PVE 9 guest
+# agent privilege differ), a missing template, bridge or egressd.
+set -u
+. "$TOP/tests/sandboxctl/lib.sh"
+
+run_version() {
+    local v=$1 agent out rc
+    agent=VM.Monitor
+    [ "$v" = 9 ] && agent=VM.GuestAgent.Unrestricted
+
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    out=$(sbx doctor)
+    ok $? "PVE $v: doctor passes on a good set-up"
+    check "PVE $v: it checked the guest agent privilege of this version" \
+        grep -q "^ok .*the token holds what it needs on /pool/sandboxes" <<<"$out"
+    sbx_stop_all
+
+    for priv in VM.Snapshot "$agent"; do
+        sbx_start "$v" "$(sbx_world "$v" "$priv")" || { ok 1 "PVE $v: simulator starts"; return; }
+        out=$(sbx doctor)
+        rc=$?
+        ok "$([ $rc -eq 1 ] && grep -q "FAIL privileges the token lacks $priv on /pool/sandboxes" <<<"$out"; echo $?)" \
+            "PVE $v: without $priv doctor fails naming it and the path"
+        check "PVE $v: and says how to grant it" grep -q "fix: grant $priv on /pool/sandboxes" <<<"$out"
+        out=$(sbx --json doctor)
+        check "PVE $v: --json lists that one failed check" \
+            test "$(json_get "$out" '[c["detail"] for c in j["checks"] if not c["ok"]]')" = "[\"the token lacks $priv on /pool/sandboxes\"]"
+        sbx_stop_all
+    done
+
+    sbx_start "$v" || { ok 1 "PVE $v: simulator starts"; return; }
+    printf '%s\n' "template pve1:9999" "bridge vmbr77" | sbx_write_config
+    kill "$SBX_REC2_PID"
+    wait "$SBX_REC2_PID" 2>/dev/null
+    SBX_REC2_PID=
+    out=$(sbx doctor)
+    rc=$?
+    ok "$([ $rc -eq 1 ]; echo $?)" "PVE $v: doctor fails on a broken set-up"
+    check "PVE $v: names the missing template" grep -q "FAIL template   template 9999: not visible" <<<"$out"
+    check "PVE $v: names the missing bridge and node" grep -q "FAIL bridge     bridge vmbr77 is missing on node pve1" <<<"$out"
+    check "PVE $v: names the egressd that does not answer" grep -qE "FAIL egressd +egressd http://127.0.0.1:[0-9]+ does not answer" <<<"$out"
+    check "PVE $v: the egressd on the unix socket still answers" grep -qE "^ok +egressd +egressd unix:" <<<"$out"
+    check "PVE $v: every failure has a fix line" \
+        test "$(grep -c '^FAIL' <<<"$out")" = "$(grep -c '^     fix: ' <<<"$out")"
+    sbx_stop_all
+}
+
+run_version 8
+run_version 9
+tap_end
