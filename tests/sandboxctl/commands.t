@@ -34,7 +34,7 @@ run_version() {
     t1=$(date +%s.%N)
     calls=$(pve_sim_ctl GET calls | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
     ok $rc "PVE $v: create a1 succeeds ($(head -c 300 "$T/err"))"
-    diag "PVE $v: create = $calls API calls, $(python3 -c "print('%.2f' % ($t1 - $t0))") s wall (simulator --task-ms 0, sandboxctl under ASan+UBSan)"
+    diag "PVE $v: create = $calls API calls, $(python3 -c "print('%.2f' % ($t1 - $t0))") s wall (simulator --task-ms 0, sandboxctl from $(basename "$BUILD_DIR"))"
     vmid=$(json_get "$out" 'j["vmid"]')
     addr=$(json_get "$out" 'j["address"]')
     check "PVE $v: create reports VM, address in the pool and ready_seconds" \
