@@ -55,6 +55,7 @@ struct http {
     struct sbx_mcp_server *srv;
     const char *token;
     int loopback; /* we listen on loopback: Host must name it */
+    int idle_ms, head_ms, body_ms;
     pthread_mutex_t lock;
     pthread_cond_t drained;
     int conn_fds[MAX_CONNS]; /* -1 for a free slot; shut down on stop */
@@ -547,7 +548,7 @@ static void on_request(struct http *h, const struct request *q, struct response 
  * with *status set. */
 static ssize_t read_head(struct conn *c, int *status)
 {
-    int64_t deadline = now_ms() + IDLE_MS;
+    int64_t deadline = now_ms() + c->h->idle_ms;
     int started = c->len > 0;
     char *end;
 
@@ -570,7 +571,7 @@ static ssize_t read_head(struct conn *c, int *status)
             return started ? -1 : 0;
         }
         if (!started)
-            deadline = now_ms() + HEAD_MS;
+            deadline = now_ms() + c->h->head_ms;
         started = 1;
         c->len += (size_t)n;
     }
@@ -579,8 +580,9 @@ static ssize_t read_head(struct conn *c, int *status)
 /* Reads q's body: what followed the head in c->buf, then the socket. */
 static int read_body(struct conn *c, size_t head_len, struct request *q)
 {
-    size_t want = (size_t)q->content_length, have = c->len - head_len;
-    int64_t deadline = now_ms() + BODY_MS;
+    size_t want = q->content_length > 0 ? (size_t)q->content_length : 0;
+    size_t have = c->len - head_len;
+    int64_t deadline = now_ms() + c->h->body_ms;
 
     q->body = malloc(want + 1);
     if (!q->body)
@@ -839,7 +841,13 @@ int sbx_mcp_http_run(struct sbx_mcp_server *srv, const struct sbx_mcp_http_opts 
 
     if (!h)
         abort();
-    *h = (struct http){.srv = srv, .token = opts->token};
+    *h = (struct http){
+        .srv = srv,
+        .token = opts->token,
+        .idle_ms = opts->idle_ms > 0 ? opts->idle_ms : IDLE_MS,
+        .head_ms = opts->head_ms > 0 ? opts->head_ms : HEAD_MS,
+        .body_ms = opts->body_ms > 0 ? opts->body_ms : BODY_MS,
+    };
     for (int i = 0; i < MAX_CONNS; i++)
         h->conn_fds[i] = -1;
     lfd = listen_on(opts, &h->loopback, err, sizeof err);

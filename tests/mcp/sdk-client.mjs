@@ -1,0 +1,170 @@
+// sdk-client.mjs - drives `sandboxctl mcp` with the official MCP TypeScript
+// SDK client and calls every tool once, checking each answer.  Prints
+// "ok - ..." / "not ok - ..." lines (tests/mcp/lib.sh numbers them).
+//
+//   node sdk-client.mjs stdio CMD [ARGS...]
+//   node sdk-client.mjs http URL TOKEN_FILE
+//
+// Environment: MCP_NODE_MODULES (where the SDK is installed), MCP_SANDBOX
+// (name of the sandbox to create), MCP_PRESETS (the permitted presets,
+// comma-separated; the first is used), MCP_DENIED_PRESET (one that is not
+// permitted), MCP_SIZE (default small).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const nm = process.env.MCP_NODE_MODULES;
+const sdk = (p) => import(pathToFileURL(join(nm, '@modelcontextprotocol/sdk/dist/esm', p)).href);
+const { Client } = await sdk('client/index.js');
+const { StdioClientTransport } = await sdk('client/stdio.js');
+const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
+
+const name = process.env.MCP_SANDBOX || 'mcp-sdk-test';
+const presets = (process.env.MCP_PRESETS || 'balanced').split(',');
+const denied = process.env.MCP_DENIED_PRESET || 'open';
+const size = process.env.MCP_SIZE || 'small';
+const expectedTools = [
+  'create_server', 'list_servers', 'run_command', 'read_file', 'write_file', 'extend_server',
+  'destroy_server', 'snapshot_server', 'rollback_server', 'list_snapshots',
+];
+
+let failures = 0;
+function check(cond, what, detail) {
+  console.log(`${cond ? 'ok' : 'not ok'} - ${what}`);
+  if (!cond) {
+    failures++;
+    if (detail !== undefined) console.log(`detail: ${JSON.stringify(detail).slice(0, 2000)}`);
+  }
+  return cond;
+}
+
+// Calls a tool; a thrown error becomes {thrown}.
+async function call(client, tool, args, timeout = 120000) {
+  try {
+    return await client.callTool({ name: tool, arguments: args }, undefined, { timeout });
+  } catch (e) {
+    return { thrown: e };
+  }
+}
+const sc = (r) => r.structuredContent || {};
+const text = (r) => (r.content && r.content[0] && r.content[0].text) || '';
+const good = (r) => !r.thrown && r.isError === false;
+
+const [mode, ...rest] = process.argv.slice(2);
+let transport;
+if (mode === 'stdio') {
+  transport = new StdioClientTransport({
+    command: rest[0], args: rest.slice(1), env: process.env, stderr: 'inherit',
+  });
+} else if (mode === 'http') {
+  const token = readFileSync(rest[1], 'utf8').trim();
+  transport = new StreamableHTTPClientTransport(new URL(rest[0]), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+} else {
+  console.error('usage: sdk-client.mjs stdio CMD [ARGS...] | http URL TOKEN_FILE');
+  process.exit(2);
+}
+
+const client = new Client({ name: 'egressd-tests', version: '1.0.0' });
+try {
+  await client.connect(transport);
+  check(true, `${mode}: initialize handshake with the SDK client`);
+} catch (e) {
+  check(false, `${mode}: initialize handshake with the SDK client`, String(e));
+  process.exit(1);
+}
+const info = client.getServerVersion();
+check(info && info.name === 'sandboxctl', `${mode}: serverInfo names sandboxctl`, info);
+check(client.getServerCapabilities()?.tools !== undefined, `${mode}: tools capability declared`);
+if (mode === 'http') {
+  check(transport.protocolVersion === '2025-11-25', 'http: protocol version 2025-11-25 negotiated',
+    transport.protocolVersion);
+  check(typeof transport.sessionId === 'string' && transport.sessionId.length >= 32,
+    'http: the server issued an Mcp-Session-Id');
+}
+
+const { tools } = await client.listTools();
+const names = tools.map((t) => t.name);
+check(JSON.stringify(names) === JSON.stringify(expectedTools), `${mode}: tools/list has every tool`,
+  names);
+const create = tools.find((t) => t.name === 'create_server');
+check(JSON.stringify(create?.inputSchema?.properties?.policy?.enum) === JSON.stringify(presets),
+  `${mode}: create_server's policy enum is the configured mcp-presets`, create?.inputSchema);
+
+let r = await call(client, 'create_server', { name, size, lifetime: '1h', policy: denied });
+check(!r.thrown && r.isError === true && text(r).includes('not a preset permitted'),
+  `${mode}: create_server with preset '${denied}' (not permitted) is a tool error`, r);
+
+r = await call(client, 'create_server', { name, size, lifetime: '1h', policy: presets[0] });
+check(good(r) && sc(r).name === name && typeof sc(r).expires === 'string',
+  `${mode}: create_server makes ${name} (structuredContent passes the outputSchema)`, r);
+
+r = await call(client, 'list_servers', {});
+check(good(r) && sc(r).sandboxes.some((s) => s.name === name),
+  `${mode}: list_servers shows ${name}`, r);
+
+r = await call(client, 'run_command', { name, command: ['echo', 'hello', '42'] });
+check(good(r) && sc(r).exitcode === 0 && sc(r).stdout === 'hello 42\n',
+  `${mode}: run_command echo: exit 0 and its output`, r);
+r = await call(client, 'run_command', { name, command: ['false'] });
+check(good(r) && sc(r).exitcode === 1, `${mode}: run_command false: exit code 1, not a tool error`, r);
+r = await call(client, 'run_command', { name });
+check(!r.thrown && r.isError === true && text(r).includes('command'),
+  `${mode}: run_command without command: a tool error naming it`, r);
+
+const body = 'line one\nünïcode ✓\n';
+r = await call(client, 'write_file', { name, path: '/tmp/mcp-test.txt', content: body });
+check(good(r), `${mode}: write_file of text`, r);
+r = await call(client, 'read_file', { name, path: '/tmp/mcp-test.txt' });
+check(good(r) && sc(r).content === body &&
+  Buffer.from(sc(r).content_base64, 'base64').toString('utf8') === body,
+  `${mode}: read_file gives the text back, as text and as base64`, r);
+const bin = Buffer.from([0, 255, 1, 128, 10]).toString('base64');
+r = await call(client, 'write_file', { name, path: '/tmp/mcp-test.bin', content_base64: bin });
+check(good(r), `${mode}: write_file of binary bytes (base64)`, r);
+r = await call(client, 'read_file', { name, path: '/tmp/mcp-test.bin' });
+check(good(r) && sc(r).content_base64 === bin && sc(r).content === undefined,
+  `${mode}: read_file of binary bytes: base64 only, same bytes`, r);
+
+r = await call(client, 'snapshot_server', { name, label: 'before' });
+check(good(r) && sc(r).label === 'before', `${mode}: snapshot_server 'before'`, r);
+r = await call(client, 'list_snapshots', { name });
+check(good(r) && sc(r).snapshots.some((s) => s.label === 'before'),
+  `${mode}: list_snapshots shows 'before'`, r);
+r = await call(client, 'rollback_server', { name, label: 'before' });
+check(good(r) && sc(r).label === 'before', `${mode}: rollback_server to 'before'`, r);
+r = await call(client, 'rollback_server', { name, label: 'no-such-snapshot' });
+check(!r.thrown && r.isError === true, `${mode}: rollback_server to a missing snapshot: tool error`, r);
+
+r = await call(client, 'extend_server', { name, duration: '1h' });
+check(good(r) && typeof sc(r).expires === 'string', `${mode}: extend_server by 1h`, r);
+
+r = await call(client, 'destroy_server', { name });
+check(good(r) && sc(r).destroyed === true, `${mode}: destroy_server`, r);
+r = await call(client, 'list_servers', {});
+check(good(r) && !sc(r).sandboxes.some((s) => s.name === name),
+  `${mode}: list_servers no longer shows ${name}`, r);
+r = await call(client, 'run_command', { name, command: ['true'] });
+check(!r.thrown && r.isError === true, `${mode}: run_command in a destroyed sandbox: tool error`, r);
+
+r = await call(client, 'no_such_tool', {});
+check(r.thrown && r.thrown.code === -32602, `${mode}: unknown tool: JSON-RPC error -32602`,
+  String(r.thrown));
+
+try {
+  const p = await client.ping();
+  check(p && Object.keys(p).length === 0, `${mode}: ping answers {}`, p);
+} catch (e) {
+  check(false, `${mode}: ping answers {}`, String(e));
+}
+if (mode === 'http') {
+  try {
+    await transport.terminateSession();
+    check(transport.sessionId === undefined, 'http: DELETE ends the session');
+  } catch (e) {
+    check(false, 'http: DELETE ends the session', String(e));
+  }
+}
+await client.close();
+process.exit(failures ? 1 : 0);
