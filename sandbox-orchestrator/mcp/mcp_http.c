@@ -440,12 +440,6 @@ static void post_in_session(struct http *h, const struct request *q, json_t *msg
         set_error(r, 404, "unknown session: it ended or expired; send initialize again");
         return;
     }
-    if (q->protocol_version && strcmp(q->protocol_version, s.version) != 0) {
-        set_error(r, 400,
-                  "MCP-Protocol-Version differs from the version this session "
-                  "negotiated");
-        return;
-    }
     reply = sbx_mcp_handle(h->srv, &s, msg);
     if (s.initialized) {
         pthread_mutex_lock(&h->lock);

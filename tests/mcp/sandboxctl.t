@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# tests/mcp/sandboxctl.t - `sandboxctl mcp` for real: the official MCP SDK
+# client calls every tool over stdio, then again over Streamable HTTP with
+# the bearer token, against sandboxctl backed by the Proxmox simulator
+# (tests/pve-sim) with real guest-agent commands and files.  Checks that
+# the sandboxes really came and went in the simulator, that the owner was
+# set by the server, and the server-side refusal of a preset outside
+# mcp-presets.
+set -u
+. "$TOP/tests/sandboxctl/lib.sh"
+. "$TOP/tests/mcp/lib.sh"
+
+mcp_pid=
+stop_mcp() {
+    if [ -n "$mcp_pid" ]; then
+        kill -TERM "$mcp_pid" 2>/dev/null
+        wait "$mcp_pid" 2>/dev/null
+        mcp_pid=
+    fi
+}
+trap 'stop_mcp; sbx_stop_all' EXIT
+
+if [ ! -x "$SBX_BIN" ]; then
+    tap_ok 1 "sandboxctl is built ($SBX_BIN)"
+    exit 1
+fi
+if ! mcp_node_setup 2>"${TMPDIR:-/tmp}/mcp-npm.$$.log"; then
+    tap_ok 1 "the MCP SDK is installed from npm"
+    cat "${TMPDIR:-/tmp}/mcp-npm.$$.log"
+    rm -f "${TMPDIR:-/tmp}/mcp-npm.$$.log"
+    exit 1
+fi
+rm -f "${TMPDIR:-/tmp}/mcp-npm.$$.log"
+if ! sbx_start 9 "" --task-ms 50 >"${TMPDIR:-/tmp}/mcp-sim.$$.log" 2>&1; then
+    tap_ok 1 "the Proxmox simulator and the egressd stand-ins start"
+    cat "${TMPDIR:-/tmp}/mcp-sim.$$.log"
+    rm -f "${TMPDIR:-/tmp}/mcp-sim.$$.log"
+    exit 1
+fi
+rm -f "${TMPDIR:-/tmp}/mcp-sim.$$.log"
+printf '%s\n' "mcp-test-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$T/mcp-token"
+chmod 600 "$T/mcp-token"
+sbx_write_config <<EOF
+mcp-presets balanced locked
+mcp-token-file $T/mcp-token
+EOF
+
+# sdk MODE NAME ARGS...: the SDK client script, its lines numbered here.
+sdk() {
+    local mode=$1 name=$2 rc
+    shift 2
+    MCP_SANDBOX=$name MCP_PRESETS=balanced,locked MCP_DENIED_PRESET=open \
+        "$MCP_NODE22" "$TOP/tests/mcp/sdk-client.mjs" "$mode" "$@" \
+        >"$T/sdk-$mode.out" 2>"$T/sdk-$mode.log"
+    rc=$?
+    tap_relay <"$T/sdk-$mode.out"
+    tap_ok $rc "the SDK client over $mode ran to its end (exit $rc)"
+    [ $rc -eq 0 ] || tail -n 30 "$T/sdk-$mode.log" | sed 's/^/# /'
+}
+
+# stdio: the client starts `sandboxctl -c CONF mcp` itself.
+sdk stdio mcp-stdio-1 "$SBX_BIN" -c "$CONF" mcp --owner mcp-tester
+! grep -q '^{' "$T/sdk-stdio.log"
+tap_ok $? "stdio: nothing but MCP messages went to stdout (the log holds no JSON lines)"
+
+# What the simulator saw: the sandbox was created with the server's owner and
+# is gone again.
+sbx --json list >"$T/list.json" 2>"$T/list.err"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [s["name"] for s in d["sandboxes"]]
+sys.exit(0 if "mcp-stdio-1" not in names else 1)' "$T/list.json"
+tap_ok $? "sandboxctl list agrees: mcp-stdio-1 was destroyed"
+test "$(sim_state "[x['vmid'] for x in s['vms'] if x['vmid'] not in (9000, 9001)]")" = "[]" &&
+    test "$(sim_state "len([t for t in s['tasks'] if 'clone' in str(t)])")" -ge 1
+tap_ok $? "the simulator saw a clone, and holds no VM but the templates afterwards"
+
+# Owner: create through MCP, then read it back with the command line.
+printf '%s\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_server","arguments":{"name":"mcp-owner-1","size":"small","lifetime":"1h","policy":"locked"}}}' \
+    | timeout 120 "$SBX_BIN" -c "$CONF" mcp --owner mcp-tester >"$T/owner.out" 2>"$T/owner.err"
+sbx --json list >"$T/list2.json" 2>>"$T/list.err"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+box = [s for s in d["sandboxes"] if s["name"] == "mcp-owner-1"]
+sys.exit(0 if box and box[0]["owner"] == "mcp-tester" and box[0]["policy"] == "locked" else 1)' "$T/list2.json"
+tap_ok $? "a sandbox made over MCP belongs to the server's --owner and has the chosen preset"
+grep -q '"isError":false' "$T/owner.out"
+tap_ok $? "create_server over a plain pipe answered without a tool error"
+sbx destroy mcp-owner-1 >/dev/null 2>&1
+tap_ok $? "the command line destroys it again"
+
+# A preset outside mcp-presets never reaches Proxmox.
+before=$(sim_state "(len(s['tasks']), len(s['vms']))")
+printf '%s\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_server","arguments":{"name":"mcp-open-1","size":"small","policy":"open"}}}' \
+    | timeout 60 "$SBX_BIN" -c "$CONF" mcp >"$T/open.out" 2>"$T/open.err"
+after=$(sim_state "(len(s['tasks']), len(s['vms']))")
+grep -q '"isError":true' "$T/open.out" && grep -q 'not a preset permitted' "$T/open.out" &&
+    [ -n "$before" ] && [ "$before" = "$after" ]
+tap_ok $? "policy 'open' (not in mcp-presets): a tool error, and Proxmox saw no task and no new VM ($before -> $after)"
+
+# HTTP: the same client with the bearer token.
+"$SBX_BIN" -c "$CONF" mcp --http 127.0.0.1:0 --port-file "$T/mcp.port" 2>"$T/mcp-http.log" &
+mcp_pid=$!
+if mcp_wait_file "$T/mcp.port" "$mcp_pid"; then
+    url=http://127.0.0.1:$(cat "$T/mcp.port")/mcp
+    sdk http mcp-http-1 "$url" "$T/mcp-token"
+    code=$(curl -sS --noproxy '*' -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+        -d '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$url")
+    [ "$code" = 401 ]
+    tap_ok $? "sandboxctl mcp --http without the token: 401 (got $code)"
+    kill -TERM "$mcp_pid"
+    rc=0
+    wait "$mcp_pid" || rc=$?
+    mcp_pid=
+    tap_ok $rc "sandboxctl mcp --http stops cleanly on SIGTERM (exit $rc)"
+else
+    tap_ok 1 "sandboxctl mcp --http starts"
+    sed 's/^/# /' "$T/mcp-http.log"
+fi
+
+# No token file configured: --http refuses to start, saying why.
+grep -v '^mcp-token-file' "$CONF" >"$T/notoken.conf"
+timeout 10 "$SBX_BIN" -c "$T/notoken.conf" mcp --http 127.0.0.1:0 >/dev/null 2>"$T/notoken.err"
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q 'mcp-token-file' "$T/notoken.err"
+tap_ok $? "without mcp-token-file, mcp --http refuses to start and names the setting (exit $rc)"
+echo "1..$tap_n"
+[ "$tap_failed" -eq 0 ]
