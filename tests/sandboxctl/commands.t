@@ -164,6 +164,14 @@ run_version() {
     out=$(sbx destroy c3 2>&1)
     ok "$([ $? -eq 1 ] && grep -q "no sandbox called 'c3'" <<<"$out"; echo $?)" "PVE $v: destroying it again fails clearly ($out)"
 
+    out=$(sbx destroy 9000 2>&1)
+    ok "$([ $? -eq 1 ] && grep -q "no sandbox called '9000' in pool 'sandboxes'" <<<"$out"; echo $?)" \
+        "PVE $v: a VM outside the pool (the template) cannot be destroyed by VMID"
+    out=$(sbx exec agent-template -- true 2>&1)
+    ok "$([ $? -eq 1 ] && grep -q "no sandbox called 'agent-template'" <<<"$out"; echo $?)" \
+        "PVE $v: nor reached by name"
+    check "PVE $v: the template is untouched" test "$(sim_state "[x['vmid'] for x in s['vms'] if x['vmid'] in (9000, 9001)]")" = "[9000, 9001]"
+
     # sync repairs what egressd holds
     curl -sS -X PUT -H 'Content-Type: application/json' --data '{"id":"999","name":"stale","owner":"x","addresses":["10.99.0.99"],"policy":"open","allow":[],"expires":"2030-01-01T00:00:00Z"}' \
         "http://127.0.0.1:$(cat "$T/rec2.port")/v1/sandboxes/999" >/dev/null
