@@ -19,10 +19,6 @@
 const char *const *sbx_config_mcp_presets(const struct sbx *s);
 const char *sbx_config_mcp_token_file(const struct sbx *s);
 
-#ifndef SBX_MCP_VERSION
-#define SBX_MCP_VERSION "unversioned" /* meson passes the project version */
-#endif
-
 static const struct sbx_mcp_ops real_ops = {
     .create = sbx_op_create,
     .list = sbx_op_list,
@@ -151,7 +147,7 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .sbx = s,
         .presets = sbx_config_mcp_presets(s),
         .owner = default_owner(a.owner),
-        .version = SBX_MCP_VERSION,
+        .version = sbx_mcp_version,
     };
     srv = sbx_mcp_server_new(&cfg, err, sizeof err);
     if (!srv) {
