@@ -265,6 +265,8 @@ if mcp_node_setup 2>"$tmp/npm.log"; then
     rc=$?
     tap_relay <"$tmp/sdk-stdio.out"
     tap_ok $rc "the SDK client over stdio ran to its end (exit $rc)"
+    ! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$tmp/sdk-stdio.log"
+    tap_ok $? "stdio: the server (started by the client) reported no sanitizer error"
     [ $rc -eq 0 ] || tail -n 20 "$tmp/sdk-stdio.log" | sed 's/^/# /'
 else
     tap_ok 1 "the MCP SDK is installed from npm"

@@ -60,6 +60,8 @@ sdk() {
 
 # stdio: the client starts `sandboxctl -c CONF mcp` itself.
 sdk stdio mcp-stdio-1 "$SBX_BIN" -c "$CONF" mcp --owner mcp-tester
+! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$T/sdk-stdio.log"
+tap_ok $? "stdio: the server (started by the client) reported no sanitizer error"
 ! grep -q '^{' "$T/sdk-stdio.log"
 tap_ok $? "stdio: nothing but MCP messages went to stdout (the log holds no JSON lines)"
 
