@@ -127,6 +127,10 @@ int sbx_guest_wait(struct sbx *s, const char *node, int vmid, long timeout_ms, c
             return 0;
         if (!strstr(err, "guest agent is not running"))
             return -1;
+        if (sbx_cancel) {
+            snprintf(err, errlen, "interrupted while waiting for the guest agent");
+            return -1;
+        }
         if (sbx_now_ms() + wait > deadline) {
             size_t n = strlen(err);
             snprintf(err + n, errlen - n, " (waited %ld s for the guest agent)", timeout_ms / 1000);
@@ -205,6 +209,10 @@ int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, cons
             return 0;
         }
         json_decref(st);
+        if (sbx_cancel) {
+            snprintf(err, errlen, "exec: interrupted while pid %" JSON_INTEGER_FORMAT " runs", pid);
+            return -1;
+        }
         if (sbx_now_ms() + wait > deadline) {
             snprintf(err, errlen, "exec: pid %" JSON_INTEGER_FORMAT " still running after %ld s",
                      pid, timeout_ms / 1000);

@@ -4,6 +4,7 @@
  * `--json` prints the operation's JSON result instead of the human form.
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,6 +431,26 @@ static int known(const char *cmd)
     return 0;
 }
 
+static void on_signal(int sig)
+{
+    (void)sig;
+    sbx_cancel = 1;
+}
+
+/* SIGINT/SIGTERM/SIGHUP stop the waits, so that create can undo its steps
+ * (the MCP server runs with its own handling). */
+static void catch_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
     struct cli c = {DEFAULT_CONFIG, 0, NULL};
@@ -458,6 +479,8 @@ int main(int argc, char **argv)
         curl_global_cleanup();
         return EXIT_USAGE;
     }
+    if (strcmp(argv[i], "mcp") != 0)
+        catch_signals();
     rc = dispatch(&c, argc - i, argv + i);
     sbx_free(c.s);
     curl_global_cleanup();

@@ -577,12 +577,14 @@ static int bind_sandbox(struct sbx *s, struct build *b, char *err, size_t errlen
     return rc;
 }
 
-/* Remove whatever the failed create made; append problems to err. */
+/* Remove whatever the failed create made; append problems to err.  An
+ * interrupt has been noted: the cleanup itself must not stop at it. */
 static void undo(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     char why[1024];
     size_t n = strlen(err);
 
+    sbx_cancel = 0;
     if (b->bound && sbx_egress_delete(&s->cfg, b->vmid, why, sizeof why) && n < errlen)
         n += (size_t)snprintf(err + n, errlen - n, "; cleanup: binding: %s", why);
     if (b->cloned && sbx_vm_destroy(s, b->node, b->vmid, why, sizeof why) && n < errlen)
@@ -602,26 +604,35 @@ static int name_step(const char *step, char *err, size_t errlen)
     return -1;
 }
 
+/* Whether an interrupt asks to stop before the next step (err says so). */
+static int stopped(char *err, size_t errlen)
+{
+    if (sbx_cancel)
+        snprintf(err, errlen, "interrupted");
+    return sbx_cancel != 0;
+}
+
 static int run_steps(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     char path[256];
 
-    if (clone_vm(s, b, err, errlen))
+    if (stopped(err, errlen) || clone_vm(s, b, err, errlen))
         return name_step("linked clone", err, errlen);
-    if (configure(s, b, err, errlen))
+    if (stopped(err, errlen) || configure(s, b, err, errlen))
         return name_step("configure", err, errlen);
-    if (firewall(s, b, err, errlen))
+    if (stopped(err, errlen) || firewall(s, b, err, errlen))
         return name_step("firewall", err, errlen);
     sbx_vm_path(path, sizeof path, b->node, b->vmid, "/status/start");
-    if (call_task(s, "POST", path, NULL, NULL, err, errlen))
+    if (stopped(err, errlen) || call_task(s, "POST", path, NULL, NULL, err, errlen))
         return name_step("start", err, errlen);
-    if (sbx_guest_wait(s, b->node, b->vmid, s->cfg.agent_timeout_ms, err, errlen))
+    if (stopped(err, errlen) ||
+        sbx_guest_wait(s, b->node, b->vmid, s->cfg.agent_timeout_ms, err, errlen))
         return name_step("guest agent", err, errlen);
-    if (write_env(s, b, err, errlen))
+    if (stopped(err, errlen) || write_env(s, b, err, errlen))
         return name_step("proxy environment", err, errlen);
-    if (write_secrets(s, b, err, errlen))
+    if (stopped(err, errlen) || write_secrets(s, b, err, errlen))
         return name_step("secrets", err, errlen);
-    if (bind_sandbox(s, b, err, errlen))
+    if (stopped(err, errlen) || bind_sandbox(s, b, err, errlen))
         return name_step("egressd binding", err, errlen);
     return 0;
 }

@@ -49,11 +49,13 @@ struct sbx_pve {
     char curl_err[CURL_ERROR_SIZE];
 };
 
+volatile sig_atomic_t sbx_cancel;
+
 void sbx_msleep(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR && !sbx_cancel)
         ;
 }
 
@@ -489,7 +491,7 @@ int sbx_pve_call(struct sbx_pve *p, const char *method, const char *path, json_t
         }
         describe_error(p, method, path, doc, err, errlen);
         json_decref(doc);
-        if (!is_lock_error(err) || attempt == LOCK_RETRIES)
+        if (!is_lock_error(err) || attempt == LOCK_RETRIES || sbx_cancel)
             return -1;
         if (p->debug)
             fprintf(stderr, "sandboxctl: locked, retrying in %ld ms\n", wait);

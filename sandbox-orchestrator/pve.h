@@ -9,6 +9,7 @@
 #ifndef SBX_PVE_H
 #define SBX_PVE_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -45,7 +46,11 @@ unsigned long sbx_pve_requests(const struct sbx_pve *p);
  * string the caller frees. */
 char *sbx_pve_escape(const char *s);
 
-/* Sleep ms milliseconds (restarting after signals). */
+/* Set (to 1) by the command line's SIGINT/SIGTERM handler: the waits for
+ * tasks and the guest agent give up, and create undoes what it made. */
+extern volatile sig_atomic_t sbx_cancel;
+
+/* Sleep ms milliseconds (restarting after signals, unless sbx_cancel). */
 void sbx_msleep(long ms);
 
 /* Milliseconds of a monotonic clock. */

@@ -84,6 +84,10 @@ int sbx_task_wait(struct sbx_pve *p, const char *upid, long timeout_ms, char *er
             return -1;
         }
         json_decref(st);
+        if (sbx_cancel) {
+            snprintf(err, errlen, "task %.200s: interrupted while waiting", upid);
+            return -1;
+        }
         if (sbx_now_ms() + wait > deadline) {
             snprintf(err, errlen, "task %.200s: still running after %ld s", upid,
                      timeout_ms / 1000);

@@ -30,7 +30,7 @@ fault_case() {
 }
 
 run_version() {
-    local v=$1 out rc n
+    local v=$1 out rc n pid
     sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
     printf 'a secret\n' >"$T/secrets"
     chmod 600 "$T/secrets"
@@ -62,6 +62,21 @@ run_version() {
     pve_sim_ctl POST faults '{"method":"POST","path":"/clone$","kind":"slow_task","count":1}' >/dev/null
     check "PVE $v: a slow clone (2 s) is waited for" sbx create --name s1 --size small --owner a --policy p
     sbx destroy s1 >/dev/null
+
+    # Interrupted while the clone runs: create undoes what it made.
+    pve_sim_ctl POST faults '{"method":"POST","path":"/clone$","kind":"slow_task","count":1}' >/dev/null
+    "$SBX_BIN" -c "$CONF" create --name i1 --size small --owner a --policy p >"$T/i1.out" 2>&1 &
+    pid=$!
+    for ((n = 0; n < 100; n++)); do
+        [ "$(sim_state "len(s['vms'])")" -gt 2 ] && break
+        sleep 0.05
+    done
+    kill -INT $pid
+    wait $pid
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -q 'create: linked clone: task .*interrupted' "$T/i1.out"; echo $?)" \
+        "PVE $v: SIGINT while the clone runs stops the create ($(head -c 200 "$T/i1.out"))"
+    nothing_left "$v" "interrupt"
 
     # The connection drops on the very first request (nothing to retry on).
     pve_sim_ctl POST faults '{"method":"GET","path":"^/cluster/resources$","kind":"drop","count":1}' >/dev/null
