@@ -153,7 +153,7 @@ static int parse_ipv4(const char *s, uint32_t *out)
 static int parse_ip_pool(struct cursor *cur, struct sbx_config *c, const char *w)
 {
     char buf[64], *dash, *slash;
-    int prefix;
+    int prefix = 0;
 
     if (strlen(w) >= sizeof buf)
         return fail(cur, "ip-pool: expected FIRST-LAST/PREFIX, got a too long word");
