@@ -242,7 +242,7 @@ static int origin_ok(const char *origin)
  * status that refuses the request. */
 static int parse_head(char *head, struct request *q)
 {
-    char *line, *save = NULL, *colon, *v, *e;
+    char *line, *save = NULL, *colon, *blank, *v, *e;
     int nheaders = 0;
 
     memset(q, 0, sizeof *q);
@@ -275,7 +275,8 @@ static int parse_head(char *head, struct request *q)
         if (++nheaders > MAX_HEADERS)
             return 431;
         colon = strchr(line, ':');
-        if (!colon || colon == line || strchr(" \t", line[0]) || strpbrk(line, " \t") < colon)
+        blank = strpbrk(line, " \t");
+        if (!colon || colon == line || (blank && blank < colon))
             return 400; /* no name, obsolete line folding, blank before the colon */
         *colon = '\0';
         for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
@@ -786,21 +787,24 @@ static int listen_on(const struct sbx_mcp_http_opts *opts, int *loopback, char *
     return fd;
 }
 
-/* Ends every connection and waits (a while) for their threads. */
+/* Ends every connection and waits for their threads.  Reads end at once; a
+ * tool call in progress is let finish (sandboxctl's own task timeouts bound
+ * it): a sandbox left half made would be worse than a slow stop. */
 static void drain(struct http *h)
 {
     struct timespec until;
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 10;
     pthread_mutex_lock(&h->lock);
     for (int i = 0; i < MAX_CONNS; i++)
         if (h->conn_fds[i] != -1)
             shutdown(h->conn_fds[i], SHUT_RD);
-    while (h->nconns > 0 && pthread_cond_timedwait(&h->drained, &h->lock, &until) == 0)
-        ;
-    if (h->nconns > 0)
-        fprintf(stderr, "sandboxctl mcp: %d connections still busy at exit\n", h->nconns);
+    while (h->nconns > 0) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 10;
+        if (pthread_cond_timedwait(&h->drained, &h->lock, &until) != 0)
+            fprintf(stderr, "sandboxctl mcp: stopping: waiting for %d requests in progress\n",
+                    h->nconns);
+    }
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -862,10 +866,8 @@ int sbx_mcp_http_run(struct sbx_mcp_server *srv, const struct sbx_mcp_http_opts 
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     fprintf(stderr, "sandboxctl mcp: stopped\n");
-    if (h->nconns == 0) { /* else a thread still holds h: leave it to exit() */
-        pthread_mutex_destroy(&h->lock);
-        pthread_cond_destroy(&h->drained);
-        free(h);
-    }
+    pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->drained);
+    free(h);
     return 0;
 }

@@ -206,6 +206,18 @@ s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nConten
 st = status(s)
 report(st == "400", "two Content-Length headers: 400 (got %s)" % st)
 s.close()
+# Headers without a blank after the colon are well formed (RFC 9110 5.6.3).
+s = conn()
+s.sendall(b"GET /mcp HTTP/1.1\r\nHost:127.0.0.1\r\nAuthorization:Bearer %s\r\n\r\n" % token.encode())
+st = status(s)
+report(st == "405", "headers written 'Name:value' are read (got %s)" % st)
+s.close()
+# A blank before the colon is refused (RFC 9112 5.1).
+s = conn()
+s.sendall(b"GET /mcp HTTP/1.1\r\nHost : 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n" % token.encode())
+st = status(s)
+report(st == "400", "a blank between a header name and its colon: 400 (got %s)" % st)
+s.close()
 # Two Authorization headers.
 s = conn()
 s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer x\r\n"
