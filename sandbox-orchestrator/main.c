@@ -32,7 +32,7 @@ static const char usage_text[] =
     "usage: sandboxctl [-c FILE] [--json] COMMAND [ARGS]\n"
     "  create --name N --size small|medium [--lifetime 4h] --owner O --policy P [--allow HOST]...\n"
     "  list\n"
-    "  exec NAME [--timeout SECONDS] -- CMD [ARG]...\n"
+    "  exec NAME [--timeout SECONDS] [--stdin] -- CMD [ARG]...\n"
     "  read NAME PATH            (file to stdout)\n"
     "  write NAME PATH           (file from stdin)\n"
     "  extend NAME DURATION\n"
@@ -217,6 +217,31 @@ static int cmd_create(struct cli *c, int argc, char **argv)
     return finish(c, rc, out, err, print_create);
 }
 
+static char *read_stdin(size_t *len, char *err, size_t errlen)
+{
+    size_t cap = 65536, n = 0, got;
+    char *buf = malloc(cap);
+
+    if (!buf)
+        abort();
+    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n == cap) {
+            if ((long)cap > STDIN_MAX) {
+                snprintf(err, errlen, "stdin holds more than %ld bytes", STDIN_MAX);
+                free(buf);
+                return NULL;
+            }
+            cap *= 2;
+            buf = realloc(buf, cap);
+            if (!buf)
+                abort();
+        }
+    }
+    *len = n;
+    return buf;
+}
+
 /* exec NAME [--timeout N] -- CMD...: the guest's stdout and stderr are
  * copied out; the status is 0 only when the command exited 0. */
 static int cmd_exec(struct cli *c, int argc, char **argv)
@@ -238,12 +263,22 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
             json_object_set_new(args, "timeout", json_integer(atol(argv[++i])));
+        } else if (strcmp(argv[i], "--stdin") == 0) {
+            size_t len;
+            char *in = read_stdin(&len, err, sizeof err);
+            if (!in) {
+                json_decref(args);
+                json_decref(cmd);
+                return finish(c, -1, NULL, err, NULL);
+            }
+            json_object_set_new(args, "input", json_stringn_nocheck(in, len));
+            free(in);
         } else if (strcmp(argv[i], "--json") == 0) {
             c->json = 1;
         } else {
             json_decref(args);
             json_decref(cmd);
-            return usage("exec: expected NAME [--timeout SECONDS] -- CMD...");
+            return usage("exec: expected NAME [--timeout SECONDS] [--stdin] -- CMD...");
         }
     }
     for (i++; i < argc; i++)
@@ -266,31 +301,6 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
         fprintf(stderr, "sandboxctl: exec: the command exited with status %d\n", code);
     json_decref(out);
     return code == 0 ? 0 : EXIT_FAILED;
-}
-
-static char *read_stdin(size_t *len, char *err, size_t errlen)
-{
-    size_t cap = 65536, n = 0, got;
-    char *buf = malloc(cap);
-
-    if (!buf)
-        abort();
-    while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
-        n += got;
-        if (n == cap) {
-            if ((long)cap > STDIN_MAX) {
-                snprintf(err, errlen, "write: stdin holds more than %ld bytes", STDIN_MAX);
-                free(buf);
-                return NULL;
-            }
-            cap *= 2;
-            buf = realloc(buf, cap);
-            if (!buf)
-                abort();
-        }
-    }
-    *len = n;
-    return buf;
 }
 
 static int cmd_read(struct cli *c, int argc, char **argv)

@@ -98,6 +98,10 @@ run_version() {
         "PVE $v: exec copies stdout and stderr; a failing command exits 1 and says its status"
     out=$(sbx --json exec a1 -- sh -c 'exit 3')
     check "PVE $v: exec --json reports exitcode 3" test "$(json_get "$out" 'j["exitcode"]')" = 3
+    out=$(printf 'hello\n' | sbx exec a1 --stdin -- cat)
+    check "PVE $v: exec --stdin feeds the command's stdin" test "$out" = hello
+    out=$(printf '\000\377\303' | sbx exec a1 --stdin -- od -An -tx1)
+    check "PVE $v: stdin bytes arrive unchanged (NUL, 0xff, a lone 0xc3: '$out')" test "$(echo $out)" = "00 ff c3"
     out=$(sbx --json exec a1 --timeout 1 -- sleep 30)
     check "PVE $v: exec --timeout 1 stops the command inside the guest (timed_out)" \
         test "$(json_get "$out" 'j["timed_out"]')" = True
@@ -189,6 +193,13 @@ run_version() {
     ok $? "PVE $v: doctor passes on a well-set-up world"
     check "PVE $v: doctor checked version, privileges, template, bridge" \
         test "$(grep -cE '^ok +(version|privileges|template|bridge) ' <<<"$out")" -ge 6
+
+    # node NAME instead of auto
+    echo "node pve1" | sbx_write_config
+    sed -i '/^node auto$/d' "$CONF"
+    out=$(sbx --json create --name n5 --size small --owner x --policy p)
+    check "PVE $v: with 'node pve1' the sandbox goes to pve1" test "$(json_get "$out" 'j["node"]')" = pve1
+    sbx destroy n5 >/dev/null
 
     # usage and config errors exit 2; a failed operation exits 1
     sbx frobnicate >/dev/null 2>&1

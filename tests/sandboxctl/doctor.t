@@ -24,6 +24,12 @@ run_version() {
         ok "$([ $rc -eq 1 ] && grep -q "FAIL privileges the token lacks $priv on /pool/sandboxes" <<<"$out"; echo $?)" \
             "PVE $v: without $priv doctor fails naming it and the path"
         check "PVE $v: and says how to grant it" grep -q "fix: grant $priv on /pool/sandboxes" <<<"$out"
+        if [ "$priv" = VM.Snapshot ]; then
+            sbx create --name d1 --size small --owner a --policy p >/dev/null 2>&1
+            out=$(sbx snapshot d1 s1 2>&1)
+            ok "$([ $? -eq 1 ] && grep -q "403 Permission check failed (/vms/[0-9]*, VM.Snapshot)" <<<"$out"; echo $?)" \
+                "PVE $v: and a snapshot then fails with Proxmox's reason phrase ($out)"
+        fi
         out=$(sbx --json doctor)
         check "PVE $v: --json lists that one failed check" \
             test "$(json_get "$out" '[c["detail"] for c in j["checks"] if not c["ok"]]')" = "[\"the token lacks $priv on /pool/sandboxes\"]"
