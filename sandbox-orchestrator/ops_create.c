@@ -360,7 +360,7 @@ static int reserve(struct sbx *s, struct build *b, char *err, size_t errlen)
     if (sbx_vm_list(s, &vms, &n, &all, err, errlen))
         goto out;
     for (size_t i = 0; i < n; i++)
-        if (strcmp(vms[i].name, b->name) == 0 || reserved_name(g.reservations, b->name)) {
+        if (strcmp(vms[i].name, b->name) == 0) {
             snprintf(err, errlen, "name: a sandbox called '%s' exists already", b->name);
             goto out;
         }
