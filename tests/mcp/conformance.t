@@ -23,35 +23,11 @@ stop_all() {
     mcp_pid= relay_pid=
     sbx_stop_all
 }
+mcp_sbx_setup || exit 1
 trap stop_all EXIT
-
 expected=$TOP/tests/mcp/conformance-expected-failures.yml
 not_applicable=$TOP/tests/mcp/conformance-not-applicable.txt
-if [ ! -x "$SBX_BIN" ]; then
-    tap_ok 1 "sandboxctl is built ($SBX_BIN)"
-    exit 1
-fi
-if ! mcp_node_setup 2>"${TMPDIR:-/tmp}/mcp-npm.$$.log"; then
-    tap_ok 1 "the conformance suite and Node 22 are installed from npm"
-    cat "${TMPDIR:-/tmp}/mcp-npm.$$.log"
-    rm -f "${TMPDIR:-/tmp}/mcp-npm.$$.log"
-    exit 1
-fi
-rm -f "${TMPDIR:-/tmp}/mcp-npm.$$.log"
 suite=$MCP_NODE_MODULES/@modelcontextprotocol/conformance/dist/index.js
-if ! sbx_start 9 "" --task-ms 50 >"${TMPDIR:-/tmp}/mcp-sim.$$.log" 2>&1; then
-    tap_ok 1 "the Proxmox simulator starts"
-    cat "${TMPDIR:-/tmp}/mcp-sim.$$.log"
-    rm -f "${TMPDIR:-/tmp}/mcp-sim.$$.log"
-    exit 1
-fi
-rm -f "${TMPDIR:-/tmp}/mcp-sim.$$.log"
-printf '%s\n' "conformance-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$T/mcp-token"
-chmod 600 "$T/mcp-token"
-sbx_write_config <<EOF
-mcp-presets balanced locked
-mcp-token-file $T/mcp-token
-EOF
 
 "$SBX_BIN" -c "$CONF" mcp --http 127.0.0.1:0 --port-file "$T/mcp.port" 2>"$T/mcp-http.log" &
 mcp_pid=$!

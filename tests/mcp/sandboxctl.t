@@ -18,32 +18,8 @@ stop_mcp() {
         mcp_pid=
     fi
 }
+mcp_sbx_setup || exit 1
 trap 'stop_mcp; sbx_stop_all' EXIT
-
-if [ ! -x "$SBX_BIN" ]; then
-    tap_ok 1 "sandboxctl is built ($SBX_BIN)"
-    exit 1
-fi
-if ! mcp_node_setup 2>"${TMPDIR:-/tmp}/mcp-npm.$$.log"; then
-    tap_ok 1 "the MCP SDK is installed from npm"
-    cat "${TMPDIR:-/tmp}/mcp-npm.$$.log"
-    rm -f "${TMPDIR:-/tmp}/mcp-npm.$$.log"
-    exit 1
-fi
-rm -f "${TMPDIR:-/tmp}/mcp-npm.$$.log"
-if ! sbx_start 9 "" --task-ms 50 >"${TMPDIR:-/tmp}/mcp-sim.$$.log" 2>&1; then
-    tap_ok 1 "the Proxmox simulator and the egressd stand-ins start"
-    cat "${TMPDIR:-/tmp}/mcp-sim.$$.log"
-    rm -f "${TMPDIR:-/tmp}/mcp-sim.$$.log"
-    exit 1
-fi
-rm -f "${TMPDIR:-/tmp}/mcp-sim.$$.log"
-printf '%s\n' "mcp-test-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$T/mcp-token"
-chmod 600 "$T/mcp-token"
-sbx_write_config <<EOF
-mcp-presets balanced locked
-mcp-token-file $T/mcp-token
-EOF
 
 # sdk MODE NAME ARGS...: the SDK client script, its lines numbered here.
 sdk() {
