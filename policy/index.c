@@ -126,7 +126,8 @@ static void htab_build(struct htab *t, struct ruleset *rs, struct hitem *items, 
 {
     size_t cap = 16, words = 0, keys = 0;
 
-    qsort(items, n, sizeof(*items), by_key);
+    if (n > 1)
+        qsort(items, n, sizeof(*items), by_key);
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && strcmp(items[j].key, items[i].key) == 0; j++)
             ;

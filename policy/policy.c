@@ -206,7 +206,8 @@ static void check_geo(const struct policy *p, const struct ruleset *rs, struct p
 static void parse_presets(struct policy *pol, struct policy_builder *b, struct parse_ctx *ctx,
                           struct policy_diag *diag)
 {
-    qsort(b->src, b->n_src, sizeof(*b->src), by_name);
+    if (b->n_src > 1)
+        qsort(b->src, b->n_src, sizeof(*b->src), by_name);
     pol->presets = xcalloc(b->n_src, sizeof(*pol->presets));
     for (size_t i = 0; i < b->n_src; i++) {
         struct ruleset *rs = &pol->presets[i];

@@ -26,6 +26,7 @@ passed=0
 failed=0
 
 export CLIENTHELLO_DIR=$SHARED_DIR/data/clienthello
+export MMDB_DIR=$SHARED_DIR/data/mmdb
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Nothing under test may use this machine's certificate or proxy settings.

@@ -67,7 +67,9 @@ static void decide_twice(const struct policy_binding *b, const struct policy_hos
 static void check_binding(struct policy *p, const char *text, size_t len)
 {
     const char *lines[32];
-    char *copy = strndup(text, len);
+    char *copy = malloc(len + 1); /* the input is not NUL-terminated */
+    memcpy(copy, text, len);
+    copy[len] = '\0';
     size_t n = 0;
     struct policy_diag d = {0};
     struct policy_host h;

@@ -408,18 +408,18 @@ static void test_binding(void)
  * require; these are the shapes where reading that suffix could go wrong. */
 static void test_regex_index(void)
 {
-    struct policy *p = load1("~[a-z]+\\.svc\\.example\\.com\n"        /* 1 */
-                             "~foo\\.com|bar\\.org\n"                    /* 2 */
-                             "~(?i)API\\.EXAMPLE\\.COM\n"                /* 3 */
-                             "~a\\x2ecom\n"                             /* 4: a.com */
-                             "~[a-z]+\\056example\\.org\n"              /* 5 */
-                             "~.*\\.example\\.net$\n"                    /* 6 */
-                             "~x{2}\\.example\\.io\n"                    /* 7 */
-                             "~[a-z]+\\.e\\.com+\n"                      /* 8 */
-                             "~^api\\.example\\.dev$\n"                  /* 9 */
-                             "deny ~bad[0-9]+\\.example\\.com\n"          /* 10 */
-                             ".example.info\n"                           /* 11 */
-                             "~[a-z]+\\.example\\.com:8443\n");           /* 12 */
+    struct policy *p = load1("~[a-z]+\\.svc\\.example\\.com\n"   /* 1 */
+                             "~foo\\.com|bar\\.org\n"            /* 2 */
+                             "~(?i)API\\.EXAMPLE\\.COM\n"        /* 3 */
+                             "~a\\x2ecom\n"                      /* 4: a.com */
+                             "~[a-z]+\\056example\\.org\n"       /* 5 */
+                             "~.*\\.example\\.net$\n"            /* 6 */
+                             "~x{2}\\.example\\.io\n"            /* 7 */
+                             "~[a-z]+\\.e\\.com+\n"              /* 8 */
+                             "~^api\\.example\\.dev$\n"          /* 9 */
+                             "deny ~bad[0-9]+\\.example\\.com\n" /* 10 */
+                             ".example.info\n"                   /* 11 */
+                             "~[a-z]+\\.example\\.com:8443\n");  /* 12 */
     if (!ok(p != NULL, "regex-index preset loads"))
         return;
     struct policy_binding *b = bind(p, "p", NULL, 0);
