@@ -35,6 +35,19 @@ run_version() {
         test "$(tr -d ' \n' <"$T/state/reservations.json")" = "[]"
     sbx destroy r1 >/dev/null
 
+    # Two creates of one name at once: one wins, the other is told why.
+    sbx create --name same --size small --owner a --policy p >"$T/s1.out" 2>&1 &
+    i=$!
+    sbx create --name same --size small --owner b --policy p >"$T/s2.out" 2>&1
+    rc=$?
+    wait $i
+    n=$?
+    ok "$([ $((rc + n)) -eq 1 ] && grep -qE "a sandbox called 'same' (exists already|is being created)" "$T/s1.out" "$T/s2.out"; echo $?)" \
+        "PVE $v: of two creates of one name at once exactly one succeeds ($(cat "$T/s1.out" "$T/s2.out" | grep sandboxctl:))"
+    check "PVE $v: Proxmox holds one VM of that name" \
+        test "$(sim_state "len([x for x in s['vms'] if x['name'] == 'same'])")" = 1
+    sbx destroy same >/dev/null
+
     # 10 creates at once, 4 GiB each, against 20 GiB.
     for ((i = 0; i < 10; i++)); do
         sbx --json create --name p$i --size small --owner o$i --policy balanced >"$T/p$i.out" 2>"$T/p$i.err" &
