@@ -286,8 +286,13 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
     json_object_set_new(args, "command", cmd);
     rc = sbx_op_exec(c->s, args, &out, err, sizeof err);
     json_decref(args);
-    if (rc || c->json)
+    if (rc)
         return finish(c, rc, out, err, NULL);
+    code = (int)json_integer_value(json_object_get(out, "exitcode"));
+    if (c->json) {
+        finish(c, rc, out, err, NULL);
+        return code == 0 ? 0 : EXIT_FAILED;
+    }
     o = json_object_get(out, "stdout");
     e = json_object_get(out, "stderr");
     fwrite(json_string_value(o), 1, json_string_length(o), stdout);
@@ -296,7 +301,6 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
         fprintf(stderr, "sandboxctl: exec: stdout was truncated\n");
     if (json_is_true(json_object_get(out, "timed_out")))
         fprintf(stderr, "sandboxctl: exec: the command timed out\n");
-    code = (int)json_integer_value(json_object_get(out, "exitcode"));
     if (code != 0)
         fprintf(stderr, "sandboxctl: exec: the command exited with status %d\n", code);
     json_decref(out);
