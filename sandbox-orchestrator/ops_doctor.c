@@ -189,6 +189,44 @@ static void check_firewall(struct sbx *s, struct report *r)
     json_decref(opts);
 }
 
+/* Every sandbox's own firewall must still be on, filtering its address:
+ * without it the bridge is the only wall left. */
+static void check_sandbox_firewalls(struct sbx *s, struct report *r)
+{
+    struct sbx_vm *vms;
+    size_t n, on = 0;
+    char err[1024], detail[1200];
+
+    if (sbx_vm_list(s, &vms, &n, NULL, err, sizeof err)) {
+        add(r, "firewall", 0, err, "the token needs VM.Audit on the pool");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char path[256];
+        json_t *o = NULL;
+        sbx_vm_path(path, sizeof path, vms[i].node, vms[i].vmid, "/firewall/options");
+        if (sbx_pve_call(s->pve, "GET", path, NULL, &o, err, sizeof err)) {
+            add(r, "firewall", 0, err, "the token needs VM.Audit on the pool");
+        } else if (json_integer_value(json_object_get(o, "enable")) != 1 ||
+                   json_integer_value(json_object_get(o, "ipfilter")) != 1) {
+            snprintf(detail, sizeof detail, "sandbox %s (VM %d) has its firewall or IP filter off",
+                     vms[i].name, vms[i].vmid);
+            add(r, "firewall", 0, detail,
+                "destroy it (sandboxctl destroy NAME), or set enable=1 ipfilter=1 in its "
+                "firewall options");
+        } else {
+            on++;
+        }
+        json_decref(o);
+    }
+    if (n > 0 && on == n) {
+        snprintf(detail, sizeof detail, "all %zu sandboxes have their firewall and IP filter on",
+                 n);
+        add(r, "firewall", 1, detail, NULL);
+    }
+    free(vms);
+}
+
 static void check_egress(struct sbx *s, struct report *r)
 {
     char err[1024], detail[1200];
@@ -239,6 +277,7 @@ int sbx_op_doctor(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
             }
         }
         check_firewall(s, &r);
+        check_sandbox_firewalls(s, &r);
     }
     check_egress(s, &r);
     *out = json_pack("{s:b,s:o,s:o}", "ok", r.ok, "version", version ? version : json_null(),

@@ -134,6 +134,14 @@ run_version() {
     check "PVE $v: expires moved by 2 h ($before -> $after)" \
         test "$(python3 -c "import datetime as d; f=lambda s: d.datetime.strptime(s, '%Y-%m-%dT%H:%M:%SZ'); print(int((f('$after') - f('$before')).total_seconds()))")" = 7200
     check "PVE $v: egressd's binding carries the new expiry" test "$(rec_state 1 'r["bindings"]["'"$vmid"'"]["expires"]')" = "$after"
+    # Two extends at once: the digest makes the later writer re-read, so neither is lost.
+    sbx extend a1 1h >/dev/null &
+    rc=$!
+    sbx extend a1 1h >/dev/null
+    wait $rc
+    out=$(sbx --json list | python3 -c 'import json,sys; print([x["expires"] for x in json.load(sys.stdin)["sandboxes"] if x["name"] == "a1"][0])')
+    check "PVE $v: two extends of 1 h at once add 2 h ($after -> $out)" \
+        test "$(python3 -c "import datetime as d; f=lambda s: d.datetime.strptime(s, '%Y-%m-%dT%H:%M:%SZ'); print(int((f('$out') - f('$after')).total_seconds()))")" = 7200
     out=$(sbx extend a1 20h 2>&1)
     ok "$([ $? -eq 1 ] && grep -q 'lifetime-max 24h' <<<"$out"; echo $?)" "PVE $v: extend past 24 h from now is refused ($out)"
 

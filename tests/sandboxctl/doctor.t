@@ -37,6 +37,15 @@ run_version() {
     done
 
     sbx_start "$v" || { ok 1 "PVE $v: simulator starts"; return; }
+    # A sandbox whose own firewall someone switched off.
+    out=$(sbx --json create --name fw --size small --owner a --policy p)
+    curl -sS --cacert "$PVE_SIM_CA" -X PUT -H "Authorization: PVEAPIToken=$SBX_TOKEN_ID=$SBX_SECRET" \
+        -H 'Content-Type: application/json' --data '{"enable": 0}' \
+        "$PVE_SIM_URL/nodes/$(json_get "$out" 'j["node"]')/qemu/$(json_get "$out" 'j["vmid"]')/firewall/options" >/dev/null
+    out=$(sbx doctor)
+    ok "$([ $? -eq 1 ] && grep -q "FAIL firewall   sandbox fw (VM [0-9]*) has its firewall or IP filter off" <<<"$out"; echo $?)" \
+        "PVE $v: doctor names a sandbox whose firewall was switched off"
+    sbx destroy fw >/dev/null
     printf '%s\n' "template pve1:9999" "bridge vmbr77" | sbx_write_config
     kill "$SBX_REC2_PID"
     wait "$SBX_REC2_PID" 2>/dev/null
