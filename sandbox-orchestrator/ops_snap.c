@@ -13,12 +13,13 @@
 
 #define BASE_LABEL "base" /* never deleted to make room */
 
-/* Proxmox's snapshot names: a letter, then letters, digits, _ and -. */
+/* Proxmox's snapshot names (pve-configid): a letter, then at least one of
+ * letters, digits, _ and -; at most 40. */
 static int valid_label(const char *s)
 {
     size_t n = strlen(s);
 
-    if (n == 0 || n > 40 || !isalpha((unsigned char)s[0]))
+    if (n < 2 || n > 40 || !isalpha((unsigned char)s[0]))
         return 0;
     for (size_t i = 0; i < n; i++)
         if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')

@@ -148,6 +148,8 @@ run_version() {
     # snapshots
     check "PVE $v: snapshot a1 base" sbx snapshot a1 base
     check "PVE $v: snapshot a1 s1" sbx snapshot a1 s1
+    out=$(sbx snapshot a1 x 2>&1)
+    ok "$([ $? -eq 1 ] && grep -q "label: 'x' is not" <<<"$out"; echo $?)" "PVE $v: a label Proxmox would refuse is refused first ($out)"
     out=$(sbx --json snapshots a1)
     check "PVE $v: snapshots lists base and s1" test "$(json_get "$out" '[x["label"] for x in j["snapshots"]]')" = '["base", "s1"]'
     check "PVE $v: snapshots are disk-only (no vmstate)" \
