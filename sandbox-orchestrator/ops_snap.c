@@ -125,7 +125,7 @@ int sbx_op_snapshot(struct sbx *s, json_t *args, json_t **out, char *err, size_t
     }
     if (!valid_label(label)) {
         snprintf(err, errlen,
-                 "label: '%.64s' is not a letter followed by up to 39 of A-Z a-z 0-9 "
+                 "label: '%.64s' is not a letter followed by 1 to 39 of A-Z a-z 0-9 "
                  "_ -",
                  label);
         return -1;
