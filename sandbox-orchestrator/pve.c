@@ -18,7 +18,7 @@
 #include "pve.h"
 
 #define TOKEN_MAX          512
-#define BODY_MAX           (64L * 1024 * 1024) /* file-read answers can hold 16 MiB, JSON-escaped */
+#define BODY_MAX           (128L * 1024 * 1024) /* 16 MiB read on PVE 8 as JSON escapes: up to 96 MiB */
 #define LOCK_RETRIES       6
 #define LOCK_FIRST_MS      250
 #define CONNECT_TIMEOUT_MS 10000L
