@@ -474,6 +474,43 @@ static int firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
     return rc;
 }
 
+/* A clone inherits the template's firewall: after our changes the VM must
+ * hold exactly our one rule and our one address, or an inherited ACCEPT
+ * rule or address would open a hole in the wall. */
+static int verify_firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char path[256];
+    json_t *rules = NULL, *set = NULL;
+    size_t nset;
+    int rc = -1;
+
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/rules");
+    if (sbx_pve_call(s->pve, "GET", path, NULL, &rules, err, errlen))
+        return -1;
+    sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/ipset/ipfilter-net0");
+    if (sbx_pve_call(s->pve, "GET", path, NULL, &set, err, errlen))
+        goto out;
+    nset = json_array_size(set);
+    if (json_array_size(rules) != 1)
+        snprintf(err, errlen,
+                 "the VM has %zu firewall rules, inherited from template %d: remove the template's "
+                 "rules (its firewall must be empty)",
+                 json_array_size(rules), b->template_vmid);
+    else if (nset != 1 || !json_is_string(json_object_get(json_array_get(set, 0), "cidr")) ||
+             strcmp(json_string_value(json_object_get(json_array_get(set, 0), "cidr")),
+                    b->meta.address) != 0)
+        snprintf(err, errlen,
+                 "IP set ipfilter-net0 holds %zu entries, inherited from template %d: remove the "
+                 "template's IP sets",
+                 nset, b->template_vmid);
+    else
+        rc = 0;
+out:
+    json_decref(rules);
+    json_decref(set);
+    return rc;
+}
+
 /* The proxy settings every tool in the guest reads. */
 static int write_env(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
@@ -620,7 +657,7 @@ static int run_steps(struct sbx *s, struct build *b, char *err, size_t errlen)
         return name_step("linked clone", err, errlen);
     if (stopped(err, errlen) || configure(s, b, err, errlen))
         return name_step("configure", err, errlen);
-    if (stopped(err, errlen) || firewall(s, b, err, errlen))
+    if (stopped(err, errlen) || firewall(s, b, err, errlen) || verify_firewall(s, b, err, errlen))
         return name_step("firewall", err, errlen);
     sbx_vm_path(path, sizeof path, b->node, b->vmid, "/status/start");
     if (stopped(err, errlen) || call_task(s, "POST", path, NULL, NULL, err, errlen))

@@ -7,16 +7,6 @@
 set -u
 . "$TOP/tests/sandboxctl/lib.sh"
 
-# nothing_left V WHAT: the checks that a failed create made nothing.
-nothing_left() {
-    local v=$1 what=$2
-    check "PVE $v: $what: no VM left in Proxmox" \
-        test "$(sim_state "[x['vmid'] for x in s['vms'] if x['vmid'] not in (9000, 9001)]")" = "[]"
-    check "PVE $v: $what: no reservation left" test "$(tr -d ' \n' <"$T/state/reservations.json")" = "[]"
-    check "PVE $v: $what: no binding left in either egressd" \
-        test "$(rec_state 1 'len(r["bindings"])')$(rec_state 2 'len(r["bindings"])')" = 00
-}
-
 # fault_case V STEP METHOD PATH KIND: inject, create, expect failure naming STEP.
 fault_case() {
     local v=$1 step=$2 method=$3 path=$4 kind=$5 out rc

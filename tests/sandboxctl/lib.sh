@@ -12,6 +12,7 @@
 #   sim_state PYEXPR     evaluate PYEXPR with `s` = GET /_sim/state
 #   rec_state N PYEXPR   evaluate PYEXPR with `r` = recorder N's state (1 or 2)
 #   ok COND_STATUS TEXT  one TAP line; `check TEXT CMD...` runs CMD for it
+#   nothing_left V WHAT  the checks that a failed create left nothing behind
 
 set -u
 : "${BUILD_DIR:?BUILD_DIR is not set}" "${SHARED_DIR:?SHARED_DIR is not set}" "${TOP:?TOP is not set}"
@@ -153,6 +154,17 @@ rec_state() {
 # json_get JSON PYEXPR: evaluate PYEXPR with `j` = the parsed JSON.
 json_get() {
     python3 -c 'import json,sys; j=json.loads(sys.argv[1]); *pre, last = sys.argv[2].split("; "); exec("\n".join(pre)); v=eval(last); print(v if not isinstance(v,(dict,list)) else json.dumps(v))' "$1" "$2"
+}
+
+# nothing_left V WHAT: the checks that a failed create made nothing
+# (no VM but the templates, no reservation, no binding).
+nothing_left() {
+    local v=$1 what=$2
+    check "PVE $v: $what: no VM left in Proxmox" \
+        test "$(sim_state "[x['vmid'] for x in s['vms'] if x['vmid'] not in (9000, 9001)]")" = "[]"
+    check "PVE $v: $what: no reservation left" test "$(tr -d ' \n' <"$T/state/reservations.json")" = "[]"
+    check "PVE $v: $what: no binding left in either egressd" \
+        test "$(rec_state 1 'len(r["bindings"])')$(rec_state 2 'len(r["bindings"])')" = 00
 }
 
 tap_end() {
