@@ -100,6 +100,31 @@ static void check_privs(struct sbx *s, struct report *r, const char *path, const
     add(r, "privileges", 0, detail, fix);
 }
 
+/* Clones inherit the template's firewall: it must hold no rules and no IP
+ * sets, or create refuses every clone. */
+static void check_template_firewall(struct sbx *s, struct report *r, const char *node, int vmid)
+{
+    char path[256], err[1024], detail[1200];
+    json_t *rules = NULL, *sets = NULL;
+
+    sbx_vm_path(path, sizeof path, node, vmid, "/firewall/rules");
+    if (sbx_pve_call(s->pve, "GET", path, NULL, &rules, err, sizeof err) == 0) {
+        sbx_vm_path(path, sizeof path, node, vmid, "/firewall/ipset");
+        if (sbx_pve_call(s->pve, "GET", path, NULL, &sets, err, sizeof err) == 0) {
+            int clean = json_array_size(rules) == 0 && json_array_size(sets) == 0;
+            snprintf(detail, sizeof detail, "template %d: %zu firewall rules, %zu IP sets%s", vmid,
+                     json_array_size(rules), json_array_size(sets),
+                     clean ? "" : " (clones inherit them: create refuses such clones)");
+            add(r, "template", clean, detail,
+                "delete the template's firewall rules and IP sets (Datacenter > VM > Firewall)");
+        }
+    }
+    if (!rules || !sets)
+        add(r, "template", 0, err, "the token needs VM.Audit on the template");
+    json_decref(rules);
+    json_decref(sets);
+}
+
 static void check_templates(struct sbx *s, struct report *r)
 {
     json_t *params = json_pack("{s:s}", "type", "vm"), *all = NULL;
@@ -135,6 +160,8 @@ static void check_templates(struct sbx *s, struct report *r)
             snprintf(detail, sizeof detail, "template %d on %s", t->vmid,
                      json_string_value(json_object_get(found, "node")));
             add(r, "template", 1, detail, NULL);
+            check_template_firewall(s, r, json_string_value(json_object_get(found, "node")),
+                                    t->vmid);
         }
     }
     json_decref(all);

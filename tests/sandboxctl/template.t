@@ -22,6 +22,9 @@ print(json.dumps(w))')
     ok "$([ $? -eq 1 ] && grep -q "create: firewall: .*inherited from template 900[01]" <<<"$out"; echo $?)" \
         "PVE $v: a template with an inherited $what fails the create (${out:0:200})"
     nothing_left "$v" "leaky template ($what)"
+    out=$(sbx doctor)
+    ok "$([ $? -eq 1 ] && grep -q "FAIL template   template 9000: .*(clones inherit them" <<<"$out"; echo $?)" \
+        "PVE $v: doctor names the template whose firewall is not empty"
     sbx_stop_all
 }
 
