@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 
@@ -43,10 +44,15 @@ static char *xstrdup(const char *s)
     return d;
 }
 
-int sbx_duration_parse(const char *s, long *ms)
+struct unit {
+    const char *suffix; /* matched whole, case-insensitively */
+    long scale;
+};
+
+/* A non-negative decimal number followed by one of the units. */
+static int parse_scaled(const char *s, const struct unit *units, long *out)
 {
     char *end;
-    long mult = 1000;
     long v;
 
     if (!s || !isdigit((unsigned char)s[0]))
@@ -55,50 +61,30 @@ int sbx_duration_parse(const char *s, long *ms)
     v = strtol(s, &end, 10);
     if (errno || v < 0)
         return -1;
-    if (strcmp(end, "ms") == 0)
-        mult = 1;
-    else if (strcmp(end, "s") == 0 || *end == '\0')
-        mult = 1000;
-    else if (strcmp(end, "m") == 0)
-        mult = 60L * 1000;
-    else if (strcmp(end, "h") == 0)
-        mult = 3600L * 1000;
-    else if (strcmp(end, "d") == 0)
-        mult = 86400L * 1000;
-    else
-        return -1;
-    if (v > LONG_MAX / mult)
-        return -1;
-    *ms = v * mult;
-    return 0;
+    for (const struct unit *u = units; u->suffix; u++) {
+        if (strcasecmp(end, u->suffix) == 0) {
+            if (v > LONG_MAX / u->scale)
+                return -1;
+            *out = v * u->scale;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int sbx_duration_parse(const char *s, long *ms)
+{
+    static const struct unit units[] = {
+        {"ms", 1},           {"s", 1000},          {"", 1000}, {"m", 60L * 1000},
+        {"h", 3600L * 1000}, {"d", 86400L * 1000}, {NULL, 0}};
+    return parse_scaled(s, units, ms);
 }
 
 int sbx_bytes_parse(const char *s, long *bytes)
 {
-    char *end;
-    long mult = 1;
-    long v;
-
-    if (!s || !isdigit((unsigned char)s[0]))
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || v < 0)
-        return -1;
-    if (*end == 'k' || *end == 'K')
-        mult = 1024;
-    else if (*end == 'm' || *end == 'M')
-        mult = 1024L * 1024;
-    else if (*end == 'g' || *end == 'G')
-        mult = 1024L * 1024 * 1024;
-    else if (*end != '\0')
-        return -1;
-    if (*end && end[1] != '\0')
-        return -1;
-    if (v > LONG_MAX / mult)
-        return -1;
-    *bytes = v * mult;
-    return 0;
+    static const struct unit units[] = {
+        {"", 1}, {"k", 1024}, {"m", 1024L * 1024}, {"g", 1024L * 1024 * 1024}, {NULL, 0}};
+    return parse_scaled(s, units, bytes);
 }
 
 void sbx_duration_format(long ms, char *buf, size_t len)
