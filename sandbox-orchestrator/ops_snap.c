@@ -27,19 +27,6 @@ static int valid_label(const char *s)
     return 1;
 }
 
-static int run_task(struct sbx *s, const char *method, const char *path, json_t *params, char *err,
-                    size_t errlen)
-{
-    json_t *upid = NULL;
-    int rc = sbx_pve_call(s->pve, method, path, params, &upid, err, errlen);
-
-    if (rc == 0)
-        rc = sbx_task_wait_json(s->pve, upid, s->cfg.task_timeout_ms, err, errlen);
-    json_decref(upid);
-    json_decref(params);
-    return rc;
-}
-
 static int by_time(const void *a, const void *b)
 {
     json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "snaptime"));
@@ -93,7 +80,7 @@ static int make_room(struct sbx *s, const struct sbx_vm *vm, json_t *list, char 
             continue;
         snprintf(path, sizeof path, "/nodes/%s/qemu/%d/snapshot/%s", vm->node, vm->vmid, name);
         snprintf(dropped, len, "%s", name);
-        return run_task(s, "DELETE", path, NULL, err, errlen);
+        return sbx_vm_task(s, "DELETE", path, NULL, err, errlen);
     }
     snprintf(err, errlen, "snapshot: %d snapshots exist and only '%s' is left: delete one by hand",
              s->cfg.max_snapshots, BASE_LABEL);
@@ -146,10 +133,10 @@ int sbx_op_snapshot(struct sbx *s, json_t *args, json_t **out, char *err, size_t
     }
     json_decref(list);
     sbx_vm_path(path, sizeof path, vm.node, vm.vmid, "/snapshot");
-    if (run_task(s, "POST", path,
-                 json_pack("{s:s,s:i,s:s}", "snapname", label, "vmstate", 0, "description",
-                           "taken by sandboxctl"),
-                 err, errlen))
+    if (sbx_vm_task(s, "POST", path,
+                    json_pack("{s:s,s:i,s:s}", "snapname", label, "vmstate", 0, "description",
+                              "taken by sandboxctl"),
+                    err, errlen))
         return -1;
     *out = json_pack("{s:s,s:s}", "name", vm.name, "label", label);
     if (dropped[0])
@@ -201,7 +188,7 @@ int sbx_op_rollback(struct sbx *s, json_t *args, json_t **out, char *err, size_t
         return -1;
     snprintf(path, sizeof path, "/nodes/%s/qemu/%d/snapshot/%s/rollback", vm.node, vm.vmid, label);
     params = json_pack("{s:i}", "start", strcmp(vm.status, "running") == 0);
-    if (run_task(s, "POST", path, params, err, errlen) || restore_meta(s, &vm, &m, err, errlen))
+    if (sbx_vm_task(s, "POST", path, params, err, errlen) || restore_meta(s, &vm, &m, err, errlen))
         return -1;
     *out = json_pack("{s:s,s:s}", "name", vm.name, "label", label);
     return 0;

@@ -178,9 +178,8 @@ int sbx_vm_gone(const char *err)
     return strstr(err, "does not exist") != NULL;
 }
 
-/* POST path (an asynchronous call) and wait for its task. */
-static int run_task(struct sbx *s, const char *method, const char *path, json_t *params, char *err,
-                    size_t errlen)
+int sbx_vm_task(struct sbx *s, const char *method, const char *path, json_t *params, char *err,
+                size_t errlen)
 {
     json_t *upid = NULL;
     int rc = sbx_pve_call(s->pve, method, path, params, &upid, err, errlen);
@@ -188,6 +187,7 @@ static int run_task(struct sbx *s, const char *method, const char *path, json_t 
     if (rc == 0)
         rc = sbx_task_wait_json(s->pve, upid, s->cfg.task_timeout_ms, err, errlen);
     json_decref(upid);
+    json_decref(params);
     return rc;
 }
 
@@ -204,7 +204,7 @@ int sbx_vm_destroy(struct sbx *s, const char *node, int vmid, char *err, size_t 
     status = json_string_value(json_object_get(cur, "status"));
     if (status && strcmp(status, "stopped") != 0) {
         sbx_vm_path(path, sizeof path, node, vmid, "/status/stop");
-        if (run_task(s, "POST", path, NULL, err, errlen) && !sbx_vm_gone(err)) {
+        if (sbx_vm_task(s, "POST", path, NULL, err, errlen) && !sbx_vm_gone(err)) {
             json_decref(cur);
             return -1;
         }
@@ -212,8 +212,7 @@ int sbx_vm_destroy(struct sbx *s, const char *node, int vmid, char *err, size_t 
     json_decref(cur);
     sbx_vm_path(path, sizeof path, node, vmid, "");
     params = json_pack("{s:i,s:i}", "purge", 1, "destroy-unreferenced-disks", 1);
-    rc = run_task(s, "DELETE", path, params, err, errlen);
-    json_decref(params);
+    rc = sbx_vm_task(s, "DELETE", path, params, err, errlen);
     if (rc && sbx_vm_gone(err))
         rc = 0;
     return rc;

@@ -59,6 +59,11 @@ int sbx_vm_write_meta(struct sbx *s, const char *node, int vmid, const struct sb
  * destroyed.  0 / -1 with err. */
 int sbx_vm_destroy(struct sbx *s, const char *node, int vmid, char *err, size_t errlen);
 
+/* Call an asynchronous API (method, path, params) and wait for its task.
+ * params is consumed (may be NULL).  Returns 0, or -1 with the reason. */
+int sbx_vm_task(struct sbx *s, const char *method, const char *path, json_t *params, char *err,
+                size_t errlen);
+
 /* Whether an error text says the VM does not exist (any more). */
 int sbx_vm_gone(const char *err);
 
