@@ -8,7 +8,8 @@
 #include "vm.h"
 
 /* One sandbox as list shows it; a VM whose description cannot be read is
- * listed with the problem instead of its metadata. */
+ * listed with the problem instead of its metadata.  NULL: another owner's
+ * sandbox while the operations are scoped to one owner. */
 static json_t *describe(struct sbx *s, const struct sbx_vm *vm)
 {
     json_t *config = NULL, *o;
@@ -19,11 +20,19 @@ static json_t *describe(struct sbx *s, const struct sbx_vm *vm)
                   "status", vm->status);
     if (sbx_vm_config(s, vm->node, vm->vmid, &config, why, sizeof why) ||
         sbx_vm_meta(config, &m, why, sizeof why)) {
-        json_object_set_new(o, "problem", json_string(why));
         json_decref(config);
+        if (s->owner_scope[0]) {
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, "problem", json_string(why));
         return o;
     }
     json_decref(config);
+    if (s->owner_scope[0] && strcmp(m.owner, s->owner_scope) != 0) {
+        json_decref(o);
+        return NULL;
+    }
     sbx_time_format(m.created, created, sizeof created);
     sbx_time_format(m.expires, expires, sizeof expires);
     json_object_set_new(o, "owner", json_string(m.owner));
@@ -51,8 +60,11 @@ int sbx_op_list(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
         return -1;
     qsort(vms, n, sizeof *vms, by_vmid);
     list = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(list, describe(s, &vms[i]));
+    for (size_t i = 0; i < n; i++) {
+        json_t *one = describe(s, &vms[i]);
+        if (one)
+            json_array_append_new(list, one);
+    }
     free(vms);
     *out = json_pack("{s:o}", "sandboxes", list);
     return 0;

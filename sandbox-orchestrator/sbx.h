@@ -20,7 +20,13 @@ struct sbx {
     struct sbx_config cfg;
     struct sbx_pve *pve;
     int pve_major; /* Proxmox VE major version, 0 until asked */
+    /* When set, only this owner's sandboxes exist for the operations: the
+     * MCP server sets it so an assistant sees and touches its own only. */
+    char owner_scope[65];
 };
+
+/* Limit every later operation to the sandboxes of `owner` (NULL: all). */
+void sbx_scope_owner(struct sbx *s, const char *owner);
 
 /* Load the config at path and build the Proxmox client (reading the token
  * file).  Returns NULL with "file:line: ..." or the token problem in err. */

@@ -83,6 +83,21 @@ static int all_digits(const char *s)
     return 1;
 }
 
+bool sbx_vm_in_scope(struct sbx *s, const struct sbx_vm *vm)
+{
+    json_t *config = NULL;
+    struct sbx_meta m;
+    char why[256];
+    bool mine;
+
+    if (s->owner_scope[0] == '\0')
+        return true;
+    mine = sbx_vm_config(s, vm->node, vm->vmid, &config, why, sizeof why) == 0 &&
+           sbx_vm_meta(config, &m, why, sizeof why) == 0 && strcmp(m.owner, s->owner_scope) == 0;
+    json_decref(config);
+    return mine;
+}
+
 int sbx_vm_find(struct sbx *s, const char *name, struct sbx_vm *vm, char *err, size_t errlen)
 {
     struct sbx_vm *vms;
@@ -98,9 +113,14 @@ int sbx_vm_find(struct sbx *s, const char *name, struct sbx_vm *vm, char *err, s
         }
     }
     free(vms);
+    if (found == 1 && !sbx_vm_in_scope(s, vm))
+        found = 0; /* another owner's: it does not exist for this caller */
     if (found == 1)
         return 0;
-    if (found == 0)
+    if (found == 0 && s->owner_scope[0])
+        snprintf(err, errlen, "no sandbox called '%.64s' of owner '%s' in pool '%s'", name,
+                 s->owner_scope, s->cfg.pool);
+    else if (found == 0)
         snprintf(err, errlen, "no sandbox called '%.64s' in pool '%s'", name, s->cfg.pool);
     else
         snprintf(err, errlen, "%zu sandboxes are called '%.64s' in pool '%s': use the VMID", found,

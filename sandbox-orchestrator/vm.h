@@ -6,6 +6,7 @@
 #ifndef SBX_VM_H
 #define SBX_VM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -63,6 +64,10 @@ int sbx_vm_destroy(struct sbx *s, const char *node, int vmid, char *err, size_t 
  * params is consumed (may be NULL).  Returns 0, or -1 with the reason. */
 int sbx_vm_task(struct sbx *s, const char *method, const char *path, json_t *params, char *err,
                 size_t errlen);
+
+/* Whether vm belongs to the owner the operations are scoped to (always,
+ * when none is set; never, when its metadata cannot be read). */
+bool sbx_vm_in_scope(struct sbx *s, const struct sbx_vm *vm);
 
 /* Whether an error text says the VM does not exist (any more). */
 int sbx_vm_gone(const char *err);

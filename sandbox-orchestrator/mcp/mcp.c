@@ -149,6 +149,8 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .owner = default_owner(a.owner),
         .version = sbx_mcp_version,
     };
+    /* The assistant sees and touches its owner's sandboxes only. */
+    sbx_scope_owner(s, cfg.owner);
     srv = sbx_mcp_server_new(&cfg, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "sandboxctl mcp: %s\n", err);

@@ -72,6 +72,33 @@ tap_ok $? "create_server over a plain pipe answered without a tool error"
 sbx destroy mcp-owner-1 >/dev/null 2>&1
 tap_ok $? "the command line destroys it again"
 
+# Owner scope: another owner's sandbox does not exist for the MCP server.
+sbx create --name other-owner-1 --size small --lifetime 1h --owner someone-else \
+    --policy locked >"$T/other.out" 2>&1
+tap_ok $? "the command line creates other-owner-1 for owner someone-else"
+printf '%s\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_servers","arguments":{}}}' \
+    '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_command","arguments":{"name":"other-owner-1","command":["touch","/tmp/mcp-was-here"]}}}' \
+    '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"destroy_server","arguments":{"name":"other-owner-1"}}}' \
+    | timeout 60 "$SBX_BIN" -c "$CONF" mcp --owner mcp-tester >"$T/scope.out" 2>"$T/scope.err"
+python3 - "$T/scope.out" <<'PY'
+import json, sys
+answers = {m.get("id"): m for m in map(json.loads, open(sys.argv[1])) if "id" in m}
+listed = answers[2]["result"]["structuredContent"]["sandboxes"]
+ok = not any(b["name"] == "other-owner-1" for b in listed)
+for i in (3, 4):
+    r = answers[i]["result"]
+    ok = ok and r["isError"] and "of owner 'mcp-tester'" in r["content"][0]["text"]
+sys.exit(0 if ok else 1)
+PY
+tap_ok $? "owner scope: list_servers leaves another owner's sandbox out; run_command and destroy_server on it are tool errors"
+sbx --json list >"$T/list3.json" 2>>"$T/list.err"
+grep -q '"other-owner-1"' "$T/list3.json" && sbx exec other-owner-1 -- test ! -e /tmp/mcp-was-here >/dev/null 2>&1
+tap_ok $? "owner scope: other-owner-1 still exists and the command never ran in it"
+sbx destroy other-owner-1 >/dev/null 2>&1
+tap_ok $? "the command line destroys other-owner-1"
+
 # A preset outside mcp-presets never reaches Proxmox.
 before=$(sim_state "(len(s['tasks']), len(s['vms']))")
 printf '%s\n' \
