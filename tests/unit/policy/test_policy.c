@@ -467,8 +467,12 @@ static void test_errors(void)
         {"~^(unclosed\n",
          "p.allow:1:12: regular expression error at offset 10: missing closing parenthesis"},
         {"~\n", "expected a regular expression after '~'"},
-        {"frobnicate github.com\n",
-         "p.allow:1:12: expected 'raw', 'private-ok', 'until' or end of line, found 'github.com'"},
+        {"frobnicate github.com\n", "p.allow:1:1: unknown directive 'frobnicate' (a line is a "
+                                    "host, 'ip', 'deny', 'mode' or 'include')"},
+        {"dney github.com\n", "p.allow:1:1: unknown directive 'dney'; did you mean 'deny'?"},
+        {"inclde base\n", "p.allow:1:1: unknown directive 'inclde'; did you mean 'include'?"},
+        {"github.com frobnicate\n", "p.allow:1:12: expected 'raw', 'private-ok', 'until' or end "
+                                    "of line, found 'frobnicate'"},
         {"github.com until tomorrow\n", "p.allow:1:18: expected an RFC 3339 time"},
         {"github.com until\n", "p.allow:1:17: expected an RFC 3339 time after 'until'"},
         {"deny github.com raw\n",
@@ -534,6 +538,11 @@ static void test_errors(void)
            v.reason == POLICY_R_NOT_ALLOWED && v.rule.file == NULL,
        "an empty preset denies everything: no rule matched");
     policy_binding_free(b);
+    policy_unref(pol);
+    const char *single[] = {"s", "intranet private-ok\nlocalhost:8080\nbuildbox\n", NULL};
+    pol = load(&d, single);
+    ok(pol != NULL, "single-label hosts, alone or with a modifier, are hosts (%s)",
+       d.n ? d.lines[0] : "loaded");
     policy_unref(pol);
     const char *crlf[] = {"w", "github.com\r\n  npmjs.org:443   # comment\r\n", NULL};
     pol = load(&d, crlf);
