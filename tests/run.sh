@@ -170,7 +170,7 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
             sni*)   seeds=("$CLIENTHELLO_DIR"/*.bin) ;;
             policy) seeds=(deploy/policies/*.allow) ;;
             host)   read -ra seeds < <(host_seeds) ;;
-            *)      seeds=() ;;
+            *)      seeds=(tests/fuzz/seeds/"$name"/*) ;;
         esac
         run_fuzzer "$name" "$prog" "${seeds[@]}"
     done
