@@ -205,9 +205,26 @@ static const char *literal_suffix(struct pool *pool, const char *re, size_t len)
     return pool_strndup(pool, h.text, h.len);
 }
 
-static bool parse_regex(struct line *l, const struct token *t, struct rule *r)
+/* A regex's optional ":PORTS": only when what follows its last ':' reads
+ * as a port list ("(?:a|b)" is a group, not ports; a host never holds ':'). */
+static size_t split_regex_ports(const struct token *t)
 {
     size_t cut = split_ports(t, 1);
+    const char *p = t->s + cut + 1;
+    size_t n = t->len - cut - (cut < t->len);
+    if (cut == t->len || n == 0)
+        return t->len;
+    if ((n == 1 && p[0] == '*'))
+        return cut;
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || p[i] == ','))
+            return t->len;
+    return cut;
+}
+
+static bool parse_regex(struct line *l, const struct token *t, struct rule *r)
+{
+    size_t cut = split_regex_ports(t);
     int err;
     PCRE2_SIZE off;
 

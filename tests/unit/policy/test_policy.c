@@ -419,7 +419,9 @@ static void test_regex_index(void)
                              "~^api\\.example\\.dev$\n"          /* 9 */
                              "deny ~bad[0-9]+\\.example\\.com\n" /* 10 */
                              ".example.info\n"                   /* 11 */
-                             "~[a-z]+\\.example\\.com:8443\n");  /* 12 */
+                             "~[a-z]+\\.example\\.com:8443\n"    /* 12 */
+                             "~(?:alpha|beta)\\.example\\.edu\n" /* 13: a group */
+                             "~(?:gamma)\\.example\\.edu:80\n"); /* 14 */
     if (!ok(p != NULL, "regex-index preset loads"))
         return;
     struct policy_binding *b = bind(p, "p", NULL, 0);
@@ -442,6 +444,9 @@ static void test_regex_index(void)
         {"good.example.com", 8443, "allow", "allowed", 12},
         {"good.example.com", 443, "deny", "not_allowed", 0},
         {"bad12.example.com", 8443, "deny", "not_allowed", 0},
+        {"beta.example.edu", 443, "allow", "allowed", 13},
+        {"gamma.example.edu", 80, "allow", "allowed", 14},
+        {"gamma.example.edu", 443, "deny", "not_allowed", 0},
     };
     check_all(b, w, sizeof(w) / sizeof(w[0]), "regex index");
     policy_binding_free(b);
