@@ -154,6 +154,16 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
     return -1;
 }
 
+/* A reason quotes hostile values and ends up on a terminal or in a log:
+ * every byte outside printable ASCII becomes '?', so a value cannot carry
+ * escape sequences or a line break into either. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = '?';
+}
+
 static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
 {
     if (!sbx_meta_valid_owner(m->owner))
@@ -180,9 +190,7 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
     int n;
 
     if (check_values(m, err, errlen)) {
-        for (char *c = err; *c; c++)
-            if ((unsigned char)*c < 0x20)
-                *c = ' ';
+        printable(err);
         return -1;
     }
     sbx_time_format(m->created, created, sizeof created);
@@ -293,8 +301,8 @@ static const char *next_line(const char *p, const char *end, char *line, size_t 
     return nl ? nl + 1 : end;
 }
 
-enum sbx_meta_result sbx_meta_decode(const char *text, size_t len, struct sbx_meta *m, char *err,
-                                     size_t errlen)
+static enum sbx_meta_result decode(const char *text, size_t len, struct sbx_meta *m, char *err,
+                                   size_t errlen)
 {
     char line[LINE_MAX_LEN];
     const char *p = text, *end = text + len;
@@ -340,4 +348,14 @@ enum sbx_meta_result sbx_meta_decode(const char *text, size_t len, struct sbx_me
         return SBX_META_MALFORMED;
     }
     return SBX_META_OK;
+}
+
+enum sbx_meta_result sbx_meta_decode(const char *text, size_t len, struct sbx_meta *m, char *err,
+                                     size_t errlen)
+{
+    enum sbx_meta_result r = decode(text, len, m, err, errlen);
+
+    if (r == SBX_META_MALFORMED)
+        printable(err);
+    return r;
 }

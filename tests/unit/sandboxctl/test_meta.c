@@ -202,6 +202,24 @@ static void test_encoder_refuses(void)
        "a description over 8 KiB is refused: %s", err);
 }
 
+/* A reason quotes the hostile value: it must not carry a terminal escape
+ * sequence or a line break into the terminal or the log that shows it. */
+static void test_reason_printable(void)
+{
+    static const char text[] = "sandboxctl-sandbox v1\nowner: a\ncreated: 2026\r\x1b[2J11-30"
+                               "T07:00:00Z\n";
+    char err[256];
+    struct sbx_meta m;
+    int clean = 1;
+
+    ok(sbx_meta_decode(text, sizeof text - 1, &m, err, sizeof err) == SBX_META_MALFORMED &&
+           strstr(err, "created '2026??[2J11-30"),
+       "a bad created value is quoted with '?' for its control bytes: %s", err);
+    for (const char *c = err; *c; c++)
+        clean &= (unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f;
+    ok(clean, "the reason holds printable ASCII only");
+}
+
 static void test_validators(void)
 {
     ok(sbx_meta_valid_allow("github.com"), "allow github.com");
@@ -232,6 +250,7 @@ int main(void)
     test_hostile();
     test_hostile_bytes();
     test_encoder_refuses();
+    test_reason_printable();
     test_validators();
     return tap_done();
 }
