@@ -10,6 +10,7 @@
 #define MARKER       "sandboxctl-sandbox v1"
 #define HEADER       "Sandbox managed by sandboxctl: change it with sandboxctl, not by hand."
 #define LINE_MAX_LEN 10000
+#define TIME_MAX     ((time_t)253402300799) /* 9999-12-31T23:59:59Z */
 
 /* The keys of the block, in the order the encoder writes them. */
 enum key { K_OWNER, K_CREATED, K_EXPIRES, K_POLICY, K_ADDRESS, K_ALLOW, K_COUNT };
@@ -178,6 +179,9 @@ static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
         if (!sbx_meta_valid_allow(m->allow[i]))
             return fail(err, errlen, "allow '%.300s' is not HOST, *.HOST or .HOST with :PORTS",
                         m->allow[i]);
+    /* What sbx_time_parse() reads back: four-digit years from 1970 on. */
+    if (m->created < 0 || m->created > TIME_MAX || m->expires < 0 || m->expires > TIME_MAX)
+        return fail(err, errlen, "created or expires outside 1970..9999");
     if (m->expires < m->created)
         return fail(err, errlen, "expires before created");
     return 0;

@@ -200,6 +200,14 @@ static void test_encoder_refuses(void)
     }
     ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "longer than"),
        "a description over 8 KiB is refused: %s", err);
+    m = sample();
+    m.expires = (time_t)253402300800; /* 10000-01-01: a five-digit year */
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "1970..9999"),
+       "an expiry the decoder could not read back is never written: %s", err);
+    m = sample();
+    m.created = (time_t)-4611686018427387904; /* gmtime() fails: no text at all */
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "1970..9999"),
+       "a creation time before 1970 is never written: %s", err);
 }
 
 /* A reason quotes the hostile value: it must not carry a terminal escape
