@@ -20,6 +20,9 @@ struct cursor {
     int line;
     char *err;
     size_t errlen;
+    /* Where the directives that must agree with each other were last given,
+     * so that a disagreement found at the end still names a line. */
+    int ca_line, pin_line, lifetime_line;
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(struct cursor *cur, const char *fmt, ...)
@@ -361,6 +364,12 @@ static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
 
     for (size_t i = 0; i < sizeof one_word / sizeof one_word[0]; i++)
         single |= strcmp(dir, one_word[i]) == 0;
+    if (strcmp(dir, "pve-ca-file") == 0)
+        cur->ca_line = cur->line;
+    else if (strcmp(dir, "pve-fingerprint") == 0)
+        cur->pin_line = cur->line;
+    else if (strcmp(dir, "lifetime-default") == 0 || strcmp(dir, "lifetime-max") == 0)
+        cur->lifetime_line = cur->line;
     if (single && n != 2)
         return fail(cur, "%s: expected one value, got %d", dir, n - 1);
     if ((str = string_slot(c, dir))) {
@@ -463,12 +472,17 @@ static int check_complete(struct cursor *cur, struct sbx_config *c)
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!*string_slot(c, required[i]))
             return missing(cur, required[i]);
-    if (!c->pve_ca_file == !c->have_pin) {
+    if (!c->pve_ca_file && !c->have_pin) {
         snprintf(cur->err, cur->errlen,
-                 "%s: expected exactly one of 'pve-ca-file' or 'pve-fingerprint' (the server "
-                 "certificate is always verified)",
+                 "%s: missing directive: expected exactly one of 'pve-ca-file' or "
+                 "'pve-fingerprint' (the server certificate is always verified)",
                  cur->name);
         return -1;
+    }
+    if (c->pve_ca_file && c->have_pin) {
+        cur->line = cur->ca_line > cur->pin_line ? cur->ca_line : cur->pin_line;
+        return fail(cur, "expected exactly one of 'pve-ca-file' or 'pve-fingerprint' (the server "
+                         "certificate is always verified)");
     }
     if (c->ntemplates == 0)
         return missing(cur, "template");
@@ -477,9 +491,8 @@ static int check_complete(struct cursor *cur, struct sbx_config *c)
     if (!c->proxy_addr)
         return missing(cur, "proxy");
     if (c->lifetime_default_ms > c->lifetime_max_ms) {
-        snprintf(cur->err, cur->errlen, "%s: lifetime-default is longer than lifetime-max",
-                 cur->name);
-        return -1;
+        cur->line = cur->lifetime_line; /* the later of the two */
+        return fail(cur, "lifetime-default is longer than lifetime-max");
     }
     if (!c->node)
         c->node = xstrdup("auto");
@@ -491,7 +504,7 @@ static int check_complete(struct cursor *cur, struct sbx_config *c)
 int sbx_config_parse(struct sbx_config *c, const char *text, const char *name, char *err,
                      size_t errlen)
 {
-    struct cursor cur = {name, 0, err, errlen};
+    struct cursor cur = {.name = name, .err = err, .errlen = errlen};
     char *copy = xstrdup(text), *line = copy, *next;
     char *v[MAX_WORDS];
     int rc = 0;

@@ -104,8 +104,9 @@ static void test_bad(void)
         {"size huge 4\n", "size: expected NAME CORES MEMORY_MIB"},
         {"gateway 10.99.0\n", "gateway: '10.99.0' is not an IPv4 address"},
         {"bridge vmbr99;x\n", "bridge: 'vmbr99;x' is not a name"},
-        {"pve-ca-file /etc/pve/pve-root-ca.pem\n", "exactly one of 'pve-ca-file' or"},
-        {"lifetime-default 13h\n", "lifetime-default is longer than lifetime-max"},
+        {"pve-ca-file /etc/pve/pve-root-ca.pem\n",
+         "t.conf:24: expected exactly one of 'pve-ca-file' or"},
+        {"lifetime-default 13h\n", "t.conf:24: lifetime-default is longer than lifetime-max"},
         {"mcp-presets ../../etc\n", "mcp-presets: '../../etc' is not a preset name"},
     };
     struct sbx_config c;
@@ -126,6 +127,14 @@ static void test_missing(void)
 
     ok(rc == -1 && strstr(err, "m.conf: missing directive 'pve-token-file'"),
        "a missing directive is named: %s", err);
+    sbx_config_free(&c);
+    rc = sbx_config_parse(&c,
+                          "pve-url https://x:8006\npve-token-file t\npool p\nbridge b\n"
+                          "gateway 10.0.0.1\n",
+                          "m.conf", err, sizeof err);
+    ok(rc == -1 &&
+           strstr(err, "m.conf: missing directive: expected exactly one of 'pve-ca-file' or"),
+       "no way to check the certificate is a missing directive: %s", err);
     sbx_config_free(&c);
     rc = sbx_config_load(&c, "/nonexistent/sandboxctl.conf", err, sizeof err);
     ok(rc == -1 && strstr(err, "/nonexistent/sandboxctl.conf: cannot open"),
