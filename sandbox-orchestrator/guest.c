@@ -223,6 +223,20 @@ int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, cons
     }
 }
 
+int sbx_guest_exit_code(json_t *st, int *signal)
+{
+    json_t *code = json_object_get(st, "exitcode"), *sig = json_object_get(st, "signal");
+
+    *signal = 0;
+    if (json_is_integer(code))
+        return (int)json_integer_value(code);
+    if (json_is_integer(sig) && json_integer_value(sig) > 0 && json_integer_value(sig) < 128) {
+        *signal = (int)json_integer_value(sig);
+        return 128 + *signal;
+    }
+    return -1;
+}
+
 static int write_one(struct sbx *s, const char *node, int vmid, const char *path,
                      const unsigned char *data, size_t len, char *err, size_t errlen)
 {
@@ -245,14 +259,14 @@ static int join_parts(struct sbx *s, const char *node, int vmid, const char *pat
     static const char script[] = "f=$1; shift; cat -- \"$@\" > \"$f.sbx-new\" && "
                                  "mv -f -- \"$f.sbx-new\" \"$f\"; rc=$?; rm -f -- \"$@\"; exit $rc";
     json_t *argv = json_pack("[s,s,s,s,s]", "/bin/sh", "-c", script, "sh", path), *st = NULL;
-    int rc;
+    int rc, sig;
 
     json_array_extend(argv, parts);
     rc = sbx_guest_exec(s, node, vmid, argv, NULL, 0, s->cfg.exec_timeout_ms, &st, err, errlen);
-    if (rc == 0 && json_integer_value(json_object_get(st, "exitcode")) != 0) {
+    if (rc == 0 && sbx_guest_exit_code(st, &sig) != 0) {
         json_t *e = json_object_get(st, "err-bytes");
-        snprintf(err, errlen, "write %s: joining the parts failed: %.300s", path,
-                 json_is_string(e) ? json_string_value(e) : "");
+        snprintf(err, errlen, "write %s: joining the parts failed (exit %d): %.300s", path,
+                 sbx_guest_exit_code(st, &sig), json_is_string(e) ? json_string_value(e) : "");
         rc = -1;
     }
     json_decref(st);

@@ -29,6 +29,11 @@ int sbx_guest_wait(struct sbx *s, const char *node, int vmid, long timeout_ms, c
 int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, const char *input,
                    size_t len, long timeout_ms, json_t **status, char *err, size_t errlen);
 
+/* The exit of a final exec-status answer: its exitcode, or 128+N when the
+ * process was killed by signal N (*signal = N, else 0); -1 when the answer
+ * holds neither.  Never 0 unless the process exited 0. */
+int sbx_guest_exit_code(json_t *st, int *signal);
+
 /* Write len bytes to path in the guest (truncating it); files larger than
  * one file-write are written in parts and joined by a command in the
  * guest.  0 / -1. */

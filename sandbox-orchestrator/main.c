@@ -333,7 +333,12 @@ static int cmd_exec(struct cli *c, int argc, char **argv)
         fprintf(stderr, "sandboxctl: exec: stdout was truncated\n");
     if (json_is_true(json_object_get(out, "timed_out")))
         fprintf(stderr, "sandboxctl: exec: the command timed out\n");
-    if (code != 0)
+    if (json_is_true(json_object_get(out, "stderr_truncated")))
+        fprintf(stderr, "sandboxctl: exec: stderr was truncated\n");
+    if (json_is_integer(json_object_get(out, "signal")))
+        fprintf(stderr, "sandboxctl: exec: the command was killed by signal %d\n",
+                (int)json_integer_value(json_object_get(out, "signal")));
+    else if (code != 0)
         fprintf(stderr, "sandboxctl: exec: the command exited with status %d\n", code);
     json_decref(out);
     return code == 0 ? 0 : EXIT_FAILED;

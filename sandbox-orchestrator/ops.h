@@ -23,7 +23,9 @@
  *   exec       name, command (array of strings), timeout (integer seconds,
  *              optional), input (string, optional)
  *              -> {exitcode, stdout, stderr, stdout_truncated (bool),
- *                  stderr_truncated (bool), timed_out (bool)}
+ *                  stderr_truncated (bool), timed_out (bool), signal (number,
+ *                  only when a signal killed the command; exitcode is then
+ *                  128 + signal)}
  *   read       name, path -> {path, size, content_base64}
  *   write      name, path, content_base64 -> {path, size}
  *   extend     name, duration ("30m", "2h") -> {name, expires}

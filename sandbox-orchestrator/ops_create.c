@@ -579,7 +579,7 @@ static int write_secrets(struct sbx *s, struct build *b, char *err, size_t errle
     size_t len;
     char *data;
     json_t *argv, *st = NULL;
-    int rc;
+    int rc, code, sig;
 
     if (!s->cfg.secrets_file)
         return 0;
@@ -593,9 +593,9 @@ static int write_secrets(struct sbx *s, struct build *b, char *err, size_t errle
                         errlen);
     explicit_bzero(data, len);
     free(data);
-    if (rc == 0 && json_integer_value(json_object_get(st, "exitcode")) != 0) {
-        snprintf(err, errlen, "secrets: writing %s in the guest failed: %.200s", SECRETS_GUEST,
-                 json_string_value(json_object_get(st, "err-bytes")));
+    if (rc == 0 && (code = sbx_guest_exit_code(st, &sig)) != 0) {
+        snprintf(err, errlen, "secrets: writing %s in the guest failed (exit %d): %.200s",
+                 SECRETS_GUEST, code, json_string_value(json_object_get(st, "err-bytes")));
         rc = -1;
     }
     json_decref(st);

@@ -1,4 +1,5 @@
 /* ops_guest.c - exec, read and write in a sandbox through the guest agent. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +96,8 @@ int sbx_op_exec(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     struct sbx_vm vm;
     long timeout;
     json_t *argv, *st = NULL;
-    int out_trunc, err_trunc, code, rc;
+    int out_trunc, err_trunc, code, sig, rc;
+    long started = sbx_now_ms();
 
     *out = NULL;
     if (sbx_args_check(args, keys, err, errlen) ||
@@ -117,13 +119,19 @@ int sbx_op_exec(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
                 json_integer_value(json_object_get(st, "out-truncated")) == 1;
     err_trunc = json_is_true(json_object_get(st, "err-truncated")) ||
                 json_integer_value(json_object_get(st, "err-truncated")) == 1;
-    code = (int)json_integer_value(json_object_get(st, "exitcode"));
+    code = sbx_guest_exit_code(st, &sig);
     *out = json_pack("{s:i,s:o,s:o}", "exitcode", code, "stdout",
                      capped(st, "out-bytes", s->cfg.exec_output_max, &out_trunc), "stderr",
                      capped(st, "err-bytes", s->cfg.exec_output_max, &err_trunc));
     json_object_set_new(*out, "stdout_truncated", json_boolean(out_trunc));
     json_object_set_new(*out, "stderr_truncated", json_boolean(err_trunc));
-    json_object_set_new(*out, "timed_out", json_boolean(code == TIMEOUT_EXIT));
+    if (sig)
+        json_object_set_new(*out, "signal", json_integer(sig));
+    /* timeout(1) exits 124; when the command outlived the grace period
+     * too, timeout kills itself with SIGKILL. */
+    json_object_set_new(*out, "timed_out",
+                        json_boolean(code == TIMEOUT_EXIT ||
+                                     (sig == SIGKILL && sbx_now_ms() - started >= timeout * 1000)));
     json_decref(st);
     return 0;
 }

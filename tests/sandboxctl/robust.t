@@ -58,6 +58,21 @@ run_version() {
     check "PVE $v: ... and the guest file was not created" \
         test "$(sbx exec a1 -- sh -c 'test -e /root/g && echo yes || echo no')" = no
 
+    # A command killed by a signal did not succeed.
+    out=$(sbx --json exec a1 -- sh -c 'kill -9 $$' 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && [ "$(json_get "$out" 'j["exitcode"], j.get("signal")')" = "(137, 9)" ]; echo $?)" \
+        "PVE $v: exec of a command killed by SIGKILL exits 1, exitcode 137, signal 9 (rc $rc: $(tr -d '\n' <<<"${out:0:300}"))"
+    out=$(sbx exec a1 -- sh -c 'kill -SEGV $$' 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -q 'killed by signal 11' <<<"$out"; echo $?)" \
+        "PVE $v: exec of a crashing command says so (rc $rc: $out)"
+    # A command that ignores SIGTERM is killed after the grace period: timed out.
+    out=$(sbx --json exec a1 --timeout 1 -- sh -c 'trap "" TERM; sleep 20' 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && [ "$(json_get "$out" 'j["timed_out"]')" = True ]; echo $?)" \
+        "PVE $v: a command that ignores SIGTERM past its timeout is timed_out (rc $rc: $(tr -d '\n' <<<"${out:0:300}"))"
+
     sbx destroy a1 >/dev/null
     sbx_stop_all
 }
