@@ -38,6 +38,8 @@ struct build {
     int template_vmid;
     int vmid;
     long started_ms;
+    char *secrets; /* the secrets file's content, or NULL */
+    size_t secrets_len;
     /* what exists so far, for undo() */
     int reserved, cloned, bound;
 };
@@ -550,13 +552,24 @@ static char *read_secrets(const char *path, size_t *len, char *err, size_t errle
     ssize_t n;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
-    if (fd == -1 || fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || st.st_mode & 077 ||
-        st.st_size > SECRETS_MAX) {
-        snprintf(err, errlen,
-                 "secrets-file %s: %s (it must be a regular file of at most 64 KiB, mode 0600)",
-                 path, fd == -1 ? strerror(errno) : "refused");
+    if (fd == -1 || fstat(fd, &st) == -1) {
+        snprintf(err, errlen, "secrets-file %s: %s", path, strerror(errno));
         if (fd != -1)
             close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_mode & 077 || st.st_size > SECRETS_MAX) {
+        if (!S_ISREG(st.st_mode))
+            snprintf(err, errlen, "secrets-file %s: not a regular file", path);
+        else if (st.st_mode & 077)
+            snprintf(err, errlen,
+                     "secrets-file %s: mode %04o lets other users read it; it must be 0600 "
+                     "(fix: chmod 600 %s)",
+                     path, (unsigned)(st.st_mode & 07777), path);
+        else
+            snprintf(err, errlen, "secrets-file %s: %lld bytes, more than the %d allowed", path,
+                     (long long)st.st_size, SECRETS_MAX);
+        close(fd);
         return NULL;
     }
     buf = malloc((size_t)st.st_size + 1);
@@ -573,26 +586,20 @@ static char *read_secrets(const char *path, size_t *len, char *err, size_t errle
     return buf;
 }
 
-/* The secrets file goes in through exec's stdin into a file created 0600. */
+/* The secrets file goes in through exec's stdin into a file created 0600
+ * (read before anything is made: b->secrets). */
 static int write_secrets(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
-    size_t len;
-    char *data;
     json_t *argv, *st = NULL;
     int rc, code, sig;
 
-    if (!s->cfg.secrets_file)
+    if (!b->secrets)
         return 0;
-    data = read_secrets(s->cfg.secrets_file, &len, err, errlen);
-    if (!data)
-        return -1;
     argv = json_pack("[s,s,s]", "/bin/sh", "-c",
                      "umask 077 && cat > " SECRETS_GUEST " && chown 0:0 " SECRETS_GUEST
                      " && chmod 600 " SECRETS_GUEST);
-    rc = sbx_guest_exec(s, b->node, b->vmid, argv, data, len, s->cfg.exec_timeout_ms, &st, err,
-                        errlen);
-    explicit_bzero(data, len);
-    free(data);
+    rc = sbx_guest_exec(s, b->node, b->vmid, argv, b->secrets, b->secrets_len,
+                        s->cfg.exec_timeout_ms, &st, err, errlen);
     if (rc == 0 && (code = sbx_guest_exit_code(st, &sig)) != 0) {
         snprintf(err, errlen, "secrets: writing %s in the guest failed (exit %d): %.200s",
                  SECRETS_GUEST, code, json_string_value(json_object_get(st, "err-bytes")));
@@ -674,6 +681,14 @@ static int run_steps(struct sbx *s, struct build *b, char *err, size_t errlen)
     return 0;
 }
 
+static void forget_secrets(struct build *b)
+{
+    if (b->secrets)
+        explicit_bzero(b->secrets, b->secrets_len);
+    free(b->secrets);
+    b->secrets = NULL;
+}
+
 int sbx_op_create(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
     struct build b;
@@ -684,12 +699,20 @@ int sbx_op_create(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
     b.started_ms = sbx_now_ms();
     if (parse_args(s, args, &b, err, errlen))
         return -1;
-    if (reserve(s, &b, err, errlen))
+    /* A secrets file that will be refused is refused before anything is made. */
+    if (s->cfg.secrets_file &&
+        !(b.secrets = read_secrets(s->cfg.secrets_file, &b.secrets_len, err, errlen)))
         return -1;
+    if (reserve(s, &b, err, errlen)) {
+        forget_secrets(&b);
+        return -1;
+    }
     if (run_steps(s, &b, err, errlen)) {
+        forget_secrets(&b);
         undo(s, &b, err, errlen);
         return -1;
     }
+    forget_secrets(&b);
     if (sbx_guard_release(s->cfg.state_dir, b.vmid, why, sizeof why))
         fprintf(stderr, "sandboxctl: warning: %s\n", why);
     sbx_time_format(b.meta.expires, expires, sizeof expires);

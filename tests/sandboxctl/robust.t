@@ -74,6 +74,21 @@ run_version() {
         "PVE $v: a command that ignores SIGTERM past its timeout is timed_out (rc $rc: $(tr -d '\n' <<<"${out:0:300}"))"
 
     sbx destroy a1 >/dev/null
+
+    # A secrets file others may read is refused before anything is made.
+    printf 'a secret\n' >"$T/secrets"
+    chmod 644 "$T/secrets"
+    echo "secrets-file $T/secrets" | sbx_write_config
+    pve_sim_ctl DELETE calls >/dev/null
+    out=$(sbx create --name s1 --size small --owner a --policy p 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -qF "mode 0644 lets other users read it; it must be 0600 (fix: chmod 600 $T/secrets)" <<<"$out"; echo $?)" \
+        "PVE $v: a secrets file of mode 0644 fails the create, naming the mode and the fix (rc $rc: $out)"
+    check "PVE $v: ... before any VM was cloned" \
+        test "$(pve_sim_ctl GET calls | python3 -c 'import json,sys; print(sum(c["path"].endswith("/clone") for c in json.load(sys.stdin)))')" = 0
+    nothing_left "$v" "loose secrets file"
+    chmod 600 "$T/secrets"
+    sbx_write_config </dev/null
     sbx_stop_all
 }
 
