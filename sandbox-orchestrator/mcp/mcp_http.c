@@ -32,11 +32,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcp_http.h"
 #include "mcp_server.h"
 
-#define HEAD_MAX       16384 /* request line + headers */
-#define MAX_HEADERS    64
-#define BODY_MAX       (8u << 20) /* one JSON-RPC message */
+#define HEAD_MAX       SBX_MCP_HTTP_HEAD_MAX
+#define MAX_HEADERS    SBX_MCP_HTTP_MAX_HEADERS
+#define BODY_MAX       SBX_MCP_HTTP_BODY_MAX
 #define MAX_CONNS      32
 #define MAX_SESSIONS   64
 #define IDLE_MS        60000 /* keep-alive: wait this long for the next request */
@@ -61,17 +62,6 @@ struct http {
     int conn_fds[MAX_CONNS]; /* -1 for a free slot; shut down on stop */
     int nconns;
     struct session sessions[MAX_SESSIONS];
-};
-
-/* One request as parsed; the strings point into the connection's buffer. */
-struct request {
-    char *method, *target;
-    int http10, keep_alive;
-    const char *host, *origin, *auth, *content_type, *accept, *session_id, *protocol_version;
-    long long content_length; /* -1: none */
-    int chunked;
-    char *body;
-    size_t body_len;
 };
 
 struct conn {
@@ -240,7 +230,7 @@ static int origin_ok(const char *origin)
 
 /* Splits the request line and headers in place.  Returns 0, or the HTTP
  * status that refuses the request. */
-static int parse_head(char *head, struct request *q)
+static int split_head(char *head, struct sbx_mcp_http_request *q)
 {
     char *line, *save = NULL, *colon, *blank, *v, *e;
     int nheaders = 0;
@@ -303,13 +293,13 @@ static int parse_head(char *head, struct request *q)
                 const char *name;
                 size_t off;
             } known[] = {
-                {"Host", offsetof(struct request, host)},
-                {"Origin", offsetof(struct request, origin)},
-                {"Authorization", offsetof(struct request, auth)},
-                {"Content-Type", offsetof(struct request, content_type)},
-                {"Accept", offsetof(struct request, accept)},
-                {"Mcp-Session-Id", offsetof(struct request, session_id)},
-                {"MCP-Protocol-Version", offsetof(struct request, protocol_version)},
+                {"Host", offsetof(struct sbx_mcp_http_request, host)},
+                {"Origin", offsetof(struct sbx_mcp_http_request, origin)},
+                {"Authorization", offsetof(struct sbx_mcp_http_request, auth)},
+                {"Content-Type", offsetof(struct sbx_mcp_http_request, content_type)},
+                {"Accept", offsetof(struct sbx_mcp_http_request, accept)},
+                {"Mcp-Session-Id", offsetof(struct sbx_mcp_http_request, session_id)},
+                {"MCP-Protocol-Version", offsetof(struct sbx_mcp_http_request, protocol_version)},
             };
             for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
                 const char **slot = (const char **)((char *)q + known[i].off);
@@ -323,6 +313,35 @@ static int parse_head(char *head, struct request *q)
         }
     }
     return 0;
+}
+
+ssize_t sbx_mcp_http_head_end(const char *buf, size_t len, int *status)
+{
+    size_t n = strnlen(buf, len);
+    const char *end = memmem(buf, n < HEAD_MAX ? n : HEAD_MAX, "\r\n\r\n", 4);
+
+    if (end)
+        return end + 4 - buf;
+    if (n != len) {
+        *status = 400; /* a NUL byte in the head */
+        return -1;
+    }
+    if (len >= HEAD_MAX) {
+        *status = 431;
+        return -1;
+    }
+    return 0;
+}
+
+int sbx_mcp_http_parse_head(char *head, struct sbx_mcp_http_request *q)
+{
+    int status = split_head(head, q);
+
+    if (!status && q->chunked)
+        status = 501;
+    else if (!status && q->content_length > (long long)BODY_MAX)
+        status = 413;
+    return status;
 }
 
 /* The media type of a header value, without parameters, is type. */
@@ -423,7 +442,7 @@ static void post_initialize(struct http *h, json_t *msg, struct response *r)
 }
 
 /* Any other message: within its session. */
-static void post_in_session(struct http *h, const struct request *q, json_t *msg,
+static void post_in_session(struct http *h, const struct sbx_mcp_http_request *q, json_t *msg,
                             struct response *r)
 {
     struct sbx_mcp_session s;
@@ -455,7 +474,7 @@ static void post_in_session(struct http *h, const struct request *q, json_t *msg
         r->status = 202;
 }
 
-static void on_post(struct http *h, const struct request *q, struct response *r)
+static void on_post(struct http *h, const struct sbx_mcp_http_request *q, struct response *r)
 {
     json_t *msg, *reply;
     const char *method;
@@ -490,7 +509,7 @@ static void on_post(struct http *h, const struct request *q, struct response *r)
     json_decref(msg);
 }
 
-static void on_delete(struct http *h, const struct request *q, struct response *r)
+static void on_delete(struct http *h, const struct sbx_mcp_http_request *q, struct response *r)
 {
     struct session *found;
 
@@ -510,7 +529,7 @@ static void on_delete(struct http *h, const struct request *q, struct response *
 }
 
 /* Everything a request must pass before its method is looked at. */
-static void on_request(struct http *h, const struct request *q, struct response *r)
+static void on_request(struct http *h, const struct sbx_mcp_http_request *q, struct response *r)
 {
     size_t plen = strcspn(q->target, "?");
 
@@ -545,21 +564,12 @@ static ssize_t read_head(struct conn *c, int *status)
 {
     int64_t deadline = now_ms() + c->h->idle_ms;
     int started = c->len > 0;
-    char *end;
 
     for (;;) {
-        c->buf[c->len] = '\0';
-        end = strstr(c->buf, "\r\n\r\n");
-        if (end)
-            return end + 4 - c->buf;
-        if (strlen(c->buf) != c->len) {
-            *status = 400; /* a NUL byte in the head */
-            return -1;
-        }
-        if (c->len == HEAD_MAX) {
-            *status = 431;
-            return -1;
-        }
+        ssize_t hl = sbx_mcp_http_head_end(c->buf, c->len, status);
+
+        if (hl != 0)
+            return hl;
         ssize_t n = read_until(c->fd, c->buf + c->len, HEAD_MAX - c->len, deadline);
         if (n <= 0) {
             *status = 408;
@@ -573,7 +583,7 @@ static ssize_t read_head(struct conn *c, int *status)
 }
 
 /* Reads q's body: what followed the head in c->buf, then the socket. */
-static int read_body(struct conn *c, size_t head_len, struct request *q)
+static int read_body(struct conn *c, size_t head_len, struct sbx_mcp_http_request *q)
 {
     size_t want = q->content_length > 0 ? (size_t)q->content_length : 0;
     size_t have = c->len - head_len;
@@ -602,7 +612,7 @@ static int read_body(struct conn *c, size_t head_len, struct request *q)
 /* Serves one request; returns 0 to keep the connection, -1 to close it. */
 static int serve_one(struct conn *c)
 {
-    struct request q = {.content_length = -1};
+    struct sbx_mcp_http_request q = {.content_length = -1};
     struct response r = {0};
     char head[HEAD_MAX + 1];
     int status = 0, rc;
@@ -613,11 +623,7 @@ static int serve_one(struct conn *c)
     if (hl > 0) {
         memcpy(head, c->buf, (size_t)hl);
         head[hl] = '\0';
-        status = parse_head(head, &q);
-        if (!status && q.chunked)
-            status = 501;
-        else if (!status && q.content_length > (long long)BODY_MAX)
-            status = 413;
+        status = sbx_mcp_http_parse_head(head, &q);
     }
     if (status) {
         set_error(&r, status,
