@@ -409,14 +409,21 @@ static int call_task(struct sbx *s, const char *method, const char *path, json_t
 static int clone_vm(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     char desc[SBX_DESC_MAX + 1], path[256];
+    int rc;
 
     if (sbx_meta_encode(&b->meta, desc, sizeof desc, err, errlen) < 0)
         return -1;
     sbx_vm_path(path, sizeof path, b->node, b->template_vmid, "/clone");
-    return call_task(s, "POST", path,
-                     json_pack("{s:i,s:s,s:s,s:i,s:s}", "newid", b->vmid, "name", b->name, "pool",
-                               s->cfg.pool, "full", 0, "description", desc),
-                     &b->cloned, err, errlen);
+    rc = call_task(s, "POST", path,
+                   json_pack("{s:i,s:s,s:s,s:i,s:s}", "newid", b->vmid, "name", b->name, "pool",
+                             s->cfg.pool, "full", 0, "description", desc),
+                   &b->cloned, err, errlen);
+    /* No answer (a timeout, a dropped connection) does not mean no clone:
+     * Proxmox may have started it.  The VMID is ours (reserved), and
+     * destroying a VM that does not exist counts as done. */
+    if (rc && sbx_pve_last_status(s->pve) == 0)
+        b->cloned = 1;
+    return rc;
 }
 
 static int configure(struct sbx *s, struct build *b, char *err, size_t errlen)
@@ -630,12 +637,20 @@ static void undo(struct sbx *s, struct build *b, char *err, size_t errlen)
 
     sbx_cancel = 0;
     if (b->bound && sbx_egress_delete(&s->cfg, b->vmid, why, sizeof why) && n < errlen)
-        n += (size_t)snprintf(err + n, errlen - n, "; cleanup: binding: %s", why);
+        n += (size_t)snprintf(err + n, errlen - n,
+                              "; cleanup: the binding of VM %d is left in egressd (%s): remove it "
+                              "with `sandboxctl sync`",
+                              b->vmid, why);
     if (b->cloned && sbx_vm_destroy(s, b->node, b->vmid, why, sizeof why) && n < errlen)
-        n +=
-            (size_t)snprintf(err + n, errlen - n, "; cleanup: VM %d left behind: %s", b->vmid, why);
+        n += (size_t)snprintf(err + n, errlen - n,
+                              "; cleanup: VM %d '%s' on node %s is left behind (%s): remove it "
+                              "with `sandboxctl destroy %d`",
+                              b->vmid, b->name, b->node, why, b->vmid);
+    /* A reservation names its process: it lapses when this one exits. */
     if (b->reserved && sbx_guard_release(s->cfg.state_dir, b->vmid, why, sizeof why) && n < errlen)
-        snprintf(err + n, errlen - n, "; cleanup: reservation: %s", why);
+        snprintf(err + n, errlen - n,
+                 "; cleanup: the reservation of VM %d stays until this process exits (%s)", b->vmid,
+                 why);
 }
 
 /* Prefix err with the step that failed; returns -1. */

@@ -75,6 +75,25 @@ run_version() {
 
     sbx destroy a1 >/dev/null
 
+    # When the cleanup itself fails, the operator is told what is left and how to remove it.
+    pve_sim_ctl POST faults '{"method":"POST","path":"/status/start$","kind":"task_fail","count":1}' >/dev/null
+    pve_sim_ctl POST faults '{"method":"DELETE","path":"^/nodes/[^/]+/qemu/[0-9]+$","kind":"http_500","count":6}' >/dev/null
+    out=$(sbx create --name c1 --size small --owner a --policy p 2>&1)
+    rc=$?
+    pve_sim_ctl DELETE faults >/dev/null
+    vmid=$(sim_state "[x['vmid'] for x in s['vms'] if x['name'] == 'c1']")
+    ok "$([ $rc -eq 1 ] && [ "$vmid" != "[]" ] && grep -qE "cleanup: VM ${vmid:1:-1} 'c1' on node pve[12] is left behind \(.*\): remove it with \`sandboxctl destroy ${vmid:1:-1}\`" <<<"$out"; echo $?)" \
+        "PVE $v: a VM the cleanup could not remove is named, with its node and the command that removes it (rc $rc: $out)"
+    check "PVE $v: ... and that command removes it" sbx destroy "${vmid:1:-1}"
+    curl -sS --data '{"method":"PUT","count":1}' "http://127.0.0.1:$(cat "$T/rec2.port")/_rec/fail" >/dev/null
+    curl -sS --data '{"method":"DELETE","count":1}' "http://127.0.0.1:$(cat "$T/rec2.port")/_rec/fail" >/dev/null
+    out=$(sbx create --name c2 --size small --owner a --policy p 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -qE 'cleanup: the binding of VM [0-9]+ is left in egressd .*: remove it with `sandboxctl sync`' <<<"$out"; echo $?)" \
+        "PVE $v: a binding the cleanup could not remove is named, with the fix (rc $rc: $out)"
+    check "PVE $v: ... and sync removes it" sbx sync
+    nothing_left "$v" "failed cleanups, then destroy and sync"
+
     # A secrets file others may read is refused before anything is made.
     printf 'a secret\n' >"$T/secrets"
     chmod 644 "$T/secrets"
