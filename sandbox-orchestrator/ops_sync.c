@@ -29,8 +29,18 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
         json_t *config = NULL;
         struct sbx_meta m;
         char why[512];
-        if (sbx_vm_config(s, vms[i].node, vms[i].vmid, &config, why, sizeof why) ||
-            sbx_vm_meta(config, &m, why, sizeof why))
+        /* A config that cannot be read now (Proxmox busy, a dropped
+         * connection) says nothing about the sandbox: replacing the set
+         * without it would cut a live sandbox off.  Stop instead. */
+        if (sbx_vm_config(s, vms[i].node, vms[i].vmid, &config, why, sizeof why) &&
+            !sbx_vm_gone(why)) {
+            snprintf(err, errlen, "sync: VM %d: %s; no egressd was changed", vms[i].vmid, why);
+            free(vms);
+            json_decref(bindings);
+            json_decref(skipped);
+            return -1;
+        }
+        if (!config || sbx_vm_meta(config, &m, why, sizeof why))
             /* Without readable metadata there is no policy to bind: such a
              * VM gets nothing through the proxy, which is the safe side. */
             json_array_append_new(skipped, json_sprintf("VM %d: %s", vms[i].vmid, why));

@@ -73,6 +73,17 @@ run_version() {
     ok "$([ $rc -eq 1 ] && [ "$(json_get "$out" 'j["timed_out"]')" = True ]; echo $?)" \
         "PVE $v: a command that ignores SIGTERM past its timeout is timed_out (rc $rc: $(tr -d '\n' <<<"${out:0:300}"))"
 
+    # sync: a config Proxmox fails to give now does not cut the sandbox off.
+    pve_sim_ctl POST faults '{"method":"GET","path":"/qemu/[0-9]+/config$","kind":"http_500","count":1}' >/dev/null
+    out=$(sbx sync 2>&1)
+    rc=$?
+    pve_sim_ctl DELETE faults >/dev/null
+    ok "$([ $rc -eq 1 ] && grep -q "sync: VM $vmid: .*500.*no egressd was changed" <<<"$out"; echo $?)" \
+        "PVE $v: sync stops when a VM's config cannot be read (rc $rc: $out)"
+    check "PVE $v: ... and both egressd keep the sandbox's binding" \
+        test "$(rec_state 1 'list(r["bindings"])')$(rec_state 2 'list(r["bindings"])')" = "[\"$vmid\"][\"$vmid\"]"
+    check "PVE $v: sync without the fault succeeds" sbx sync
+
     sbx destroy a1 >/dev/null
 
     # When the cleanup itself fails, the operator is told what is left and how to remove it.
