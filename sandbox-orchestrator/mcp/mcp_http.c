@@ -228,19 +228,36 @@ static int origin_ok(const char *origin)
     return strncasecmp(origin, "http://", 7) == 0 && loopback_hostport(origin + 7);
 }
 
+/* The next line of the head at *p, cut at its CRLF; *p moves past it.
+ * Returns NULL at the end of the head, and for a line that does not end in
+ * CRLF or holds another CR: RFC 9112 section 2.2 lets a server read a bare
+ * LF as a line end, but then the head would end elsewhere than where
+ * sbx_mcp_http_head_end() found it, so such a head is refused instead. */
+static char *next_line(char **p)
+{
+    char *line = *p, *nl = strchr(line, '\n');
+
+    if (!nl || nl == line || nl[-1] != '\r' || memchr(line, '\r', (size_t)(nl - line - 1)))
+        return NULL;
+    nl[-1] = '\0';
+    *p = nl + 1;
+    return line;
+}
+
 /* Splits the request line and headers in place.  Returns 0, or the HTTP
  * status that refuses the request. */
 static int split_head(char *head, struct sbx_mcp_http_request *q)
 {
-    char *line, *save = NULL, *colon, *blank, *v, *e;
+    char *p = head, *line, *colon, *blank, *v, *e;
     int nheaders = 0;
 
     memset(q, 0, sizeof *q);
     q->content_length = -1;
-    line = strtok_r(head, "\n", &save);
+    /* RFC 9112 section 2.2: empty lines before the request line are ignored. */
+    while ((line = next_line(&p)) != NULL && !*line)
+        ;
     if (!line)
         return 400;
-    line[strcspn(line, "\r")] = '\0';
     q->method = line;
     q->target = strchr(line, ' ');
     if (!q->target)
@@ -254,12 +271,9 @@ static int split_head(char *head, struct sbx_mcp_http_request *q)
         return 400;
     q->http10 = strcmp(v, "HTTP/1.0") == 0;
     q->keep_alive = !q->http10;
-    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-        if ((e = strchr(line, '\r')) != NULL) {
-            if (e[1])
-                return 400; /* a bare CR inside a line */
-            *e = '\0';
-        }
+    for (;;) {
+        if ((line = next_line(&p)) == NULL)
+            return 400; /* a bare CR or LF (the head ends in an empty line) */
         if (!*line)
             break;
         if (++nheaders > MAX_HEADERS)
@@ -271,7 +285,7 @@ static int split_head(char *head, struct sbx_mcp_http_request *q)
         *colon = '\0';
         for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
             ;
-        for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t'); e--)
+        for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');)
             *--e = '\0';
         if (strcasecmp(line, "Content-Length") == 0) {
             char *end;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fake_ops.h"
+#include "mcp_http.h"
 #include "tap.h"
 
 static const char *const presets[] = {"balanced", "locked", NULL};
@@ -609,6 +610,43 @@ static void test_token(void)
     ok(!t && strstr(err, "mcp-token-file"), "no token file configured: %s", err);
 }
 
+/* The status sbx_mcp_http_parse_head() gives head (a copy); the Host value
+ * read goes to host. */
+static int head_status(const char *head, char *host, size_t hostlen)
+{
+    struct sbx_mcp_http_request q;
+    char copy[1024];
+    int status;
+
+    snprintf(copy, sizeof copy, "%s", head);
+    status = sbx_mcp_http_parse_head(copy, &q);
+    snprintf(host, hostlen, "%s", status == 0 && q.host ? q.host : "");
+    return status;
+}
+
+/* The request head: where lines end, and the blanks around a value. */
+static void test_http_head(void)
+{
+    char host[64];
+    int status;
+
+    ok(head_status("POST /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n", host, sizeof host) == 0 &&
+           strcmp(host, "localhost") == 0,
+       "a plain head is read");
+    ok(head_status("POST /mcp HTTP/1.1\r,\r\nHost: localhost\r\n\r\n", host, sizeof host) == 400,
+       "a bare CR in the request line is refused, not cut there");
+    ok(head_status("POST /mcp HTTP/1.1\nHost: localhost\r\n\r\n", host, sizeof host) == 400,
+       "a request line ending in a bare LF is refused");
+    ok(head_status("POST /mcp HTTP/1.1\r\nHost: localhost\r\n\nContent-Length: 9\r\n\r\n", host,
+                   sizeof host) == 400,
+       "a bare LF (an empty line to a lenient reader) inside the head is refused");
+    status = head_status("POST /mcp HTTP/1.1\r\nHost:  localhost  \r\n\r\n", host, sizeof host);
+    ok(status == 0 && strcmp(host, "localhost") == 0,
+       "every blank around a value goes, not only the last one ('%s')", host);
+    ok(head_status("\r\nPOST /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n", host, sizeof host) == 0,
+       "an empty line before the request line is ignored (RFC 9112 section 2.2)");
+}
+
 int main(void)
 {
     json_object_seed(1);
@@ -628,6 +666,7 @@ int main(void)
     test_args_check();
     test_stdio();
     test_token();
+    test_http_head();
     sbx_mcp_server_free(srv);
     fake_reset();
     return tap_done();
