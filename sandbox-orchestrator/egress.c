@@ -1,7 +1,11 @@
 /* egress.c - egressd admin API client over a unix socket or HTTP(S). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -39,27 +43,59 @@ static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* Read the admin token (one line) when one is configured. */
+/* Read the admin token (one line) when one is configured.  Whoever holds
+ * it can widen any sandbox's egress, so the file must be 0600 as the
+ * Proxmox token's is. */
 static int auth_header(const struct sbx_config *c, char *hdr, size_t len, char *err, size_t errlen)
 {
+    const char *path = c->egress_token_file;
     char tok[512];
-    size_t n;
-    FILE *f;
+    struct stat st;
+    ssize_t n;
+    int fd;
 
     hdr[0] = '\0';
-    if (!c->egress_token_file)
+    if (!path)
         return 0;
-    f = fopen(c->egress_token_file, "r");
-    if (!f) {
-        snprintf(err, errlen, "egressd-admin-token-file %s: cannot open", c->egress_token_file);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd == -1 || fstat(fd, &st) == -1) {
+        snprintf(err, errlen, "egressd-admin-token-file %s: cannot open: %s", path,
+                 strerror(errno));
+        if (fd != -1)
+            close(fd);
         return -1;
     }
-    n = fread(tok, 1, sizeof tok - 1, f);
-    fclose(f);
-    tok[n] = '\0';
+    if (!S_ISREG(st.st_mode) || st.st_mode & 077) {
+        snprintf(err, errlen,
+                 "egressd-admin-token-file %s: %s; it must be a regular file of mode 0600 (fix: "
+                 "chmod 600 %s)",
+                 path, S_ISREG(st.st_mode) ? "other users may read it" : "not a regular file",
+                 path);
+        close(fd);
+        return -1;
+    }
+    n = read(fd, tok, sizeof tok - 1);
+    close(fd);
+    tok[n > 0 ? n : 0] = '\0';
     tok[strcspn(tok, "\r\n")] = '\0';
+    if (n < 0 || tok[0] == '\0') {
+        snprintf(err, errlen, "egressd-admin-token-file %s: %s", path,
+                 n < 0 ? strerror(errno) : "empty (expected the token on its first line)");
+        explicit_bzero(tok, sizeof tok);
+        return -1;
+    }
     snprintf(hdr, len, "Authorization: Bearer %s", tok);
+    explicit_bzero(tok, sizeof tok);
     return 0;
+}
+
+int sbx_egress_check_token(const struct sbx_config *c, char *err, size_t errlen)
+{
+    char hdr[600];
+    int rc = auth_header(c, hdr, sizeof hdr, err, errlen);
+
+    explicit_bzero(hdr, sizeof hdr);
+    return rc;
 }
 
 /* One request to one egressd; returns the HTTP status, or -1 with err. */
@@ -112,6 +148,7 @@ static long request(const struct sbx_config *c, const char *target, const char *
         snprintf(err, errlen, "egressd %s: %s %s: %ld %.200s", target, method, path, status, a.buf);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
+    explicit_bzero(auth, sizeof auth);
     free(payload);
     free(url);
     return status;

@@ -29,6 +29,11 @@ int sbx_egress_delete(const struct sbx_config *c, int vmid, char *err, size_t er
  * whole set (reconciliation). */
 int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, size_t errlen);
 
+/* Check the egressd-admin-token-file, when one is configured: a regular
+ * file of mode 0600 (or stricter) holding a token.  0, or -1 with the
+ * reason and the fix in err. */
+int sbx_egress_check_token(const struct sbx_config *c, char *err, size_t errlen);
+
 /* GET /v1/status of the egressd at target; 0 when it answers 2xx. */
 int sbx_egress_status(const struct sbx_config *c, const char *target, char *err, size_t errlen);
 

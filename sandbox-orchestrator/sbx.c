@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egress.h"
 #include "sbx.h"
 
 struct sbx *sbx_new(const char *config_path, char *err, size_t errlen)
@@ -12,6 +13,7 @@ struct sbx *sbx_new(const char *config_path, char *err, size_t errlen)
     if (!s)
         abort();
     if (sbx_config_load(&s->cfg, config_path, err, errlen) ||
+        sbx_egress_check_token(&s->cfg, err, errlen) ||
         !(s->pve = sbx_pve_new(&s->cfg, err, errlen))) {
         sbx_free(s);
         return NULL;

@@ -29,7 +29,8 @@ struct sbx {
 void sbx_scope_owner(struct sbx *s, const char *owner);
 
 /* Load the config at path and build the Proxmox client (reading the token
- * file).  Returns NULL with "file:line: ..." or the token problem in err. */
+ * file; the egressd admin token file is checked too).  Returns NULL with
+ * "file:line: ..." or the token problem in err. */
 struct sbx *sbx_new(const char *config_path, char *err, size_t errlen);
 
 /* Release s; NULL is a no-op. */

@@ -105,6 +105,24 @@ run_version() {
     check "PVE $v: ... and sync removes it" sbx sync
     nothing_left "$v" "failed cleanups, then destroy and sync"
 
+    # The egressd admin token is a secret as the Proxmox token is.
+    printf 'admin-token-1\n' >"$T/admin-token"
+    chmod 644 "$T/admin-token"
+    echo "egressd-admin-token-file $T/admin-token" | sbx_write_config
+    out=$(sbx list 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 2 ] && grep -qF "egressd-admin-token-file $T/admin-token: other users may read it; it must be a regular file of mode 0600 (fix: chmod 600 $T/admin-token)" <<<"$out"; echo $?)" \
+        "PVE $v: an egressd admin token file of mode 0644 is refused with the fix (rc $rc: $out)"
+    : >"$T/admin-token"
+    chmod 600 "$T/admin-token"
+    out=$(sbx list 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 2 ] && grep -q "admin-token: empty" <<<"$out"; echo $?)" \
+        "PVE $v: an empty egressd admin token file is refused (rc $rc: $out)"
+    printf 'admin-token-1\n' >"$T/admin-token"
+    check "PVE $v: mode 0600 with a token is accepted" sbx sync
+    sbx_write_config </dev/null
+
     # A secrets file others may read is refused before anything is made.
     printf 'a secret\n' >"$T/secrets"
     chmod 644 "$T/secrets"
