@@ -113,10 +113,17 @@ static int read_token(const char *path, char *tok, size_t cap, char *err, size_t
         close(fd);
         return -1;
     }
-    n = read(fd, tok, cap - 1);
+    n = read(fd, tok, cap);
     close(fd);
     if (n < 0) {
         snprintf(err, errlen, "pve-token-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if ((size_t)n == cap) {
+        /* Cut short, the secret would fail only later, as a slow 401. */
+        explicit_bzero(tok, cap);
+        snprintf(err, errlen, "pve-token-file %s: longer than %zu bytes: not one token line", path,
+                 cap - 1);
         return -1;
     }
     tok[n] = '\0';
@@ -240,24 +247,39 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-static int setup_tls(struct sbx_pve *p, const struct sbx_config *c)
+/* Every TLS option must take: a libcurl that ignored one (the SSL_CTX
+ * callback needs the OpenSSL backend) would check less than configured,
+ * so a refusal fails the client.  0, or -1 with err. */
+static int setup_tls(struct sbx_pve *p, const struct sbx_config *c, char *err, size_t errlen)
 {
     CURL *h = p->curl;
+    CURLcode rc = curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
     if (c->have_pin) {
         memcpy(p->pin.want, c->pin, 32);
         p->have_pin = 1;
         /* The pin names one exact certificate, so the host name adds nothing;
          * the verify callback still refuses every other certificate. */
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
-        curl_easy_setopt(h, CURLOPT_SSL_CTX_DATA, &p->pin);
-        return 0;
+        if (rc == CURLE_OK)
+            rc = curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
+        if (rc == CURLE_OK)
+            rc = curl_easy_setopt(h, CURLOPT_SSL_CTX_DATA, &p->pin);
+        if (rc == CURLE_OK)
+            rc = curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+        if (rc == CURLE_OK)
+            rc = curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (rc == CURLE_OK)
+            rc = curl_easy_setopt(h, CURLOPT_CAINFO, c->pve_ca_file);
+        if (rc == CURLE_OK)
+            rc = curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
     }
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(h, CURLOPT_CAINFO, c->pve_ca_file);
-    curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+    if (rc != CURLE_OK) {
+        snprintf(err, errlen,
+                 "%s: this libcurl cannot check the server's certificate as configured: %s",
+                 c->have_pin ? "pve-fingerprint" : "pve-ca-file", curl_easy_strerror(rc));
+        return -1;
+    }
     return 0;
 }
 
@@ -299,9 +321,16 @@ struct sbx_pve *sbx_pve_new(const struct sbx_config *c, char *err, size_t errlen
     curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, p);
     curl_easy_setopt(p->curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(p->curl, CURLOPT_HEADERDATA, p);
-    curl_easy_setopt(p->curl, CURLOPT_PROTOCOLS_STR, "https");
     curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, p->curl_err);
-    setup_tls(p, c);
+    if (curl_easy_setopt(p->curl, CURLOPT_PROTOCOLS_STR, "https") != CURLE_OK) {
+        snprintf(err, errlen, "pve-url: this libcurl cannot restrict itself to https");
+        sbx_pve_free(p);
+        return NULL;
+    }
+    if (setup_tls(p, c, err, errlen)) {
+        sbx_pve_free(p);
+        return NULL;
+    }
     return p;
 }
 

@@ -37,6 +37,13 @@ run_version() {
     local v=$1 out rc vmid
     sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
     cli_cases "$v"
+    cp "$T/token" "$T/token.good"
+    python3 -c 'import sys; print(sys.argv[1] + "x" * 600)' "$SBX_TOKEN_ID=$SBX_SECRET" >"$T/token"
+    out=$(sbx list 2>&1)
+    rc=$?
+    cp "$T/token.good" "$T/token"
+    ok "$([ $rc -eq 2 ] && grep -q 'longer than 511 bytes' <<<"$out"; echo $?)" \
+        "PVE $v: a token file too long to be one token is refused, not cut short (rc $rc: $out)"
     out=$(sbx --json create --name a1 --size small --owner alice --policy balanced 2>&1)
     ok $? "PVE $v: create a1 ($(tr -d '\n' <<<"${out:0:200}"))"
     vmid=$(json_get "$out" 'j["vmid"]')
