@@ -33,13 +33,18 @@ static const char *const acted_on[] = {"Host",        "Origin",         "Authori
                                        "Accept",      "Mcp-Session-Id", "MCP-Protocol-Version",
                                        "Content-Type"};
 
-/* The lines of head (CRLF-terminated, after the request line), by name:
+/* The lines of head (CRLF-terminated, after the request line and any empty
+ * lines before it), by name:
  * how many are called name, and the value of the last one, trimmed. */
 static int count_lines(const char *head, size_t hl, const char *name, char *value, size_t cap)
 {
     size_t nl = strlen(name);
-    const char *p = memmem(head, hl, "\r\n", 2), *end = head + hl - 2;
+    const char *p = head, *end = head + hl - 2;
     int n = 0;
+
+    while (p + 2 <= end && memcmp(p, "\r\n", 2) == 0)
+        p += 2; /* empty lines before the request line */
+    p = memmem(p, (size_t)(end - p) + 2, "\r\n", 2);
 
     while (p && p + 2 < end) {
         const char *line = p + 2, *e = memmem(line, (size_t)(end - line) + 2, "\r\n", 2);
