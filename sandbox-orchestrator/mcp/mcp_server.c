@@ -22,6 +22,7 @@ enum {
     RPC_INVALID_REQUEST = -32600,
     RPC_METHOD_NOT_FOUND = -32601,
     RPC_INVALID_PARAMS = -32602,
+    RPC_INTERNAL_ERROR = -32603,
 };
 
 /* Newest first; initialize answers the first when the client's is unknown. */
@@ -34,6 +35,7 @@ struct sbx_mcp_server {
     json_t **schemas;   /* per tool: its inputSchema (owned by tools_list) */
     /* The operations share one Proxmox client: one call at a time. */
     pthread_mutex_t op_lock;
+    FILE *log;
 };
 
 static const char server_instructions[] =
@@ -60,6 +62,54 @@ const char *sbx_mcp_version_negotiate(const char *asked)
     return versions[0];
 }
 
+/* The length of the valid UTF-8 sequence (RFC 3629 section 4) at p, or 0
+ * when none starts there.  Stops at a NUL, so it never reads past one. */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned lo = 0x80, hi = 0xbf;
+    size_t n;
+
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        n = 2;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        n = 3;
+        lo = p[0] == 0xe0 ? 0xa0 : lo; /* no overlong form */
+        hi = p[0] == 0xed ? 0x9f : hi; /* no surrogate */
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        n = 4;
+        lo = p[0] == 0xf0 ? 0x90 : lo;
+        hi = p[0] == 0xf4 ? 0x8f : hi; /* nothing above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* Replaces each byte of s that is not part of valid UTF-8 with '?'.  A
+ * message cut at its buffer's end may end inside a character the client
+ * sent, and an operation's reason may carry any bytes; jansson refuses to
+ * make a string of either, and the request would get no answer at all. */
+static void utf8_clean(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+
+    while (*p) {
+        size_t n = utf8_len(p);
+
+        if (n == 0)
+            *p++ = '?';
+        else
+            p += n;
+    }
+}
+
 static json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -73,6 +123,7 @@ static json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    utf8_clean(msg);
     return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                      "error", "code", code, "message", msg);
 }
@@ -267,7 +318,8 @@ static json_t *tool_run(struct sbx_mcp_server *srv, size_t t, const json_t *give
 
     args = tool_args(srv, t, given, err, sizeof err);
     if (!args) {
-        fprintf(stderr, "sandboxctl mcp: %s refused: %s\n", tool->name, err);
+        utf8_clean(err);
+        fprintf(srv->log, "sandboxctl mcp: %s refused: %s\n", tool->name, err);
         return tool_result(err, NULL, 1);
     }
     start = now_seconds();
@@ -280,9 +332,10 @@ static json_t *tool_run(struct sbx_mcp_server *srv, size_t t, const json_t *give
         snprintf(err, sizeof err, "%s: the operation returned no result object", tool->name);
         rc = -1;
     }
-    fprintf(stderr, "sandboxctl mcp: %s %s after %.1fs%s%s\n", tool->name,
+    fprintf(srv->log, "sandboxctl mcp: %s %s after %.1fs%s%s\n", tool->name,
             rc == 0 ? "done" : "failed", now_seconds() - start, rc == 0 ? "" : ": ",
             rc == 0 ? "" : err);
+    utf8_clean(err);
     if (rc != 0)
         return tool_result(err[0] ? err : "the operation failed and gave no reason", NULL, 1);
     if (tool->finish)
@@ -359,7 +412,10 @@ json_t *sbx_mcp_handle(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
     else
         r = rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
     json_decref(empty);
-    return r;
+    /* Every request is answered, even when an answer could not be built. */
+    return r ? r
+             : json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code",
+                         RPC_INTERNAL_ERROR, "message", "internal error: no answer could be built");
 }
 
 /* Parses one of a tool's JSON texts; an object schema when schema is set. */
@@ -445,6 +501,7 @@ struct sbx_mcp_server *sbx_mcp_server_new(const struct sbx_mcp_config *cfg, char
     if (!srv || !(srv->schemas = calloc(cfg->ntools ? cfg->ntools : 1, sizeof *srv->schemas)))
         abort();
     srv->cfg = *cfg;
+    srv->log = cfg->log ? cfg->log : stderr;
     pthread_mutex_init(&srv->op_lock, NULL);
     list = json_array();
     srv->tools_list = json_pack("{s:o}", "tools", list);

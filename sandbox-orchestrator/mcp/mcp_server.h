@@ -14,6 +14,7 @@
 #define SBX_MCP_SERVER_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -66,6 +67,7 @@ struct sbx_mcp_config {
     const char *const *presets; /* NULL-terminated; NULL means none */
     const char *owner;          /* for SBX_MCP_TOOL_SETS_OWNER tools */
     const char *version;        /* serverInfo.version */
+    FILE *log;                  /* the one line per tool call; NULL: stderr */
 };
 
 /* What one client connection has negotiated (one per stdio run, one per

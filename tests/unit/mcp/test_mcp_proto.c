@@ -610,6 +610,33 @@ static void test_token(void)
     ok(!t && strstr(err, "mcp-token-file"), "no token file configured: %s", err);
 }
 
+/* Names longer than an error message's buffer, in two-byte characters: the
+ * message is cut inside one, and must still become a JSON string. */
+static void test_long_names(void)
+{
+    static char text[4096], name[2201];
+    json_t *reply;
+
+    for (size_t i = 0; i < 1100; i++)
+        memcpy(name + 2 * i, "\xc3\xa9", 2); /* U+00E9 */
+    name[2200] = '\0';
+    snprintf(text, sizeof text, "{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"%s\"}", name);
+    reply = rpc(text);
+    ok(reply && error_code(reply) == -32601 &&
+           json_integer_value(json_object_get(reply, "id")) == 41,
+       "an unknown method of 1100 non-ASCII characters is answered -32601");
+    json_decref(reply);
+    snprintf(
+        text, sizeof text,
+        "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\"}}",
+        name);
+    reply = rpc(text);
+    ok(reply && error_code(reply) == -32602 &&
+           json_integer_value(json_object_get(reply, "id")) == 42,
+       "an unknown tool of 1100 non-ASCII characters is answered -32602");
+    json_decref(reply);
+}
+
 /* The status sbx_mcp_http_parse_head() gives head (a copy); the Host value
  * read goes to host. */
 static int head_status(const char *head, char *host, size_t hostlen)
@@ -666,6 +693,7 @@ int main(void)
     test_args_check();
     test_stdio();
     test_token();
+    test_long_names();
     test_http_head();
     sbx_mcp_server_free(srv);
     fake_reset();
