@@ -236,8 +236,25 @@ static int reserved_name(json_t *res, const char *name)
     return 0;
 }
 
-/* The address a pool VM holds: its ip- tag, else its description. */
-static int vm_address(struct sbx *s, const struct sbx_vm *vm, char *addr, size_t len)
+/* The address in a config's ipconfig0 ("ip=10.99.0.11/24,gw=..."). */
+static int ipconfig_address(json_t *config, char *addr, size_t len)
+{
+    const char *ip = json_string_value(json_object_get(config, "ipconfig0"));
+    const char *at = ip ? strstr(ip, "ip=") : NULL;
+
+    if (at == NULL || (at != ip && at[-1] != ','))
+        return -1;
+    size_t n = strcspn(at + 3, "/,");
+    snprintf(addr, len, "%.*s", (int)(n < 16 ? n : 15), at + 3);
+    return sbx_meta_valid_address(addr) ? 0 : -1;
+}
+
+/* The address a pool VM holds: its ip- tag, else its description, else
+ * its ipconfig0 (a VM whose metadata was damaged still holds its address).
+ * Returns 0 with addr, 1 when it holds none, -1 (why in err) when its
+ * config cannot be read: then no address can be handed out safely. */
+static int vm_address(struct sbx *s, const struct sbx_vm *vm, char *addr, size_t len, char *err,
+                      size_t errlen)
 {
     const char *tag = strstr(vm->tags, "ip-");
     struct sbx_meta m;
@@ -251,11 +268,13 @@ static int vm_address(struct sbx *s, const struct sbx_vm *vm, char *addr, size_t
         if (sbx_meta_valid_address(addr))
             return 0;
     }
-    if (sbx_vm_config(s, vm->node, vm->vmid, &config, ignored, sizeof ignored))
+    if (sbx_vm_config(s, vm->node, vm->vmid, &config, err, errlen))
         return -1;
     rc = sbx_vm_meta(config, &m, ignored, sizeof ignored);
     if (rc == 0)
         snprintf(addr, len, "%s", m.address);
+    else
+        rc = ipconfig_address(config, addr, len) == 0 ? 0 : 1;
     json_decref(config);
     return rc;
 }
@@ -281,9 +300,14 @@ static int pick_address(struct sbx *s, struct build *b, struct sbx_vm *vms, size
 
     if (!used)
         abort();
-    for (i = 0; i < n; i++)
-        if (vm_address(s, &vms[i], used[used_n], sizeof used[0]) == 0)
-            used_n++;
+    for (i = 0; i < n; i++) {
+        int got = vm_address(s, &vms[i], used[used_n], sizeof used[0], err, errlen);
+        if (got < 0) {
+            free(used);
+            return -1; /* an address in use may be unknown: hand out none */
+        }
+        used_n += got == 0;
+    }
     json_array_foreach(res, i, r)
     {
         const char *a = json_string_value(json_object_get(r, "address"));
