@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +41,12 @@ struct build {
     long started_ms;
     char *secrets; /* the secrets file's content, or NULL */
     size_t secrets_len;
-    /* what exists so far, for undo() */
+    /* what exists so far, for undo(); cloned is CLONE_MAYBE when the clone
+     * may have been made without sandboxctl seeing it (answer lost) */
     int reserved, cloned, bound;
 };
+
+enum { CLONE_MAYBE = 2 };
 
 static int valid_vm_name(const char *s)
 {
@@ -443,10 +447,11 @@ static int clone_vm(struct sbx *s, struct build *b, char *err, size_t errlen)
                              s->cfg.pool, "full", 0, "description", desc),
                    &b->cloned, err, errlen);
     /* No answer (a timeout, a dropped connection) does not mean no clone:
-     * Proxmox may have started it.  The VMID is ours (reserved), and
-     * destroying a VM that does not exist counts as done. */
-    if (rc && sbx_pve_last_status(s->pve) == 0)
-        b->cloned = 1;
+     * Proxmox may have made it.  Nor does "already exists" after such a
+     * loss, when the HTTP client sent the request again on a new
+     * connection.  undo() then removes the VM only if it is this one. */
+    if (rc && (sbx_pve_last_status(s->pve) == 0 || strstr(err, "already exists") != NULL))
+        b->cloned = CLONE_MAYBE;
     return rc;
 }
 
@@ -652,6 +657,25 @@ static int bind_sandbox(struct sbx *s, struct build *b, char *err, size_t errlen
     return rc;
 }
 
+/* Whether VM b->vmid is the one this create made: in our pool, with our
+ * name, and metadata of our owner and creation time.  A VMID that someone
+ * else took in the meantime is left alone. */
+static bool ours(struct sbx *s, struct build *b)
+{
+    json_t *config = NULL;
+    struct sbx_meta m;
+    char why[512];
+    bool same;
+
+    if (sbx_vm_config(s, b->node, b->vmid, &config, why, sizeof why))
+        return false;
+    const char *name = json_string_value(json_object_get(config, "name"));
+    same = name && strcmp(name, b->name) == 0 && sbx_vm_meta(config, &m, why, sizeof why) == 0 &&
+           strcmp(m.owner, b->meta.owner) == 0 && m.created == b->meta.created;
+    json_decref(config);
+    return same;
+}
+
 /* Remove whatever the failed create made; append problems to err.  An
  * interrupt has been noted: the cleanup itself must not stop at it. */
 static void undo(struct sbx *s, struct build *b, char *err, size_t errlen)
@@ -665,6 +689,8 @@ static void undo(struct sbx *s, struct build *b, char *err, size_t errlen)
                               "; cleanup: the binding of VM %d is left in egressd (%s): remove it "
                               "with `sandboxctl sync`",
                               b->vmid, why);
+    if (b->cloned == CLONE_MAYBE && !ours(s, b))
+        b->cloned = 0;
     if (b->cloned && sbx_vm_destroy(s, b->node, b->vmid, why, sizeof why) && n < errlen)
         n += (size_t)snprintf(err + n, errlen - n,
                               "; cleanup: VM %d '%s' on node %s is left behind (%s): remove it "

@@ -41,6 +41,10 @@ FILE_READ_MAX = 16 * 1024 * 1024
 # ---------------------------------------------------------------------------
 
 
+# With --task-ms 0, how long a task that nobody polls runs before it ends.
+UNWATCHED_S = 2.0
+
+
 class Task:
     def __init__(self, sim, node, ttype, tid, user, duration, on_done, fail=None, log=None):
         sim.task_seq += 1
@@ -67,7 +71,9 @@ class Task:
         if self.duration is not None:
             return time.monotonic() - self.created >= self.duration
         if task_ms == 0:
-            return self.polled
+            # Ends when someone looks; a task nobody watches (its answer was
+            # lost) still ends, as a real one does, after UNWATCHED_S.
+            return self.polled or time.monotonic() - self.created >= UNWATCHED_S
         return time.monotonic() - self.created >= task_ms / 1000.0
 
     def public(self):
@@ -630,6 +636,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if handler is None:
             raise ApiError(501, "Method '%s %s' not implemented" % (method, path))
         data = handler(sim, params, ctx)
+        if ctx.get("fault") == "drop_after":
+            raise Drop()  # the call took effect; its answer is lost
         return 200, {"data": data}, "OK"
 
     def authenticate(self):
@@ -690,8 +698,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if what == "faults" and method == "POST":
                 try:
                     f = json.loads(body.decode("utf-8") or "{}")
-                    if f.get("kind") not in ("task_fail", "lock_timeout", "http_500", "slow_task", "drop"):
-                        raise ValueError("kind must be task_fail|lock_timeout|http_500|slow_task|drop")
+                    if f.get("kind") not in ("task_fail", "lock_timeout", "http_500", "slow_task", "drop", "drop_after"):
+                        raise ValueError("kind must be task_fail|lock_timeout|http_500|slow_task|drop|drop_after")
                     re.compile(f.get("path", ""))
                     f["path"] = f.get("path", "")
                     f["count"] = int(f.get("count", 1))
@@ -734,7 +742,7 @@ def parse_args(argv):
     ap.add_argument("--port-file", help="write the chosen port here once connections are accepted")
     ap.add_argument("--cert", required=True, help="TLS server certificate (PEM)")
     ap.add_argument("--key", required=True, help="TLS server key (PEM)")
-    ap.add_argument("--task-ms", type=int, default=0, help="how long each task runs, ms (0: it ends when its status is next polled; default %(default)s)")
+    ap.add_argument("--task-ms", type=int, default=0, help="how long each task runs, ms (0: it ends when its status is next polled, or after 2 s unwatched; default %(default)s)")
     ap.add_argument("--state-dir", help="guest file systems and logs (default: a temp dir removed at exit)")
     ap.add_argument("--agent-output-cap", type=int, default=16 * 1024 * 1024, metavar="BYTES", help="exec-status output cap per stream (default 16 MiB)")
     ap.add_argument("--verbose", action="store_true", help="log every request to stderr")

@@ -428,6 +428,21 @@ def run_scenario(sim, V, version, task_ms):
     except (http.client.RemoteDisconnected, ConnectionError, ssl.SSLError):
         dropped = True
     ok(dropped, V + "fault drop closes the connection without an answer")
+    sim.raw("POST", "/_sim/faults", {"method": "POST", "path": "/clone$", "kind": "drop_after"}, as_json=True)
+    try:
+        sim.raw("POST", "/nodes/pve1/qemu/9000/clone", {"newid": 103, "name": "lost", "pool": "sandboxes"}, as_json=True)
+        dropped = False
+    except (http.client.RemoteDisconnected, ConnectionError, ssl.SSLError):
+        dropped = True
+    _, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
+    made = [v for v in state["vms"] if v["vmid"] == 103]
+    ok(dropped and made and made[0]["lock"] == "clone", V + "fault drop_after: the clone is made (locked), its answer lost", (dropped, made[:1]))
+    time.sleep(2.1)
+    sim.call("GET", "/version")
+    _, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
+    made = [v for v in state["vms"] if v["vmid"] == 103]
+    ok(made and not made[0].get("lock"), V + "an unwatched clone task still ends: the lock goes after 2 s", made[:1])
+    sim.task("DELETE", "/nodes/pve1/qemu/103", {"purge": 1})
     if version == 8:
         sim.raw("POST", "/_sim/faults", {"path": "/status/stop$", "kind": "slow_task"}, as_json=True)
         st, upid, _ = sim.call("POST", "/nodes/pve1/qemu/101/status/stop")

@@ -75,6 +75,15 @@ run_version() {
         "PVE $v: a dropped connection fails the create with curl's reason (${out:0:200})"
     pve_sim_ctl DELETE faults >/dev/null
     nothing_left "$v" "dropped connection"
+
+    # The clone is made but its answer is lost: the VM exists without
+    # sandboxctl knowing its task; the undo must still remove it.
+    pve_sim_ctl POST faults '{"method":"POST","path":"/clone$","kind":"drop_after","count":1}' >/dev/null
+    out=$(sbx create --name lost1 --size small --owner a --policy p 2>&1)
+    ok "$([ $? -eq 1 ] && grep -q 'create: linked clone:' <<<"$out"; echo $?)" \
+        "PVE $v: a clone whose answer is lost fails the create at the clone step (${out:0:300})"
+    pve_sim_ctl DELETE faults >/dev/null
+    nothing_left "$v" "clone made, answer lost"
     sbx_stop_all
 }
 
