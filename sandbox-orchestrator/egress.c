@@ -89,12 +89,31 @@ static int auth_header(const struct sbx_config *c, char *hdr, size_t len, char *
     return 0;
 }
 
+/* Whether an http:// URL's host is this machine (127/8, localhost, ::1). */
+static int loopback_url(const char *url)
+{
+    const char *h = url + strlen("http://");
+    size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/");
+
+    return (n == 9 && strncmp(h, "localhost", 9) == 0) || (n == 5 && strncmp(h, "[::1]", 5) == 0) ||
+           strncmp(h, "127.", 4) == 0;
+}
+
 int sbx_egress_check_token(const struct sbx_config *c, char *err, size_t errlen)
 {
     char hdr[600];
     int rc = auth_header(c, hdr, sizeof hdr, err, errlen);
 
     explicit_bzero(hdr, sizeof hdr);
+    for (int i = 0; rc == 0 && c->egress_token_file && i < c->negress; i++) {
+        if (strncmp(c->egress[i], "http://", 7) == 0 && !loopback_url(c->egress[i])) {
+            snprintf(err, errlen,
+                     "egressd-admin %s: the admin token would cross the network in clear; use "
+                     "https:// or a unix: socket",
+                     c->egress[i]);
+            rc = -1;
+        }
+    }
     return rc;
 }
 

@@ -128,6 +128,12 @@ run_version() {
         "PVE $v: an empty egressd admin token file is refused (rc $rc: $out)"
     printf 'admin-token-1\n' >"$T/admin-token"
     check "PVE $v: mode 0600 with a token is accepted" sbx sync
+    printf 'egressd-admin-token-file %s\negressd-admin http://192.0.2.7:9000\n' "$T/admin-token" |
+        sbx_write_config
+    out=$(sbx list 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 2 ] && grep -qF "egressd-admin http://192.0.2.7:9000: the admin token would cross the network in clear" <<<"$out"; echo $?)" \
+        "PVE $v: a token for a plain-http egressd on another host is refused (rc $rc: $out)"
     sbx_write_config </dev/null
 
     # A secrets file others may read is refused before anything is made.
