@@ -274,6 +274,21 @@ static int join_parts(struct sbx *s, const char *node, int vmid, const char *pat
     return rc;
 }
 
+/* After a failed part: remove the parts already written (best effort; the
+ * write's own error is what the caller hears). */
+static void remove_parts(struct sbx *s, const char *node, int vmid, json_t *parts)
+{
+    json_t *argv = json_pack("[s,s]", "/bin/rm", "-f"), *st = NULL;
+    char ignored[256];
+
+    json_array_append_new(argv, json_string("--"));
+    json_array_extend(argv, parts);
+    (void)sbx_guest_exec(s, node, vmid, argv, NULL, 0, s->cfg.exec_timeout_ms, &st, ignored,
+                         sizeof ignored);
+    json_decref(st);
+    json_decref(argv);
+}
+
 int sbx_guest_write(struct sbx *s, const char *node, int vmid, const char *path,
                     const unsigned char *data, size_t len, char *err, size_t errlen)
 {
@@ -297,6 +312,8 @@ int sbx_guest_write(struct sbx *s, const char *node, int vmid, const char *path,
     }
     if (rc == 0)
         rc = join_parts(s, node, vmid, path, parts, err, errlen);
+    else if (json_array_size(parts) > 1)
+        remove_parts(s, node, vmid, parts);
     json_decref(parts);
     return rc;
 }
