@@ -17,6 +17,8 @@ static const char *const pool_privs[] = {
 static const char *const template_privs[] = {"VM.Clone", "VM.Audit", NULL};
 static const char *const storage_privs[] = {"Datastore.AllocateSpace", NULL};
 static const char *const bridge_privs[] = {"SDN.Use", NULL};
+/* `node auto` reads each node's free memory, shown only with Sys.Audit. */
+static const char *const nodes_privs[] = {"Sys.Audit", NULL};
 
 struct report {
     json_t *checks;
@@ -293,6 +295,8 @@ int sbx_op_doctor(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
         }
         snprintf(path, sizeof path, "/sdn/zones/localnetwork/%s", s->cfg.bridge);
         check_privs(s, &r, path, bridge_privs, NULL);
+        if (strcmp(s->cfg.node, "auto") == 0)
+            check_privs(s, &r, "/nodes", nodes_privs, NULL);
         check_templates(s, &r);
         for (int i = 0; i < s->cfg.ntemplates; i++) {
             int seen = 0;

@@ -36,6 +36,18 @@ run_version() {
         sbx_stop_all
     done
 
+    # node auto reads the nodes' free memory: that needs Sys.Audit on /nodes.
+    sbx_start "$v" "$(sbx_world "$v" | python3 -c '
+import json, sys
+w = json.load(sys.stdin)
+del w["tokens"][0]["acl"]["/nodes"]
+print(json.dumps(w))')" || { ok 1 "PVE $v: simulator starts"; return; }
+    out=$(sbx doctor)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -q "FAIL privileges the token lacks Sys.Audit on /nodes" <<<"$out"; echo $?)" \
+        "PVE $v: with node auto and no Sys.Audit on /nodes, doctor fails naming it (rc $rc)"
+    sbx_stop_all
+
     sbx_start "$v" || { ok 1 "PVE $v: simulator starts"; return; }
     # A sandbox whose own firewall someone switched off.
     out=$(sbx --json create --name fw --size small --owner a --policy p)
