@@ -68,3 +68,45 @@ void policy_diag_free(struct policy_diag *d)
     d->lines = NULL;
     d->n = d->cap = 0;
 }
+
+/* Levenshtein distance of a[0..la) and b (both under 32 bytes). */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    size_t row[33];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *policy_nearest_word(const char *word, size_t len, const char *const *candidates)
+{
+    const char *near = NULL;
+    size_t best = 3; /* two edits at most */
+
+    if (len >= 32)
+        return NULL;
+    for (size_t k = 0; candidates[k] != NULL; k++) {
+        size_t lc = strlen(candidates[k]);
+        if (lc >= 32)
+            continue;
+        size_t d = edit_distance(word, len, candidates[k], lc);
+        if (d < best) {
+            best = d;
+            near = candidates[k];
+        }
+    }
+    return near;
+}

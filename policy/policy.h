@@ -122,6 +122,12 @@ void policy_diag_add(struct policy_diag *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void policy_diag_free(struct policy_diag *d);
 
+/* For "did you mean" in messages about the files egressd reads: the word of
+ * `candidates` (NULL-terminated) nearest to word[0..len), within two edits
+ * (Levenshtein); the word itself when it is one of them; NULL if none is
+ * near.  Words of 32 bytes or more match nothing. */
+const char *policy_nearest_word(const char *word, size_t len, const char *const *candidates);
+
 /* ---------------------------------------------------- building a policy */
 
 struct policy_builder;

@@ -458,30 +458,6 @@ static void parse_directive(struct line *l, struct ruleset *rs)
         (struct include_ref){xstrndup(t1->s, t1->len), l->lineno, t1->col};
 }
 
-/* Levenshtein distance of two short words, for "did you mean". */
-static size_t edit_distance(const char *a, size_t la, const char *b)
-{
-    size_t row[16], lb = strlen(b);
-    if (la >= 16 || lb >= 16)
-        return 99;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 /* "alow github.com", "dney x.com": a first word that is a bare single-label
  * name followed by something that is not a modifier reads as a misspelt
  * keyword, not as a host named "alow".  Reported as such; true if so. */
@@ -497,14 +473,9 @@ static bool unknown_directive(struct line *l)
     for (const char *c = ".:*~["; *c != '\0'; c++)
         if (memchr(t0->s, *c, t0->len) != NULL)
             return false; /* a name with a dot, ports, a wildcard, a regex or IPv6 */
-    const char *near = NULL;
-    for (size_t k = 0; keywords[k] != NULL; k++) {
-        size_t d = edit_distance(t0->s, t0->len, keywords[k]);
-        if (d == 0)
-            return false; /* the keyword itself */
-        if (near == NULL && d <= 2)
-            near = keywords[k];
-    }
+    const char *near = policy_nearest_word(t0->s, t0->len, keywords);
+    if (near != NULL && strlen(near) == t0->len && memcmp(near, t0->s, t0->len) == 0)
+        return false; /* the keyword itself */
     snprintf(a, sizeof(a), "%.*s", (int)t0->len, t0->s);
     if (near != NULL)
         snprintf(msg, sizeof(msg), "unknown directive '%s'; did you mean '%s'?", a, near);

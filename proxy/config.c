@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "policy.h"
 
 #define MAX_WORDS 16
 
@@ -375,29 +376,6 @@ static const char *const known[] = {
     NULL,
 };
 
-/* Levenshtein distance of two short words (capped at 32 bytes). */
-static unsigned edit_distance(const char *a, const char *b)
-{
-    unsigned row[33], la = (unsigned)strnlen(a, 32), lb = (unsigned)strnlen(b, 32);
-    for (unsigned j = 0; j <= lb; j++)
-        row[j] = j;
-    for (unsigned i = 1; i <= la; i++) {
-        unsigned diag = row[0];
-        row[0] = i;
-        for (unsigned j = 1; j <= lb; j++) {
-            unsigned up = row[j], cost = a[i - 1] != b[j - 1];
-            unsigned best = diag + cost;
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 static void read_line(struct reader *r, char *s)
 {
     char *w[MAX_WORDS], *save = NULL;
@@ -419,22 +397,13 @@ static void read_line(struct reader *r, char *s)
         directive_tls(r, w, n);
         return;
     }
-    const char *near = NULL;
-    unsigned best = 3; /* suggest only names within two edits */
-    for (size_t i = 0; known[i] != NULL; i++) {
-        unsigned d = edit_distance(known[i], w[0]);
-        if (d == 0)
-            break;
-        if (d < best)
-            best = d, near = known[i];
-        if (known[i + 1] == NULL) {
-            if (near != NULL)
-                fail(r, "unknown directive '%s'; did you mean '%s'?", w[0], near);
-            else
-                fail(r, "unknown directive '%s' (the directives are listed in proxy/README.md)",
-                     w[0]);
-            return;
-        }
+    const char *near = policy_nearest_word(w[0], strlen(w[0]), known);
+    if (near == NULL || strcmp(near, w[0]) != 0) {
+        if (near != NULL)
+            fail(r, "unknown directive '%s'; did you mean '%s'?", w[0], near);
+        else
+            fail(r, "unknown directive '%s' (the directives are listed in proxy/README.md)", w[0]);
+        return;
     }
     if (n != 2) {
         fail(r, "expected one value after '%s', found %d", w[0], n - 1);
