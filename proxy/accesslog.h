@@ -1,0 +1,55 @@
+/*
+ * accesslog.h - the access log: one JSON object per line (DESIGN.md,
+ * "Access log"), written with jansson, one write(2) per line on a file
+ * opened O_APPEND, so lines from worker threads never interleave.
+ * SIGUSR1 -> px_accesslog_reopen() (logrotate).
+ */
+#ifndef PX_ACCESSLOG_H
+#define PX_ACCESSLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One line.  NULL strings and zero numbers marked "or 0" are written as
+ * JSON null, so every line has every field. */
+struct px_log_entry {
+    int64_t ts_ms;          /* when the connection ended (ms since the epoch) */
+    uint64_t id;            /* connection id, unique in this process */
+    const char *sandbox;    /* binding id, or "default" */
+    const char *owner;      /* binding owner, or NULL */
+    const char *src;        /* client "ADDR:PORT" */
+    const char *mode;       /* connect|http|tls|plain */
+    const char *method;     /* HTTP method, or NULL */
+    const char *host;       /* normalized host as asked for, or the raw text if bad_host */
+    unsigned port;          /* or 0 */
+    const char *sni;        /* the ClientHello's server_name, or NULL */
+    const char *decision;   /* allow|deny|would_deny */
+    const char *reason;     /* px_reason_str() */
+    const char *rule;       /* "FILE:LINE", or NULL */
+    const char *upstream;   /* "ADDR:PORT" connected to, or NULL */
+    const char *country;    /* or NULL / "" */
+    uint32_t asn;           /* or 0 */
+    uint64_t bytes_up;      /* client -> origin */
+    uint64_t bytes_down;    /* origin -> client */
+    uint64_t duration_ms;
+    unsigned status;        /* HTTP status sent or received, or 0 */
+};
+
+/* Open `path` ("stdout" for standard output) for appending.  Returns 0, or
+ * -1 with "PATH: reason" in err. */
+int px_accesslog_open(const char *path, char *err, size_t errlen);
+
+/* Reopen the same path (after logrotate moved it).  Returns 0 or -1 (the
+ * old file stays in use and the reason goes to the diagnostics log). */
+int px_accesslog_reopen(void);
+
+/* Write one line.  Never blocks on a lock longer than one write(2). */
+void px_accesslog_write(const struct px_log_entry *e);
+
+void px_accesslog_close(void);
+
+/* The line px_accesslog_write() would write, without the newline; the
+ * caller frees it.  For tests. */
+char *px_accesslog_format(const struct px_log_entry *e);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * admin.h - the admin API (DESIGN.md, "Sandbox bindings"): HTTP/1.1 + JSON
+ * on a unix socket (`admin unix:PATH`, mode 0660), or on TCP with a bearer
+ * token (`admin ADDR:PORT` + `admin-token-file`), served by evhttp on the
+ * main thread's event loop.
+ *
+ *   GET    /v1/sandboxes          all bindings (array)
+ *   PUT    /v1/sandboxes/{id}     add or replace one binding   -> 200 + the binding
+ *   DELETE /v1/sandboxes/{id}     remove it                    -> 204, 404 if none
+ *   PUT    /v1/sandboxes          replace the whole set        -> 200 + the set
+ *   POST   /v1/reload             reread policy-dir and hosts  -> 200, 422 + errors
+ *   GET    /v1/explain?sandbox=ID&host=H&port=P   the live verdict, resolving H
+ *   GET    /v1/status             version, uptime, world generation, counts
+ *
+ * Errors are JSON: {"error":"what went wrong"} with 400 (bad JSON or
+ * field), 401 (token), 404, 405, 413 (body over 1 MiB), 422 (policy or
+ * binding does not load).
+ */
+#ifndef PX_ADMIN_H
+#define PX_ADMIN_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "resolver.h"
+
+struct event_base;
+
+struct px_admin_hooks {
+    /* Fields the daemon adds to /v1/status (workers, active connections,
+     * ...); a new reference, or NULL. */
+    json_t *(*status)(void *arg);
+    void *arg;
+};
+
+/* Listen as cfg says (unix socket: an old socket file is replaced; TCP:
+ * the token file is read now and must not be readable by others).  `r` is
+ * a resolver on `base` for explain.  Returns 0, or -1 with the reason. */
+int px_admin_start(struct event_base *base, const struct px_config *cfg, struct px_resolver *r,
+                   const struct px_admin_hooks *hooks, char *err, size_t errlen);
+void px_admin_stop(void);
+
+#endif

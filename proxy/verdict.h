@@ -1,0 +1,54 @@
+/*
+ * verdict.h - the words egressd's log lines, metrics and deny answers share
+ * (DESIGN.md, "Access log"): how a connection came in (mode) and why it was
+ * decided as it was (reason).  The policy's own reasons come first, in the
+ * order of enum policy_reason, so one cast maps them.
+ */
+#ifndef PX_VERDICT_H
+#define PX_VERDICT_H
+
+#include "policy.h"
+
+enum px_mode {
+    PX_MODE_CONNECT, /* explicit proxy, CONNECT tunnel */
+    PX_MODE_HTTP,    /* explicit proxy, absolute-URI request */
+    PX_MODE_TLS,     /* transparent TLS, decided on the SNI */
+    PX_MODE_PLAIN,   /* transparent HTTP, decided on Host */
+    PX_MODE_COUNT
+};
+
+enum px_reason {
+    PX_R_ALLOWED = POLICY_R_ALLOWED,
+    PX_R_NOT_ALLOWED = POLICY_R_NOT_ALLOWED,
+    PX_R_DENY_RULE = POLICY_R_DENY_RULE,
+    PX_R_PRIVATE_RANGE = POLICY_R_PRIVATE_RANGE,
+    PX_R_GEO = POLICY_R_GEO,
+    PX_R_BAD_HOST = POLICY_R_BAD_HOST,
+    PX_R_SNI_MISMATCH, /* the ClientHello names another host than CONNECT */
+    PX_R_NO_SNI,       /* no server_name, and no `ip` rule allows the literal */
+    PX_R_NOT_TLS,      /* a CONNECT (not `raw`) or TLS port that did not open with a hello */
+    PX_R_ECH,          /* encrypted_client_hello, with `ech deny` */
+    PX_R_BAD_REQUEST,  /* a malformed or ambiguous request: 400 */
+    PX_R_DNS_FAIL,     /* the name did not resolve */
+    PX_R_CONNECT_FAIL, /* no checked address accepted the connection */
+    PX_R_TIMEOUT,      /* header, connect, idle or tunnel-life timeout */
+    PX_R_LIMIT,        /* max-conns, per-sandbox limits, quota, rate */
+    PX_R_COUNT
+};
+
+static inline const char *px_mode_str(enum px_mode m)
+{
+    static const char *const words[PX_MODE_COUNT] = {"connect", "http", "tls", "plain"};
+    return (unsigned)m < PX_MODE_COUNT ? words[m] : "?";
+}
+
+static inline const char *px_reason_str(enum px_reason r)
+{
+    static const char *const words[PX_R_COUNT] = {
+        "allowed", "not_allowed",  "deny_rule", "private_range", "geo",
+        "bad_host", "sni_mismatch", "no_sni", "not_tls", "ech", "bad_request",
+        "dns_fail", "connect_fail", "timeout", "limit"};
+    return (unsigned)r < PX_R_COUNT ? words[r] : "?";
+}
+
+#endif

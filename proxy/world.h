@@ -1,0 +1,106 @@
+/*
+ * world.h - everything a connection decides with, as one immutable,
+ * reference-counted snapshot: the policy, the hosts table and the sandbox
+ * bindings (DESIGN.md, "Sandbox bindings").  Workers take the current world
+ * when a connection (or request) starts and keep it until it ends; the main
+ * thread builds a new world for every change (reload, binding put/delete)
+ * and swaps it in atomically.  A connection never sees half a change.
+ *
+ * Bindings are persisted in `state-dir/sandboxes.json` (write, fsync,
+ * rename, fsync of the directory) before a change is acknowledged, and
+ * restored at start: a restart loses none.
+ */
+#ifndef PX_WORLD_H
+#define PX_WORLD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "policy.h"
+#include "policy_load.h"
+#include "resolver.h"
+
+#define PX_SANDBOX_MAX_ADDRS 16
+
+/* One binding, as the admin API took it. */
+struct px_sandbox {
+    char id[64];      /* [A-Za-z0-9._-]{1,63} */
+    char name[128];
+    char owner[128];
+    char policy[64];  /* the preset */
+    uint8_t addrs[PX_SANDBOX_MAX_ADDRS][16];
+    size_t n_addrs;
+    char token[128];  /* Proxy-Authorization: Basic base64(id:token); "" none */
+    int64_t expires;  /* unix seconds; 0: none */
+    struct policy_binding *pb; /* preset + the binding's extra allow lines */
+    json_t *json;     /* the binding as stored and returned by GET (token elided) */
+};
+
+struct px_world {
+    uint64_t generation;   /* 1, 2, ... in the order worlds were made */
+    struct policy *policy;
+    struct px_hosts *hosts;              /* NULL without hosts-file */
+    struct policy_binding *default_pb;   /* default-policy, no extras */
+    const struct px_sandbox *sandboxes;  /* sorted by id */
+    size_t n_sandboxes;
+    /* private: the reference count and the address index follow */
+};
+
+/* ---- any thread */
+
+/* The current world, with a reference the caller drops with px_world_put().
+ * Never NULL after px_world_init() succeeded. */
+struct px_world *px_world_get(void);
+void px_world_put(struct px_world *w);
+
+/* The binding whose addresses include `addr` (16 bytes, IPv4 mapped), or NULL. */
+const struct px_sandbox *px_world_by_addr(const struct px_world *w, const uint8_t addr[16]);
+/* The binding with this id, or NULL. */
+const struct px_sandbox *px_world_by_id(const struct px_world *w, const char *id);
+/* The binding a `Proxy-Authorization: Basic ...` value names (user = id,
+ * password = token, compared in constant time), or NULL. */
+const struct px_sandbox *px_world_by_basic_auth(const struct px_world *w, const char *value,
+                                                size_t len);
+
+/* ---- main thread only */
+
+/* Load the policy (px_policy_load with `geo`, which must outlive every
+ * world), the hosts file and the bindings saved in state-dir, and make the
+ * first world.  Keeps the `cfg` and `geo` pointers.  Returns 0, or -1 with
+ * every error (one per line, "FILE:LINE: ..." or
+ * "STATE-DIR/sandboxes.json: ...") in err.  A saved binding whose preset or
+ * extra lines no longer load is not dropped: it is kept with pb == NULL (its
+ * sandbox is denied everything, `not_allowed`), a warning goes to the
+ * diagnostics log, and start goes on. */
+int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, size_t errlen);
+
+/* Reread policy-dir and hosts-file into a new world with the same bindings.
+ * A binding whose preset is gone (or whose extra lines no longer load) is an
+ * error naming the sandbox.  On any error the current world stays and every error is in err (one per
+ * line); returns 0 or -1.  Counts policy_reloads_total. */
+int px_world_reload(char *err, size_t errlen);
+
+/* Add or replace binding `id` from JSON `obj` (the object of DESIGN.md; its
+ * "id", if present, must equal `id`).  Validates everything (addresses,
+ * preset exists, extra allow lines parse, an address bound to another
+ * sandbox), persists, swaps.  Returns 0, or -1 with the reason in err
+ * (nothing changed). */
+int px_world_put_sandbox(const char *id, const json_t *obj, char *err, size_t errlen);
+
+/* Remove binding `id`.  Returns 0, 1 when there was none, -1 with the
+ * reason (persisting failed; nothing changed). */
+int px_world_delete_sandbox(const char *id, char *err, size_t errlen);
+
+/* Replace all bindings with the JSON array `arr` (all or nothing). */
+int px_world_replace_sandboxes(const json_t *arr, char *err, size_t errlen);
+
+/* All bindings as a JSON array (new reference); tokens are never shown. */
+json_t *px_world_sandboxes_json(void);
+
+/* Drop the current world (at exit). */
+void px_world_shutdown(void);
+
+#endif
