@@ -1,0 +1,553 @@
+/*
+ * metrics.c - see metrics.h.  The counters live in process memory; the
+ * page is written on demand in the Prometheus text format 0.0.4.
+ *
+ * Per (sandbox, owner) pair there is one struct px_msb, held in a list
+ * sorted by (sandbox, owner) so that the page comes out in a stable order.
+ * The list's mutex is taken only to get, put back, render or forget a
+ * handle; counting goes through the handle with relaxed atomic adds, so
+ * the hot path (every decision, every relayed buffer) never waits on it.
+ * A handle is freed only by px_metrics_forget_except(), under the mutex,
+ * when no connection holds it: a pointer a connection got stays valid until
+ * it puts it back.
+ */
+#include "metrics.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#define DECISIONS 3 /* POLICY_ALLOW, POLICY_DENY, POLICY_WOULD_DENY */
+
+/* Only a scraper talks to this listener; its requests are one line and a
+ * few headers, never a body. */
+#define MAX_HEADERS_SIZE 8192
+#define MAX_BODY_SIZE    1024
+#define HTTP_TIMEOUT_S   10
+
+struct px_msb {
+    char *sandbox, *owner; /* label values, made valid UTF-8 at creation */
+    atomic_ulong refs;     /* handles out (get without put) */
+    atomic_long active;
+    atomic_uint_fast64_t conns[PX_MODE_COUNT][DECISIONS][PX_R_COUNT];
+    atomic_uint_fast64_t bytes_up, bytes_down;
+    struct px_msb *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct px_msb *sandboxes_list; /* under lock, sorted */
+
+/* upstream_connect_seconds: per-bucket (not cumulative) counts; the page
+ * sums them, so a bucket and _count can never disagree on one page. */
+static const char *const bucket_le[] = {"0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+                                        "0.25",  "0.5",    "1",     "2.5",  "5",     "10"};
+static const double bucket_bound[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                      0.25,  0.5,    1,     2.5,  5,     10};
+#define BUCKETS (sizeof(bucket_bound) / sizeof(bucket_bound[0]))
+static atomic_uint_fast64_t connect_buckets[BUCKETS + 1]; /* the last one is +Inf */
+static atomic_uint_fast64_t connect_sum_ns;
+
+static const char *const dns_results[] = {"hosts", "cache", "ok", "nxdomain", "fail"};
+#define DNS_RESULTS (sizeof(dns_results) / sizeof(dns_results[0]))
+static atomic_uint_fast64_t dns_counts[DNS_RESULTS];
+
+static atomic_uint_fast64_t reloads_ok, reloads_error;
+static atomic_size_t n_sandboxes;
+
+struct preset_rules {
+    char *name;
+    long rules;
+};
+static struct preset_rules *presets; /* under lock */
+static size_t n_presets;             /* under lock */
+
+static char build_version[128] = "unknown";
+
+static struct evhttp *http_server;
+
+/* ------------------------------------------------------------ label text */
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    size_t len;
+    unsigned cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        len = 2, cp = s[0] & 0x1f;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        len = 3, cp = s[0] & 0x0f;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        len = 4, cp = s[0] & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    /* overlong forms, UTF-16 surrogates, past U+10FFFF */
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || (cp >= 0xd800 && cp <= 0xdfff) ||
+        cp > 0x10ffff)
+        return 0;
+    return len;
+}
+
+/* A copy of s that is valid UTF-8 (the text format requires it of label
+ * values): each byte that does not start a valid sequence becomes '?'.
+ * Sandbox ids and owners come through the admin API's JSON and are UTF-8
+ * already; preset names are file names and may be anything. */
+static char *utf8_copy(const char *s)
+{
+    size_t n = strlen(s), i = 0;
+    char *out = malloc(n + 1);
+
+    if (out == NULL)
+        abort();
+    while (i < n) {
+        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        if (k == 0) {
+            out[i++] = '?';
+            continue;
+        }
+        memcpy(out + i, s + i, k);
+        i += k;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* A label value as the text format escapes it: backslash, double quote
+ * and line feed; everything else as is. */
+static void put_label_value(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '\\': fputs("\\\\", f); break;
+        case '"': fputs("\\\"", f); break;
+        case '\n': fputs("\\n", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ setup */
+
+void px_metrics_init(const char *version)
+{
+    char *clean = utf8_copy(version != NULL ? version : "unknown");
+
+    pthread_mutex_lock(&lock);
+    snprintf(build_version, sizeof(build_version), "%s", clean);
+    pthread_mutex_unlock(&lock);
+    free(clean);
+}
+
+/* ------------------------------------------------- per-sandbox handles */
+
+static int msb_cmp(const struct px_msb *m, const char *sandbox, const char *owner)
+{
+    int c = strcmp(m->sandbox, sandbox);
+    return c != 0 ? c : strcmp(m->owner, owner);
+}
+
+struct px_msb *px_metrics_sandbox_get(const char *sandbox, const char *owner)
+{
+    char *sb = utf8_copy(sandbox != NULL ? sandbox : "");
+    char *ow = utf8_copy(owner != NULL ? owner : "");
+    struct px_msb **pp, *m;
+    int c = 1;
+
+    /* keyed on the cleaned text: two ids that differ only in bytes that
+     * are not UTF-8 share one series instead of writing a duplicate */
+    pthread_mutex_lock(&lock);
+    for (pp = &sandboxes_list; *pp != NULL; pp = &(*pp)->next) {
+        c = msb_cmp(*pp, sb, ow);
+        if (c >= 0)
+            break;
+    }
+    if (*pp != NULL && c == 0) {
+        m = *pp;
+        free(sb);
+        free(ow);
+    } else {
+        m = calloc(1, sizeof(*m));
+        if (m == NULL)
+            abort();
+        m->sandbox = sb;
+        m->owner = ow;
+        m->next = *pp;
+        *pp = m;
+    }
+    atomic_fetch_add(&m->refs, 1);
+    pthread_mutex_unlock(&lock);
+    return m;
+}
+
+void px_metrics_sandbox_put(struct px_msb *m)
+{
+    if (m != NULL)
+        atomic_fetch_sub(&m->refs, 1);
+}
+
+void px_metrics_decision(struct px_msb *m, enum px_mode mode, enum policy_decision d,
+                         enum px_reason r)
+{
+    if ((unsigned)mode >= PX_MODE_COUNT || (unsigned)d >= DECISIONS || (unsigned)r >= PX_R_COUNT)
+        return; /* a word the page could not name */
+    atomic_fetch_add_explicit(&m->conns[mode][d][r], 1, memory_order_relaxed);
+}
+
+void px_metrics_active(struct px_msb *m, int delta)
+{
+    atomic_fetch_add_explicit(&m->active, delta, memory_order_relaxed);
+}
+
+void px_metrics_bytes(struct px_msb *m, uint64_t up, uint64_t down)
+{
+    if (up != 0)
+        atomic_fetch_add_explicit(&m->bytes_up, up, memory_order_relaxed);
+    if (down != 0)
+        atomic_fetch_add_explicit(&m->bytes_down, down, memory_order_relaxed);
+}
+
+static bool kept(const char *sandbox, char *const *keep, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(keep[i], sandbox) == 0)
+            return true;
+    }
+    return false;
+}
+
+void px_metrics_forget_except(const char *const *keep, size_t n)
+{
+    /* compared as get() stored the ids: made valid UTF-8 */
+    char **clean = calloc(n ? n : 1, sizeof(*clean));
+
+    if (clean == NULL)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        clean[i] = utf8_copy(keep[i] != NULL ? keep[i] : "");
+    pthread_mutex_lock(&lock);
+    /* refs only grows under this lock (in get), so a handle seen unused
+     * here stays unused until it is freed */
+    for (struct px_msb **pp = &sandboxes_list; *pp != NULL;) {
+        struct px_msb *m = *pp;
+        if (kept(m->sandbox, clean, n) || atomic_load(&m->refs) != 0 ||
+            atomic_load(&m->active) != 0) {
+            pp = &m->next;
+            continue;
+        }
+        *pp = m->next;
+        free(m->sandbox);
+        free(m->owner);
+        free(m);
+    }
+    pthread_mutex_unlock(&lock);
+    for (size_t i = 0; i < n; i++)
+        free(clean[i]);
+    free(clean);
+}
+
+/* ------------------------------------------------------- global counters */
+
+void px_metrics_upstream_connect(double seconds)
+{
+    size_t i = 0;
+
+    if (!(seconds >= 0)) /* NaN or negative: a clock step, count it as 0 */
+        seconds = 0;
+    while (i < BUCKETS && seconds > bucket_bound[i])
+        i++;
+    atomic_fetch_add_explicit(&connect_buckets[i], 1, memory_order_relaxed);
+    /* nanoseconds in an integer: atomics on a double need a CAS loop */
+    if (seconds > 1e9)
+        seconds = 1e9;
+    atomic_fetch_add_explicit(&connect_sum_ns, (uint64_t)(seconds * 1e9 + 0.5),
+                              memory_order_relaxed);
+}
+
+void px_metrics_dns(const char *result)
+{
+    for (size_t i = 0; result != NULL && i < DNS_RESULTS; i++) {
+        if (strcmp(result, dns_results[i]) == 0) {
+            atomic_fetch_add_explicit(&dns_counts[i], 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+void px_metrics_reload(bool ok)
+{
+    atomic_fetch_add_explicit(ok ? &reloads_ok : &reloads_error, 1, memory_order_relaxed);
+}
+
+static void free_presets(struct preset_rules *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i].name);
+    free(p);
+}
+
+void px_metrics_set_policy(const struct policy *p)
+{
+    struct preset_rules *fresh = NULL, *old;
+    size_t n = 0, old_n;
+
+    while (p != NULL && policy_preset_name(p, n) != NULL)
+        n++;
+    if (n > 0 && (fresh = calloc(n, sizeof(*fresh))) == NULL)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        const char *name = policy_preset_name(p, i);
+        fresh[i].name = utf8_copy(name);
+        fresh[i].rules = policy_preset_rules(p, name);
+    }
+    pthread_mutex_lock(&lock);
+    old = presets;
+    old_n = n_presets;
+    presets = fresh;
+    n_presets = n;
+    pthread_mutex_unlock(&lock);
+    free_presets(old, old_n);
+}
+
+void px_metrics_set_sandboxes(size_t n)
+{
+    atomic_store(&n_sandboxes, n);
+}
+
+/* ------------------------------------------------------------- the page */
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP egressd_%s %s\n# TYPE egressd_%s %s\n", name, help, name, type);
+}
+
+/* `NAME{sandbox="..",owner=".."` left open for more labels. */
+static void series_start(FILE *f, const char *name, const struct px_msb *m)
+{
+    fprintf(f, "egressd_%s{sandbox=\"", name);
+    put_label_value(f, m->sandbox);
+    fputs("\",owner=\"", f);
+    put_label_value(f, m->owner);
+    fputc('"', f);
+}
+
+static void render_connections(FILE *f)
+{
+    family(f, "connections_total", "counter",
+           "Connections and requests decided, by sandbox, owner, mode, decision and reason.");
+    for (const struct px_msb *m = sandboxes_list; m != NULL; m = m->next) {
+        for (int mode = 0; mode < PX_MODE_COUNT; mode++) {
+            for (int d = 0; d < DECISIONS; d++) {
+                for (int r = 0; r < PX_R_COUNT; r++) {
+                    uint64_t v = atomic_load_explicit(&m->conns[mode][d][r], memory_order_relaxed);
+                    if (v == 0)
+                        continue;
+                    series_start(f, "connections_total", m);
+                    fprintf(f, ",mode=\"%s\",decision=\"%s\",reason=\"%s\"} %llu\n",
+                            px_mode_str(mode), policy_decision_str(d), px_reason_str(r),
+                            (unsigned long long)v);
+                }
+            }
+        }
+    }
+}
+
+static void render_sandbox_gauges(FILE *f)
+{
+    const struct px_msb *m;
+
+    family(f, "active_connections", "gauge", "Connections open now, by sandbox and owner.");
+    for (m = sandboxes_list; m != NULL; m = m->next) {
+        series_start(f, "active_connections", m);
+        fprintf(f, "} %ld\n", atomic_load_explicit(&m->active, memory_order_relaxed));
+    }
+    family(f, "bytes_total", "counter",
+           "Bytes relayed, by sandbox, owner and direction (up: client to origin).");
+    for (m = sandboxes_list; m != NULL; m = m->next) {
+        series_start(f, "bytes_total", m);
+        fprintf(f, ",direction=\"up\"} %llu\n",
+                (unsigned long long)atomic_load_explicit(&m->bytes_up, memory_order_relaxed));
+        series_start(f, "bytes_total", m);
+        fprintf(f, ",direction=\"down\"} %llu\n",
+                (unsigned long long)atomic_load_explicit(&m->bytes_down, memory_order_relaxed));
+    }
+}
+
+static void render_histogram(FILE *f)
+{
+    uint64_t cumulative = 0;
+
+    family(f, "upstream_connect_seconds", "histogram",
+           "Time from the first connect() upstream to an established connection.");
+    for (size_t i = 0; i <= BUCKETS; i++) {
+        cumulative += atomic_load_explicit(&connect_buckets[i], memory_order_relaxed);
+        fprintf(f, "egressd_upstream_connect_seconds_bucket{le=\"%s\"} %llu\n",
+                i < BUCKETS ? bucket_le[i] : "+Inf", (unsigned long long)cumulative);
+    }
+    fprintf(f, "egressd_upstream_connect_seconds_sum %.9f\n",
+            (double)atomic_load_explicit(&connect_sum_ns, memory_order_relaxed) / 1e9);
+    fprintf(f, "egressd_upstream_connect_seconds_count %llu\n", (unsigned long long)cumulative);
+}
+
+static void render_globals(FILE *f)
+{
+    family(f, "dns_lookups_total", "counter",
+           "Name lookups, by where the answer came from or how they failed.");
+    for (size_t i = 0; i < DNS_RESULTS; i++)
+        fprintf(f, "egressd_dns_lookups_total{result=\"%s\"} %llu\n", dns_results[i],
+                (unsigned long long)atomic_load(&dns_counts[i]));
+    family(f, "policy_reloads_total", "counter", "Policy reloads, by result.");
+    fprintf(f, "egressd_policy_reloads_total{result=\"ok\"} %llu\n",
+            (unsigned long long)atomic_load(&reloads_ok));
+    fprintf(f, "egressd_policy_reloads_total{result=\"error\"} %llu\n",
+            (unsigned long long)atomic_load(&reloads_error));
+    family(f, "policy_rules", "gauge", "Rules in each preset of the policy in force.");
+    for (size_t i = 0; i < n_presets; i++) {
+        fputs("egressd_policy_rules{preset=\"", f);
+        put_label_value(f, presets[i].name);
+        fprintf(f, "\"} %ld\n", presets[i].rules);
+    }
+    family(f, "sandboxes", "gauge", "Sandbox bindings known.");
+    fprintf(f, "egressd_sandboxes %zu\n", atomic_load(&n_sandboxes));
+    family(f, "build_info", "gauge", "Always 1; the version of egressd in its label.");
+    fputs("egressd_build_info{version=\"", f);
+    put_label_value(f, build_version);
+    fputs("\"} 1\n", f);
+}
+
+char *px_metrics_render(size_t *len)
+{
+    char *page = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&page, &size);
+
+    if (f == NULL)
+        abort();
+    pthread_mutex_lock(&lock);
+    render_connections(f);
+    render_sandbox_gauges(f);
+    render_histogram(f);
+    render_globals(f);
+    pthread_mutex_unlock(&lock);
+    if (fclose(f) != 0)
+        abort(); /* memory streams fail only when out of memory */
+    if (len != NULL)
+        *len = size;
+    return page;
+}
+
+/* ---------------------------------------------------------- the listener */
+
+static void reply_text(struct evhttp_request *req, int code, const char *reason, const char *type,
+                       const char *body, size_t len)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    struct evbuffer *buf = evbuffer_new();
+    char clen[32];
+
+    if (buf == NULL)
+        abort();
+    evhttp_add_header(h, "Content-Type", type);
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        /* evhttp would send the body after a HEAD too: give only its size */
+        snprintf(clen, sizeof(clen), "%zu", len);
+        evhttp_add_header(h, "Content-Length", clen);
+    } else {
+        evbuffer_add(buf, body, len);
+    }
+    evhttp_send_reply(req, code, reason, buf);
+    evbuffer_free(buf);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    static const char plain[] = "text/plain; charset=utf-8";
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+
+    (void)arg;
+    if (path == NULL)
+        path = "";
+    if (strcmp(path, "/metrics") != 0 && strcmp(path, "/healthz") != 0) {
+        reply_text(req, HTTP_NOTFOUND, "Not Found", plain, "not found\n", 10);
+        return;
+    }
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+        reply_text(req, 405, "Method Not Allowed", plain, "method not allowed\n", 19);
+        return;
+    }
+    if (strcmp(path, "/healthz") == 0) {
+        reply_text(req, HTTP_OK, "OK", plain, "ok\n", 3);
+        return;
+    }
+    size_t len;
+    char *page = px_metrics_render(&len);
+    reply_text(req, HTTP_OK, "OK", "text/plain; version=0.0.4; charset=utf-8", page, len);
+    free(page);
+}
+
+int px_metrics_listen(struct event_base *base, const struct px_addr *addr, char *err, size_t errlen)
+{
+    struct evconnlistener *l;
+
+    if (http_server != NULL) {
+        snprintf(err, errlen, "%s: the metrics listener is already running", addr->text);
+        return -1;
+    }
+    http_server = evhttp_new(base);
+    if (http_server == NULL) {
+        snprintf(err, errlen, "%s: cannot create the HTTP server", addr->text);
+        return -1;
+    }
+    l = evconnlistener_new_bind(base, NULL, NULL,
+                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+                                -1, (const struct sockaddr *)&addr->ss, (int)addr->len);
+    if (l == NULL || evhttp_bind_listener(http_server, l) == NULL) {
+        snprintf(err, errlen, "%s: %s", addr->text, strerror(errno));
+        if (l != NULL)
+            evconnlistener_free(l);
+        evhttp_free(http_server);
+        http_server = NULL;
+        return -1;
+    }
+    /* evhttp answers methods outside this set with 501 itself; let all
+     * through so that they get the 405 the contract promises */
+    evhttp_set_allowed_methods(http_server, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+                                                EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                                EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                                EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+    evhttp_set_max_headers_size(http_server, MAX_HEADERS_SIZE);
+    evhttp_set_max_body_size(http_server, MAX_BODY_SIZE);
+    evhttp_set_timeout(http_server, HTTP_TIMEOUT_S);
+    evhttp_set_gencb(http_server, on_request, NULL);
+    return 0;
+}
+
+void px_metrics_stop(void)
+{
+    if (http_server == NULL)
+        return;
+    evhttp_free(http_server); /* frees its bound listeners and connections */
+    http_server = NULL;
+}
