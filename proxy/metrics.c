@@ -396,7 +396,7 @@ static void render_histogram(FILE *f)
     uint64_t cumulative = 0;
 
     family(f, "upstream_connect_seconds", "histogram",
-           "Time from the first connect() upstream to an established connection.");
+           "Seconds taken to establish a connection upstream.");
     for (size_t i = 0; i <= BUCKETS; i++) {
         cumulative += atomic_load_explicit(&connect_buckets[i], memory_order_relaxed);
         fprintf(f, "egressd_upstream_connect_seconds_bucket{le=\"%s\"} %llu\n",
