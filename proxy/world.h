@@ -100,6 +100,30 @@ int px_world_replace_sandboxes(const json_t *arr, char *err, size_t errlen);
 /* All bindings as a JSON array (new reference); tokens are never shown. */
 json_t *px_world_sandboxes_json(void);
 
+/* ---- the binding JSON on its own (also for egressctl's offline explain) */
+
+/* Check binding object `obj` as px_world_put_sandbox() does, without a
+ * world: every field's type and form, no unknown field.  `id` is the id it
+ * must have ("id" may then be absent); NULL: "id" is required.  Fills *sb
+ * with pb NULL and json a new reference (token elided) that the caller
+ * drops with json_decref().  Returns 0, or -1 with "sandbox ID: FIELD: what
+ * was expected, found what" in err. */
+int px_sandbox_parse(const json_t *obj, const char *id, struct px_sandbox *sb, char *err,
+                     size_t errlen);
+
+/* The policy binding of a parsed sandbox on snapshot p: its preset plus
+ * its "allow" lines, named "sandbox ID" in rule refs.  NULL with every
+ * error in diag. */
+struct policy_binding *px_sandbox_bind(struct policy *p, const struct px_sandbox *sb,
+                                       struct policy_diag *diag);
+
+/* The HTTP status that fits the last failure of px_world_put_sandbox(),
+ * px_world_delete_sandbox(), px_world_replace_sandboxes() or
+ * px_world_reload(): 400 (not a binding: JSON shape, a field), 422 (a
+ * binding or policy that does not load: unknown preset, a bad line, an
+ * address bound to another sandbox), 500 (persisting failed). */
+int px_world_error_status(void);
+
 /* Drop the current world (at exit). */
 void px_world_shutdown(void);
 
