@@ -169,7 +169,7 @@ static int parse_text(const json_t *v, const char *field, const char *who, char 
                       char *err, size_t errlen)
 {
     char b[96];
-    if (json_is_null(v))
+    if (v == NULL || json_is_null(v))
         return 0;
     if (!json_is_string(v) || json_string_length(v) >= size ||
         !printable(json_string_value(v), json_string_length(v))) {
@@ -187,7 +187,7 @@ static int parse_addresses(const json_t *v, const char *who, struct px_sandbox *
                            size_t errlen)
 {
     char b[96], t[INET6_ADDRSTRLEN];
-    if (json_is_null(v))
+    if (v == NULL || json_is_null(v))
         return 0;
     if (!json_is_array(v) || json_array_size(v) > PX_SANDBOX_MAX_ADDRS) {
         if (json_is_array(v))
@@ -220,7 +220,7 @@ static int parse_addresses(const json_t *v, const char *who, struct px_sandbox *
 static int parse_allow(const json_t *v, const char *who, char *err, size_t errlen)
 {
     char b[96];
-    if (json_is_null(v))
+    if (v == NULL || json_is_null(v))
         return 0;
     if (!json_is_array(v) || json_array_size(v) > MAX_ALLOW_LINES) {
         if (json_is_array(v))
