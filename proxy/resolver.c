@@ -555,7 +555,7 @@ static enum px_dns_result combine(const struct query *q, struct px_dns_answer *a
 static void query_finish(struct query *q)
 {
     struct px_resolver *r = q->r;
-    struct px_dns_answer a;
+    struct px_dns_answer a = {.n = 0};
     uint32_t ttl;
 
     if (r == NULL) { /* the resolver is gone: nobody to tell */
