@@ -1,0 +1,138 @@
+# tests/egressd/lib-more.sh - more helpers for egressd's end-to-end scripts
+# (tools.t, ops.t, metrics.t, soak.t).  Source after lib.sh.
+#
+#   egm_bail TEXT          a failing TAP line for a step nothing else can run
+#                          without, then the plan; exit 1
+#   egm_node_setup         (outside the namespace: it needs the npm registry)
+#                          undici, pinned, in $BUILD_DIR/e2e-node, once
+#   egm_node_modules       where egm_node_setup put it (empty when it failed)
+#   egm_server LOG CMD...  start CMD in the background (its pid joins
+#                          EGD_PIDS), wait until LOG has a line "ready"
+#   egm_toolsrv NAME ROOT [OPTION...]
+#                          tests/egressd/toolsrv.py on NAME's address, port
+#                          443, with NAME's certificate, serving ROOT
+#   egm_log_lines PYEXPR   the lines after the mark where PYEXPR over `l`
+#                          holds, as one JSON array, once at least one is
+#                          there and none has come for 0.5 s (5 s at most)
+#   egm_lines_ok TEXT LINES PYEXPR
+#                          one TAP line: PYEXPR over `ls` (the array) holds
+#   egm_err_mark / egm_err_since
+#                          egressd's stderr from the mark on
+#   egm_rss PID / egm_fds PID
+#                          VmRSS in KiB / number of open descriptors
+
+EGM_UNDICI_VERSION=7.30.2
+
+egm_bail() {
+    ok 1 "$1"
+    tap_end
+    exit 1
+}
+
+# egm_node_setup: install the pinned undici into $BUILD_DIR/e2e-node (once;
+# under a lock, so scripts run side by side share one install).  Runs
+# before egd_netns: the namespace has no way to the registry.  npm uses this
+# machine's own npm settings (registry, cafile) for the install alone; node
+# reads that cafile only through NODE_EXTRA_CA_CERTS.
+egm_node_setup() {
+    local dir=$BUILD_DIR/e2e-node want="undici@$EGM_UNDICI_VERSION" cafile
+    mkdir -p "$dir" || return 1
+    (
+        flock 9
+        if [ "$(cat "$dir/installed" 2>/dev/null)" != "$want" ]; then
+            cafile=$(npm config get cafile 2>/dev/null)
+            case $cafile in null | undefined | "") cafile=${NODE_EXTRA_CA_CERTS:-} ;; esac
+            NODE_EXTRA_CA_CERTS=$cafile npm install --prefix "$dir" --no-audit --no-fund \
+                --loglevel=error "$want" >&2 && echo "$want" >"$dir/installed"
+        fi
+    ) 9>"$dir/.lock"
+    [ "$(cat "$dir/installed" 2>/dev/null)" = "$want" ] && [ -f "$dir/node_modules/undici/package.json" ]
+}
+egm_node_modules() { echo "$BUILD_DIR/e2e-node/node_modules"; }
+
+# egm_server LOG CMD...: CMD in the background, output to LOG; wait (10 s)
+# for a line "ready" in LOG.
+egm_server() {
+    local log=$1 i
+    shift
+    "$@" >"$log" 2>&1 &
+    EGD_PIDS+=($!)
+    for ((i = 0; i < 200; i++)); do
+        grep -q '^ready' "$log" 2>/dev/null && return 0
+        kill -0 "${EGD_PIDS[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "# did not start: $*" >&2
+    sed 's/^/#   /' "$log" >&2
+    return 1
+}
+
+# egm_toolsrv NAME ROOT [OPTION...]: toolsrv.py for NAME on its hosts-file
+# address, port 443 (HTTPS with NAME's certificate); requests in
+# $T/toolsrv-NAME.log.
+egm_toolsrv() {
+    local name=$1 root=$2 addr
+    shift 2
+    addr=$(egd_addr "$name")
+    [ -n "$addr" ] || { echo "# egm_toolsrv: $name is not in the hosts file" >&2; return 1; }
+    egd_cert "$name" || return 1
+    egm_server "$T/toolsrv-$name.out" python3 -u "$EGD_DIR/toolsrv.py" --listen "$addr:443" \
+        --cert "$T/certs/$name.pem" --key "$T/certs/$name.key" --root "$root" \
+        --log "$T/toolsrv-$name.log" "$@"
+}
+
+egm_log_lines() {
+    python3 - "$T/access.log" "$EGD_LOG_MARK" "$1" <<'EOF'
+import json, sys, time
+path, mark, expr = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+end = time.monotonic() + 5
+seen, quiet_since = -1, time.monotonic()
+while True:
+    try:
+        done = open(path, encoding="utf-8", errors="replace").read().split("\n")[:-1]
+    except FileNotFoundError:
+        done = []
+    hits = []
+    for raw in done[mark:]:
+        try:
+            l = json.loads(raw)
+            if eval(expr):
+                hits.append(l)
+        except Exception:
+            pass
+    now = time.monotonic()
+    if len(hits) != seen:
+        seen, quiet_since = len(hits), now
+    if (hits and now - quiet_since >= 0.5) or now >= end:
+        print(json.dumps(hits))
+        sys.exit(0 if hits else 1)
+    time.sleep(0.05)
+EOF
+}
+
+# egm_lines_ok TEXT LINES PYEXPR: one TAP line for PYEXPR over `ls`, the
+# parsed JSON array LINES; the lines are shown when it fails.
+egm_lines_ok() {
+    local rc=0
+    python3 -c '
+import json, sys
+ls = json.loads(sys.argv[1] or "[]")
+sys.exit(0 if eval(sys.argv[2]) else 1)' "$2" "$3" >/dev/null 2>&1 || rc=1
+    ok "$rc" "$1"
+    if [ "$rc" -ne 0 ]; then
+        diag "wanted: $3"
+        python3 -c '
+import json, sys
+ls = json.loads(sys.argv[1] or "[]")
+print("# lines: %d" % len(ls))
+for l in ls[:6]:
+    print("#   " + json.dumps(l))' "$2" 2>/dev/null || diag "lines: ${2:-(none)}"
+    fi
+}
+
+EGM_ERR_MARK=0
+egm_err_mark() { EGM_ERR_MARK=$(stat -c %s "$T/egressd.err" 2>/dev/null || echo 0); }
+egm_err_since() { tail -c +"$((EGM_ERR_MARK + 1))" "$T/egressd.err" 2>/dev/null; }
+
+egm_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+egm_fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }

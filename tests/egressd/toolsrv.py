@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""toolsrv.py - an HTTPS server for real tools behind egressd (tools.t).
+
+    toolsrv.py --listen ADDR:PORT --cert PEM --key KEY --root DIR --log FILE
+               [--git DIR]
+
+Serves the files under --root (GET and HEAD; a directory answers with its
+index.json, as an npm registry answers a package name with its document).
+With --git, paths under /git/ go to `git http-backend` (the smart HTTP
+protocol) with DIR as GIT_PROJECT_ROOT, every repository exported.
+HTTP/1.1 with keep-alive, one thread per connection.  Every request is one
+JSON line in --log: {"method", "path", "status", "bytes"} (bytes: the body
+sent).  Prints "ready" once it listens.
+"""
+
+import argparse
+import http.server
+import json
+import os
+import ssl
+import subprocess
+import sys
+import threading
+
+log_lock = threading.Lock()
+args = None
+
+
+def log(**kv):
+    with log_lock:
+        with open(args.log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(kv, sort_keys=True) + "\n")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        self.request.settimeout(30)
+        self.request.do_handshake()
+        super().setup()
+
+    def log_message(self, fmt, *a):
+        pass
+
+    def answer(self, status, body, ctype="application/octet-stream", extra=()):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        log(method=self.command, path=self.path, status=status,
+            bytes=0 if self.command == "HEAD" else len(body))
+
+    def read_body(self):
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return body
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        if args.git and self.path.startswith("/git/"):
+            return self.git(b"")
+        path = self.path.split("?")[0]
+        full = os.path.realpath(os.path.join(args.root, path.lstrip("/")))
+        root = os.path.realpath(args.root)
+        if full != root and not full.startswith(root + os.sep):
+            return self.answer(404, b"not found\n", "text/plain")
+        if os.path.isdir(full):
+            full = os.path.join(full, "index.json")
+        if not os.path.isfile(full):
+            return self.answer(404, b"not found\n", "text/plain")
+        with open(full, "rb") as f:
+            body = f.read()
+        ctype = "application/json" if full.endswith(".json") else "application/octet-stream"
+        self.answer(200, body, ctype)
+
+    def do_POST(self):
+        body = self.read_body()
+        if args.git and self.path.startswith("/git/"):
+            return self.git(body)
+        self.answer(404, b"not found\n", "text/plain")
+
+    def git(self, body):
+        """Run git http-backend as a CGI program (RFC 3875)."""
+        path, _, query = self.path[len("/git"):].partition("?")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": args.git,
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": os.environ.get("HOME", "/nonexistent"),
+            "GATEWAY_INTERFACE": "CGI/1.1",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "REMOTE_ADDR": self.client_address[0],
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+        }
+        for name in ("Git-Protocol", "Content-Encoding"):
+            if self.headers.get(name):
+                env["HTTP_" + name.upper().replace("-", "_")] = self.headers[name]
+        p = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True)
+        out = p.stdout
+        sep = out.find(b"\r\n\r\n")
+        sep_len = 4
+        if sep < 0 or (out.find(b"\n\n") >= 0 and out.find(b"\n\n") < sep):
+            sep, sep_len = out.find(b"\n\n"), 2
+        if p.returncode != 0 or sep < 0:
+            sys.stderr.write("git http-backend: status %d: %s\n" % (p.returncode, p.stderr.decode()))
+            return self.answer(500, b"git http-backend failed\n", "text/plain")
+        status, headers = 200, []
+        for line in out[:sep].decode("latin-1").splitlines():
+            k, _, v = line.partition(":")
+            if k.lower() == "status":
+                status = int(v.strip().split()[0])
+            elif k:
+                headers.append((k.strip(), v.strip()))
+        ctype = dict((k.lower(), v) for k, v in headers).get("content-type", "text/plain")
+        rest = [(k, v) for k, v in headers if k.lower() not in ("content-type", "content-length")]
+        self.answer(status, out[sep + sep_len:], ctype, rest)
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        # The handshake happens in the connection's own thread (setup()).
+        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+
+def main():
+    global args
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--listen", required=True)
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--git")
+    args = ap.parse_args()
+    addr, _, port = args.listen.rpartition(":")
+    srv = Server((addr, int(port)), Handler)
+    srv.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    srv.ctx.load_cert_chain(args.cert, args.key)
+    print("ready", flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
