@@ -6,35 +6,63 @@
  *   egressctl explain -c egressd.conf [--preset P] [--sandbox FILE.json]
  *                     [--addr IP]... [--at RFC3339] HOST[:PORT]
  *
+ * Commands that ask the running egressd over its admin API (the socket or
+ * address of the config's `admin` directive, or -s/--socket):
+ *   egressctl [-s SOCKET | -c egressd.conf] reload | sandboxes [--json] | status
+ *   egressctl explain --live [-c egressd.conf | --socket SOCKET] [--sandbox ID] HOST[:PORT]
+ *
  * Exit status: check 0 valid / 1 errors; explain 0 allowed (or would_deny
- * in report mode) / 1 denied; 2 for a usage or configuration error.
+ * in report mode) / 1 denied; the admin commands 0 done / 1 refused or
+ * egressd not reached (its error is printed); 2 for a usage or
+ * configuration error.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "config.h"
 #include "policy.h"
 #include "policy_load.h"
+#include "world.h"
 
 #define EXIT_DENIED 1
+#define EXIT_FAIL   1
 #define EXIT_USAGE  2
 #define MAX_ADDRS   16
+#define ANSWER_MAX  (16u << 20) /* an answer larger than this is not egressd's */
+#define TIMEOUT_S   30          /* explain may wait for a DNS answer */
 
 static void usage(FILE *f)
 {
     fputs("usage: egressctl check -c egressd.conf\n"
           "       egressctl explain -c egressd.conf [--preset P] [--sandbox FILE.json]\n"
           "                         [--addr IP]... [--at RFC3339] HOST[:PORT]\n"
+          "       egressctl [-s SOCKET | -c egressd.conf] reload | sandboxes [--json] | status\n"
+          "       egressctl explain --live [-c egressd.conf | --socket SOCKET] [--sandbox ID]\n"
+          "                         HOST[:PORT]\n"
           "\n"
-          "check    validate egressd.conf and every preset in its policy-dir; print all errors\n"
-          "explain  the verdict for HOST[:PORT] (default port 443) under a preset or a sandbox\n"
-          "         binding (JSON as the admin API takes it), with the rule that decided;\n"
-          "         --addr runs the address phase on an address the name resolved to\n",
+          "check      validate egressd.conf and every preset in its policy-dir; print all errors\n"
+          "explain    the verdict for HOST[:PORT] (default port 443) under a preset or a sandbox\n"
+          "           binding (JSON as the admin API takes it), with the rule that decided;\n"
+          "           --addr runs the address phase on an address the name resolved to;\n"
+          "           --live asks the running egressd (sandbox by id, names resolved by it)\n"
+          "reload     make the running egressd reread policy-dir and hosts-file\n"
+          "sandboxes  the running egressd's sandbox bindings\n"
+          "status     the running egressd's version, uptime, generation and counts\n"
+          "\n"
+          "SOCKET is the admin socket's path (unix:PATH or PATH); with -c, the config's\n"
+          "`admin` directive (and admin-token-file for a TCP admin address) says where.\n",
           f);
 }
 
@@ -89,40 +117,30 @@ static int cmd_check(const char *conf)
     return rc;
 }
 
-/* The binding of a sandbox file as the admin API takes it. */
+/* The binding of a sandbox file as the admin API takes it, checked by the
+ * daemon's own parser (--preset, when given, replaces its "policy"). */
 static struct policy_binding *sandbox_binding(struct policy *p, const char *file,
                                               const char *preset)
 {
     json_error_t je;
-    json_t *j = json_load_file(file, 0, &je), *allow;
-    const char *lines[256], *policy, *id;
-    char origin[128];
-    size_t n = 0;
+    json_t *j = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
+    struct px_sandbox sb;
     struct policy_diag d = {0};
     struct policy_binding *b = NULL;
+    char err[4096];
 
     if (j == NULL) {
         fprintf(stderr, "%s:%d:%d: %s\n", file, je.line, je.column, je.text);
         return NULL;
     }
-    policy = json_string_value(json_object_get(j, "policy"));
-    id = json_string_value(json_object_get(j, "id"));
-    allow = json_object_get(j, "allow");
-    if (policy == NULL && preset == NULL) {
-        fprintf(stderr, "%s: expected a string \"policy\" (the preset) or --preset\n", file);
-    } else if (allow != NULL && (!json_is_array(allow) || json_array_size(allow) > 256)) {
-        fprintf(stderr, "%s: expected \"allow\" as an array of at most 256 strings\n", file);
+    if (preset != NULL && json_is_object(j))
+        json_object_set_new(j, "policy", json_string(preset));
+    if (px_sandbox_parse(j, NULL, &sb, err, sizeof(err)) == -1) {
+        fprintf(stderr, "%s: %s\n", file, err);
     } else {
-        for (; allow != NULL && n < json_array_size(allow); n++)
-            if ((lines[n] = json_string_value(json_array_get(allow, n))) == NULL)
-                break;
-        if (allow != NULL && n < json_array_size(allow)) {
-            fprintf(stderr, "%s: allow[%zu] is not a string\n", file, n);
-        } else {
-            snprintf(origin, sizeof(origin), "sandbox %s", id ? id : file);
-            b = policy_binding_new(p, preset ? preset : policy, lines, n, origin, &d);
-            print_diag(&d);
-        }
+        b = px_sandbox_bind(p, &sb, &d);
+        print_diag(&d);
+        json_decref(sb.json);
     }
     policy_diag_free(&d);
     json_decref(j);
@@ -257,31 +275,435 @@ static int cmd_explain(struct explain_args *a)
     return rc;
 }
 
+/* ------------------------------------------------ the admin API client */
+
+/* Where the running egressd's admin API is. */
+struct target {
+    bool tcp;
+    char path[108]; /* unix socket */
+    struct px_addr addr;
+    char token[256]; /* "" unless a TCP admin with admin-token-file */
+    char text[1100]; /* as messages name it */
+};
+
+/* The first line of the admin token file (which egressd insists is 0600). */
+static int read_token(const char *file, char *tok, size_t size)
+{
+    FILE *f = fopen(file, "r");
+    if (f == NULL || fgets(tok, (int)size, f) == NULL) {
+        fprintf(stderr, "egressctl: %s: admin-token-file: %s\n", file,
+                f ? "empty" : strerror(errno));
+        if (f != NULL)
+            fclose(f);
+        return -1;
+    }
+    fclose(f);
+    tok[strcspn(tok, "\r\n")] = '\0';
+    return 0;
+}
+
+/* The admin address from --socket or the config.  Returns 0 or an exit
+ * status, with the reason printed. */
+static int target_find(const char *sock, const char *conf, struct target *t)
+{
+    memset(t, 0, sizeof(*t));
+    if (sock != NULL) {
+        const char *path = strncmp(sock, "unix:", 5) == 0 ? sock + 5 : sock;
+        if (*path == '\0' || strlen(path) >= sizeof(t->path)) {
+            fprintf(stderr, "egressctl: expected a socket path of 1..%zu bytes, found '%s'\n",
+                    sizeof(t->path) - 1, sock);
+            return EXIT_USAGE;
+        }
+        snprintf(t->path, sizeof(t->path), "%s", path);
+        snprintf(t->text, sizeof(t->text), "unix:%s", path);
+        return 0;
+    }
+    if (conf == NULL) {
+        fprintf(stderr, "egressctl: -s SOCKET or -c egressd.conf is required\n");
+        return EXIT_USAGE;
+    }
+    struct px_config *c = malloc(sizeof(*c));
+    static char err[16384];
+    int rc = 0;
+    if (c == NULL)
+        abort();
+    if (px_config_load(c, conf, err, sizeof(err)) == -1) {
+        fprintf(stderr, "%s\n", err);
+        rc = EXIT_USAGE;
+    } else if (!c->have_admin) {
+        fprintf(stderr, "egressctl: %s: no `admin` directive: egressd serves no admin API\n", conf);
+        rc = EXIT_USAGE;
+    } else if (c->admin_is_tcp) {
+        t->tcp = true;
+        t->addr = c->admin_tcp;
+        snprintf(t->text, sizeof(t->text), "%s", c->admin_tcp.text);
+        if (read_token(c->admin_token_file, t->token, sizeof(t->token)) == -1)
+            rc = EXIT_USAGE;
+    } else {
+        snprintf(t->path, sizeof(t->path), "%s", c->admin_unix);
+        snprintf(t->text, sizeof(t->text), "unix:%s", c->admin_unix);
+    }
+    free(c);
+    return rc;
+}
+
+static int target_connect(const struct target *t)
+{
+    struct timeval tv = {.tv_sec = TIMEOUT_S};
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    int fd = socket(t->tcp ? t->addr.ss.ss_family : AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd == -1)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    memcpy(sun.sun_path, t->path, strlen(t->path) + 1);
+    if (t->tcp ? connect(fd, (const struct sockaddr *)&t->addr.ss, t->addr.len)
+               : connect(fd, (const struct sockaddr *)&sun, sizeof(sun))) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k == -1 && errno == EINTR)
+            continue;
+        if (k == -1)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Read the whole answer (egressd closes after it: Connection: close). */
+static char *recv_all(int fd, size_t *len)
+{
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap + 1);
+
+    for (;;) {
+        if (buf == NULL)
+            abort();
+        ssize_t k = recv(fd, buf + n, cap - n, 0);
+        if (k == -1 && errno == EINTR)
+            continue;
+        if (k == -1) {
+            free(buf);
+            return NULL;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+        if (n == cap) {
+            if (cap >= ANSWER_MAX) {
+                free(buf);
+                errno = EMSGSIZE;
+                return NULL;
+            }
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* One HTTP/1.1 exchange; the status, and the body parsed as JSON in *out
+ * (NULL when there is none).  -1 with the reason printed when egressd
+ * cannot be reached or answers something that is not HTTP. */
+static int call(const struct target *t, const char *method, const char *path, const char *body,
+                json_t **out)
+{
+    char head[2048], *ans, *p;
+    size_t blen = body ? strlen(body) : 0, len = 0;
+    int fd = target_connect(t), status;
+
+    *out = NULL;
+    if (fd == -1) {
+        fprintf(stderr, "egressctl: %s: cannot connect: %s (is egressd running?)\n", t->text,
+                strerror(errno));
+        return -1;
+    }
+    snprintf(head, sizeof(head),
+             "%s %s HTTP/1.1\r\nHost: egressd\r\nUser-Agent: egressctl\r\nConnection: close\r\n"
+             "%s%s%sContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+             method, path, t->token[0] ? "Authorization: Bearer " : "", t->token,
+             t->token[0] ? "\r\n" : "", blen);
+    if (send_all(fd, head, strlen(head)) == -1 || send_all(fd, body ? body : "", blen) == -1 ||
+        (ans = recv_all(fd, &len)) == NULL) {
+        fprintf(stderr, "egressctl: %s: %s %s: %s\n", t->text, method, path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    explicit_bzero(head, sizeof(head));
+    p = strstr(ans, "\r\n\r\n");
+    if (sscanf(ans, "HTTP/1.%*[01] %3d", &status) != 1 || p == NULL) {
+        fprintf(stderr, "egressctl: %s: %s %s: not an HTTP answer\n", t->text, method, path);
+        free(ans);
+        return -1;
+    }
+    p += 4;
+    if (*p != '\0')
+        *out = json_loadb(p, len - (size_t)(p - ans), 0, NULL);
+    free(ans);
+    return status;
+}
+
+/* Print egressd's refusal: {"error": "..."} line by line. */
+static void print_refusal(const char *what, int status, const json_t *ans)
+{
+    const char *e = json_string_value(json_object_get(ans, "error"));
+    fprintf(stderr, "egressctl: %s: %d%s\n", what, status, e ? ":" : "");
+    while (e != NULL && *e != '\0') {
+        size_t n = strcspn(e, "\n");
+        fprintf(stderr, "  %.*s\n", (int)n, e);
+        e += n + (e[n] == '\n');
+    }
+}
+
+static int cmd_reload(const struct target *t)
+{
+    json_t *ans;
+    int st = call(t, "POST", "/v1/reload", NULL, &ans), rc = EXIT_FAIL;
+
+    if (st == 200) {
+        printf("reloaded: generation %" JSON_INTEGER_FORMAT "\n",
+               json_integer_value(json_object_get(ans, "generation")));
+        rc = 0;
+    } else if (st > 0) {
+        print_refusal("reload refused, the policy in force stays", st, ans);
+    }
+    json_decref(ans);
+    return rc;
+}
+
+static const char *str_or(const json_t *o, const char *key, const char *dflt)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v && *v ? v : dflt;
+}
+
+static void print_sandbox(const json_t *b)
+{
+    const json_t *addrs = json_object_get(b, "addresses"), *allow = json_object_get(b, "allow");
+    size_t i;
+
+    printf("%-12s %-20s %-12s %-12s ", str_or(b, "id", "-"), str_or(b, "name", "-"),
+           str_or(b, "owner", "-"), str_or(b, "policy", "-"));
+    for (i = 0; i < json_array_size(addrs); i++)
+        printf("%s%s", i ? "," : "", json_string_value(json_array_get(addrs, i)));
+    printf("%s %s", i ? "" : "-", str_or(b, "expires", "-"));
+    if (json_array_size(allow) > 0)
+        printf(" +%zu allow", json_array_size(allow));
+    printf("\n");
+}
+
+static int cmd_sandboxes(const struct target *t, bool as_json)
+{
+    json_t *ans;
+    int st = call(t, "GET", "/v1/sandboxes", NULL, &ans);
+
+    if (st != 200 || !json_is_array(ans)) {
+        if (st > 0)
+            print_refusal("GET /v1/sandboxes", st, ans);
+        json_decref(ans);
+        return EXIT_FAIL;
+    }
+    if (as_json) {
+        json_dumpf(ans, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        printf("\n");
+    } else {
+        printf("%-12s %-20s %-12s %-12s %s\n", "ID", "NAME", "OWNER", "POLICY",
+               "ADDRESSES EXPIRES");
+        for (size_t i = 0; i < json_array_size(ans); i++)
+            print_sandbox(json_array_get(ans, i));
+    }
+    json_decref(ans);
+    return 0;
+}
+
+static int cmd_status(const struct target *t)
+{
+    json_t *ans, *v;
+    const char *key;
+    int st = call(t, "GET", "/v1/status", NULL, &ans);
+
+    if (st != 200 || !json_is_object(ans)) {
+        if (st > 0)
+            print_refusal("GET /v1/status", st, ans);
+        json_decref(ans);
+        return EXIT_FAIL;
+    }
+    json_object_foreach(ans, key, v)
+    {
+        char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        printf("%-20s %s\n", key, text ? text : json_string_value(v));
+        free(text);
+    }
+    json_decref(ans);
+    return 0;
+}
+
+/* Percent-encode a query value (RFC 3986 section 2.1). */
+static void url_encode(const char *in, char *out, size_t size)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+
+    for (; *in != '\0' && o + 4 < size; in++) {
+        unsigned char c = (unsigned char)*in;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-._~", c) != NULL) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* One verdict of the live explain, as print_rule() prints the offline one. */
+static void print_live(const char *label, const json_t *v)
+{
+    const char *reason = str_or(v, "reason", "?"), *rule = str_or(v, "rule", NULL);
+
+    printf("%-9s %s %s", label, str_or(v, "decision", "?"), reason);
+    if (rule != NULL)
+        printf(" rule %s", rule);
+    else if (strcmp(reason, "not_allowed") == 0)
+        printf(": no rule matched: default deny");
+    else if (strcmp(reason, "private_range") == 0)
+        printf(" (deny-range)");
+    if (json_is_true(json_object_get(v, "raw")))
+        printf(" [raw]");
+    if (json_is_true(json_object_get(v, "private_ok")))
+        printf(" [private-ok]");
+    if (json_is_string(json_object_get(v, "country")))
+        printf(" country %s", str_or(v, "country", ""));
+    if (json_is_integer(json_object_get(v, "asn")))
+        printf(" asn %" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(v, "asn")));
+    printf("\n");
+}
+
+static int cmd_explain_live(const struct target *t, const char *sandbox, const char *target)
+{
+    char host[300], eh[1000], es[200], path[1400];
+    uint16_t port;
+    json_t *ans;
+
+    if (!split_target(target, host, sizeof(host), &port)) {
+        fprintf(stderr, "egressctl: expected HOST[:PORT] with a port 1..65535, found '%s'\n",
+                target);
+        return EXIT_USAGE;
+    }
+    url_encode(host, eh, sizeof(eh));
+    url_encode(sandbox ? sandbox : "default", es, sizeof(es));
+    snprintf(path, sizeof(path), "/v1/explain?sandbox=%s&host=%s&port=%u", es, eh, port);
+    int st = call(t, "GET", path, NULL, &ans);
+    if (st != 200 || !json_is_object(ans)) {
+        if (st > 0)
+            print_refusal("explain", st, ans);
+        json_decref(ans);
+        return EXIT_FAIL;
+    }
+    printf("host      %s port %" JSON_INTEGER_FORMAT "\nsandbox   %s\npreset    %s\n",
+           str_or(ans, "host", "?"), json_integer_value(json_object_get(ans, "port")),
+           str_or(ans, "sandbox", "?"), str_or(ans, "preset", "-"));
+    if (json_is_object(json_object_get(ans, "name")))
+        print_live("name", json_object_get(ans, "name"));
+    const json_t *addrs = json_object_get(ans, "addresses");
+    for (size_t i = 0; i < json_array_size(addrs); i++) {
+        char label[80];
+        snprintf(label, sizeof(label), "address %s", str_or(json_array_get(addrs, i), "addr", "?"));
+        print_live(label, json_array_get(addrs, i));
+    }
+    if (json_is_string(json_object_get(ans, "dns")))
+        printf("dns       %s: no address to check\n", str_or(ans, "dns", "?"));
+    if (json_is_string(json_object_get(ans, "error")))
+        printf("error     %s\n", str_or(ans, "error", "?"));
+    print_live("verdict", ans);
+    int rc = strcmp(str_or(ans, "decision", "deny"), "deny") == 0 ? EXIT_DENIED : 0;
+    json_decref(ans);
+    return rc;
+}
+
+/* Options before the command: -s SOCKET, --socket SOCKET, -c CONF. */
+static int global_opts(int argc, char **argv, const char **sock, const char **conf)
+{
+    int i = 1;
+    while (i + 1 < argc && argv[i][0] == '-') {
+        if (strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "--socket") == 0)
+            *sock = argv[i + 1];
+        else if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0)
+            *conf = argv[i + 1];
+        else
+            break;
+        i += 2;
+    }
+    return i;
+}
+
+static int cmd_online(const char *cmd, const char *sock, const char *conf, bool as_json)
+{
+    struct target t;
+    int rc = target_find(sock, conf, &t);
+
+    if (rc != 0)
+        return rc;
+    if (strcmp(cmd, "reload") == 0)
+        rc = cmd_reload(&t);
+    else if (strcmp(cmd, "sandboxes") == 0)
+        rc = cmd_sandboxes(&t, as_json);
+    else
+        rc = cmd_status(&t);
+    explicit_bzero(t.token, sizeof(t.token));
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"preset", required_argument, NULL, 'p'},
-        {"sandbox", required_argument, NULL, 's'},
-        {"addr", required_argument, NULL, 'a'},
-        {"at", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},  {"preset", required_argument, NULL, 'p'},
+        {"sandbox", required_argument, NULL, 's'}, {"socket", required_argument, NULL, 'S'},
+        {"live", no_argument, NULL, 'l'},          {"json", no_argument, NULL, 'j'},
+        {"addr", required_argument, NULL, 'a'},    {"at", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     struct explain_args a = {.now = (int64_t)time(NULL)};
-    const char *cmd = argc > 1 ? argv[1] : NULL;
+    const char *sock = NULL;
+    bool live = false, as_json = false;
+    int first = global_opts(argc, argv, &sock, &a.conf);
+    const char *cmd = first < argc ? argv[first] : NULL;
     int o;
 
     if (cmd == NULL || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
         usage(cmd ? stdout : stderr);
         return cmd ? 0 : EXIT_USAGE;
     }
-    optind = 2;
+    bool online =
+        strcmp(cmd, "reload") == 0 || strcmp(cmd, "sandboxes") == 0 || strcmp(cmd, "status") == 0;
+    optind = first + 1;
     while ((o = getopt_long(argc, argv, "c:p:s:a:t:h", opts, NULL)) != -1) {
         switch (o) {
         case 'c': a.conf = optarg; break;
         case 'p': a.preset = optarg; break;
-        case 's': a.sandbox = optarg; break;
+        /* -s: the sandbox for explain (a file, or an id with --live), the
+         * socket for the other commands, which take no sandbox. */
+        case 's': *(online ? &sock : &a.sandbox) = optarg; break;
+        case 'S': sock = optarg; break;
+        case 'l': live = true; break;
+        case 'j': as_json = true; break;
         case 'a':
             if (a.n_addrs == MAX_ADDRS) {
                 fprintf(stderr, "egressctl: at most %d --addr\n", MAX_ADDRS);
@@ -299,7 +721,19 @@ int main(int argc, char **argv)
         default: usage(stderr); return EXIT_USAGE;
         }
     }
-    if (a.conf == NULL) {
+    if (online && optind == argc)
+        return cmd_online(cmd, sock, a.conf, as_json);
+    if (strcmp(cmd, "explain") == 0 && live && optind + 1 == argc) {
+        if (a.preset != NULL || a.n_addrs > 0) {
+            fprintf(stderr, "egressctl explain --live: --preset and --addr are for the offline "
+                            "explain; the live one uses the sandbox's binding and resolves\n");
+            return EXIT_USAGE;
+        }
+        struct target t;
+        int rc = target_find(sock, a.conf, &t);
+        return rc ? rc : cmd_explain_live(&t, a.sandbox, argv[optind]);
+    }
+    if (a.conf == NULL && (strcmp(cmd, "check") == 0 || strcmp(cmd, "explain") == 0)) {
         fprintf(stderr, "egressctl %s: -c egressd.conf is required\n", cmd);
         return EXIT_USAGE;
     }
