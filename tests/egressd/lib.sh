@@ -35,12 +35,14 @@
 #   egd_json LINE PYEXPR   PYEXPR over `l` = the parsed LINE
 #   ok_json TEXT LINE PYEXPR   one TAP line: PYEXPR over the line is true
 #                          (the line is shown when it is not)
+#   egd_log_ok TEXT MATCH COND   egd_log_wait MATCH, then ok_json on COND
 #   egd_metric 'NAME{k="v",...}'  sum of the series of NAME whose labels
 #                          include the given ones (exit 1 if none)
 #   egd_curl / egd_wget / egd_python   the clients, with the test CA and
 #                          with no proxy, CA or config from the environment
 #   raw ARGS...            tests/egressd/rawclient.py ARGS...
-#   ok STATUS TEXT, check TEXT CMD..., diag TEXT, tap_end
+#   py ARGS...             python3 for the helpers (quick to start)
+#   ok STATUS TEXT, check TEXT CMD..., diag TEXT, bail TEXT, tap_end
 
 set -u
 : "${BUILD_DIR:?BUILD_DIR is not set}" "${SHARED_DIR:?SHARED_DIR is not set}" "${TOP:?TOP is not set}"
@@ -56,6 +58,10 @@ EGD_METRICS=127.0.0.1:9464
 # The TLS alert egressd sends before closing a denied TLS stream:
 # alert record, TLS 1.2, length 2, fatal(2) access_denied(49).
 EGD_ALERT=15030300020231
+# The helpers' python: the interpreter itself (not a version manager's
+# wrapper script) and -S (no site packages: they only slow the start down).
+EGD_PY=$(python3 -S -c 'import sys; print(sys.executable)')
+py() { "$EGD_PY" -S "$@"; }
 EGD_PIDS=()
 EGD_PID=
 EGD_LOG_MARK=0
@@ -80,6 +86,13 @@ check() {
 diag() { printf '# %s\n' "$*"; }
 # diag_file FILE [N]: the last N (20) lines of FILE as diagnostics.
 diag_file() { [ -f "$1" ] && tail -n "${2:-20}" "$1" | sed 's/^/#   /'; }
+
+# bail TEXT: a failing TAP line for a step nothing else can run without; end.
+bail() {
+    ok 1 "$1"
+    tap_end
+    exit 1
+}
 
 tap_end() {
     echo "1..$tap_n"
@@ -159,7 +172,7 @@ a.test:4443,8000
 b.test:4443,8000
 ssh.test:22 raw
 blocked.test:4443,8000
-deny blocked.test
+deny blocked.test:*
 loop.test:4443,8000
 high.test:4443,8000
 ten.test:4443,8000
@@ -218,7 +231,7 @@ egd_origin() {
                 ;;
         esac
     done
-    python3 -u "$EGD_DIR/origin.py" --log "$T/origin.log" --certs "$T/certs" \
+    py -u "$EGD_DIR/origin.py" --log "$T/origin.log" --certs "$T/certs" \
         --https-port "$EGD_HTTPS_PORT" --http-port "$EGD_HTTP_PORT" "${opts[@]}" "${sites[@]}" \
         >"$log" 2>&1 &
     EGD_PIDS+=($!)
@@ -234,7 +247,7 @@ egd_origin() {
 
 # origin_log_count PYEXPR: lines of the origin log (JSON) where PYEXPR over `o` holds.
 origin_log_count() {
-    python3 - "$T/origin.log" "$1" <<'EOF'
+    py - "$T/origin.log" "$1" <<'EOF'
 import json, sys
 n = 0
 try:
@@ -265,11 +278,11 @@ transparent-http ${EGD_PLAIN}
 admin unix:$T/admin.sock
 metrics ${EGD_METRICS}
 workers 2
-hosts-file $T/hosts
-policy-dir $T/policies
+hosts-file hosts
+policy-dir policies
 default-policy test
-state-dir $T/state
-access-log $T/access.log
+state-dir state
+access-log access.log
 allow-range 127.0.0.16/28
 EOF
         [ $# -gt 0 ] && printf '%s\n' "$@"
@@ -361,7 +374,9 @@ egd_log_mark() {
 # The python that reads the access log: argv = file, mark, expr, mode, wait.
 EGD_LOG_PY='
 import json, sys, time
+import os
 path, mark, expr, mode, wait = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
+pid = int(sys.argv[6] or 0)
 end = time.monotonic() + wait
 while True:
     try:
@@ -386,7 +401,13 @@ while True:
     if hits:
         print(hits[0])
         sys.exit(0)
-    if time.monotonic() >= end:
+    gone = False
+    if pid:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            gone = True  # egressd is not running: no line will come
+    if time.monotonic() >= end or gone:
         sys.stderr.write("# no access log line where %s; the last lines:\n" % expr)
         for raw in done[max(mark, len(done) - 4):]:
             sys.stderr.write("#   %s\n" % raw)
@@ -394,13 +415,13 @@ while True:
     time.sleep(0.05)
 '
 
-egd_log_wait() { python3 -c "$EGD_LOG_PY" "$T/access.log" "$EGD_LOG_MARK" "$1" first "${2:-5}"; }
-egd_log_count() { python3 -c "$EGD_LOG_PY" "$T/access.log" "$EGD_LOG_MARK" "$1" count 0; }
+egd_log_wait() { py -c "$EGD_LOG_PY" "$T/access.log" "$EGD_LOG_MARK" "$1" first "${2:-5}" "$EGD_PID"; }
+egd_log_count() { py -c "$EGD_LOG_PY" "$T/access.log" "$EGD_LOG_MARK" "$1" count 0 "$EGD_PID"; }
 
 # egd_json LINE PYEXPR: evaluate PYEXPR with `l` = the parsed LINE; exit 1
 # when it is false (or the line is not JSON).
 egd_json() {
-    python3 -c '
+    py -c '
 import json, sys
 try:
     l = json.loads(sys.argv[1])
@@ -422,10 +443,18 @@ ok_json() {
     fi
 }
 
+# egd_log_ok TEXT MATCH COND: wait for the first line after the mark where
+# MATCH holds, then one TAP line for COND over it.
+egd_log_ok() {
+    local line
+    line=$(egd_log_wait "$2")
+    ok_json "$1" "$line" "$3"
+}
+
 # egd_metric 'NAME{k="v",...}': the sum of NAME's series whose labels
 # include the given ones.
 egd_metric() {
-    curl -q -s --noproxy '*' -m 5 "http://$EGD_METRICS/metrics" | python3 -c '
+    curl -q -s --noproxy '*' -m 5 "http://$EGD_METRICS/metrics" | py -c '
 import re, sys
 want = sys.argv[1]
 m = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?", want)
@@ -448,7 +477,23 @@ print(int(total) if total == int(total) else total)' "$1"
 }
 
 # The clients: the test CA, nothing from the environment or config files.
-egd_curl() { env "${EGD_SCRUB[@]}" curl -q -sS --cacert "$EGD_CA" -m 10 "$@"; }
-egd_wget() { env "${EGD_SCRUB[@]}" wget --no-config --ca-certificate="$EGD_CA" --timeout=10 --tries=1 "$@"; }
-egd_python() { env "${EGD_SCRUB[@]}" python3 "$@"; }
-raw() { python3 "$EGD_DIR/rawclient.py" "$@"; }
+# Leading NAME=VALUE arguments are set in the client's environment (after
+# the scrub), e.g. `egd_wget https_proxy=http://$EGD_PROXY -O - URL`.
+egd_env() { env "${EGD_SCRUB[@]}" "$@"; }
+egd_curl() {
+    local vars=()
+    while [ $# -gt 0 ] && [[ $1 == [A-Za-z_]*=* ]]; do vars+=("$1"); shift; done
+    env "${EGD_SCRUB[@]}" "${vars[@]}" curl -q -sS --cacert "$EGD_CA" -m 10 "$@"
+}
+egd_wget() {
+    local vars=()
+    while [ $# -gt 0 ] && [[ $1 == [A-Za-z_]*=* ]]; do vars+=("$1"); shift; done
+    env "${EGD_SCRUB[@]}" "${vars[@]}" wget --no-config --ca-certificate="$EGD_CA" \
+        --timeout=10 --tries=1 "$@"
+}
+egd_python() {
+    local vars=()
+    while [ $# -gt 0 ] && [[ $1 == [A-Za-z_]*=* ]]; do vars+=("$1"); shift; done
+    env "${EGD_SCRUB[@]}" "${vars[@]}" python3 "$@"
+}
+raw() { py "$EGD_DIR/rawclient.py" "$@"; }
