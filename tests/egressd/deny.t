@@ -12,7 +12,12 @@ egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
 # An origin on every address a denial must keep egressd away from, so a
 # denial is never a connection that simply failed.
-egd_origin a.test b.test denied.test blocked.test loop.test || bail "the origins start"
+egd_origin --banner 127.0.0.20:22 a.test b.test denied.test blocked.test loop.test ||
+    bail "the origins start"
+# Allowed, but nothing listens at down.test's address, and nowhere.test is
+# in no hosts file (and no resolver is configured).
+egd_host 127.0.0.22 down.test
+egd_allow down.test:4443 nowhere.test:4443
 egd_start "timeout-header 2s" || bail "egressd starts and answers /healthz"
 
 R=$T/resp
@@ -193,6 +198,68 @@ check "pipelined: both from one client connection" \
 
 v=$(egd_metric 'egressd_connections_total{decision="deny",reason="private_range"}')
 check "metrics: connections_total deny private_range is 6 (got ${v:-none})" test "$v" = 6
+
+# --- failures that are not policy: 502 with Proxy-Status, no X-Egress-Deny
+# failed TEXT REASON ERROR HOST: CONNECT HOST:4443 answered 502,
+# "Proxy-Status: egressd; error=ERROR", no X-Egress-Deny; logged REASON.
+failed() {
+    local text=$1 reason=$2 error=$3 host=$4
+    egd_log_mark
+    raw --out "$R" "$EGD_PROXY" "$(connect "$host:4443")" head >/dev/null 2>&1
+    check "$text: 502, Proxy-Status: egressd; error=$error, no X-Egress-Deny" \
+        raw parse "$R" "r[0]['status'] == 502 and r[0]['h'].get('proxy-status') == 'egressd; error=$error' and 'x-egress-deny' not in r[0]['h']"
+    egd_log_ok "$text: logged $reason, status 502" "l['host'] == '$host'" \
+        "l['reason'] == '$reason' and l['status'] == 502 and l['bytes_up'] == 0 and l['bytes_down'] == 0"
+}
+failed "CONNECT to an allowed name nothing listens at" connect_fail connection_refused down.test
+failed "CONNECT to an allowed name that does not resolve" dns_fail dns_error nowhere.test
+
+# --- limits: max-conns (503) and rate-new-conns-per-sandbox (429)
+rc=0
+egd_stop || rc=$?
+ok "$rc" "egressd exits 0 on SIGTERM, for a restart with limits (status $rc)"
+egd_start "max-conns 2" || bail "egressd starts again with max-conns 2"
+holders=()
+for i in 1 2; do
+    raw --timeout 8 --out "$T/hold$i" "$EGD_PROXY" "$(connect ssh.test:22)" head \
+        'expect:SSH-2.0-test\r\n' sleep:3 shut eof >/dev/null 2>&1 &
+    holders+=($!)
+done
+for ((i = 0; i < 100; i++)); do
+    [ "$(cat "$T/hold1" "$T/hold2" 2>/dev/null | grep -c 'SSH-2.0-test')" = 2 ] && break
+    # The holders write their output when they end; poll egressd instead.
+    [ "$(egd_metric 'egressd_active_connections' 2>/dev/null)" = 2 ] && break
+    sleep 0.05
+done
+egd_log_mark
+raw --out "$R" "$EGD_PROXY" "$(connect a.test:4443)" head >/dev/null 2>&1
+check "max-conns 2, two tunnels open: a third connection gets 503, X-Egress-Deny: limit" \
+    raw parse "$R" "r[0]['status'] == 503 and r[0]['h'].get('x-egress-deny') == 'limit'"
+egd_log_ok "max-conns: logged deny limit, 503" "l['reason'] == 'limit'" \
+    "l['decision'] == 'deny' and l['status'] == 503"
+wait "${holders[@]}"
+check "max-conns: the two tunnels held worked all along" \
+    test "$(cat "$T/hold1" "$T/hold2" | grep -c '^SSH-2.0-test')" = 2
+rc=0
+egd_stop || rc=$?
+ok "$rc" "egressd exits 0 on SIGTERM, for a restart with a rate limit (status $rc)"
+egd_start "rate-new-conns-per-sandbox 5" || bail "egressd starts again with rate-new-conns-per-sandbox 5"
+egd_log_mark
+codes=
+for i in $(seq 1 12); do
+    raw --out "$R.$i" "$EGD_PROXY" \
+        'send:GET http://a.test:8000/hello HTTP/1.1\r\nHost: a.test:8000\r\nConnection: close\r\n\r\n' eof >/dev/null 2>&1
+    codes="$codes $(raw parse "$R.$i" 'r[0]["status"] if r else 0' 2>/dev/null)"
+done
+check "rate 5: of 12 quick new connections the first 5 pass, then 429 (got$codes)" \
+    py -c "import sys; c = sys.argv[1:]; sys.exit(not (c[:5] == ['200'] * 5 and '429' in c))" $codes
+i=$(awk -v c="$codes" 'BEGIN { n = split(c, a, " "); for (k = 1; k <= n; k++) if (a[k] == 429) { print k; exit } }')
+if [ -n "$i" ]; then
+    check "rate: the 429 says X-Egress-Deny: limit" raw parse "$R.$i" "r[0]['h'].get('x-egress-deny') == 'limit'"
+else
+    ok 1 "rate: the 429 says X-Egress-Deny: limit (no 429 came)"
+fi
+egd_log_ok "rate: logged deny limit, 429" "l['reason'] == 'limit'" "l['decision'] == 'deny' and l['status'] == 429"
 
 egd_finish
 tap_end
