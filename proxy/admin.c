@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -655,8 +656,15 @@ void px_admin_stop(void)
 {
     while (A.pending != NULL) {
         struct explain *x = A.pending;
+        struct evhttp_connection *evcon = evhttp_request_get_connection(x->req);
         px_resolve_cancel(x->q);
         reply_error(x->req, 503, "egressd is stopping");
+        /* The loop will not run again to send it: write it now, as far as
+         * the socket takes it without blocking. */
+        if (evcon != NULL) {
+            struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+            evbuffer_write(bufferevent_get_output(bev), bufferevent_getfd(bev));
+        }
         explain_free(x);
     }
     if (A.http != NULL)
