@@ -284,7 +284,9 @@ static json_t *verdict_json(const struct policy_verdict *v, json_t *o)
     json_object_set_new(o, "decision", json_string(policy_decision_str(v->decision)));
     json_object_set_new(o, "reason", json_string(px_reason_str((enum px_reason)v->reason)));
     if (v->rule.file != NULL) {
-        snprintf(rule, sizeof(rule), "%s:%u", v->rule.file, v->rule.line);
+        /* The preset's file name, as the access log and the deny answers say it. */
+        const char *slash = strrchr(v->rule.file, '/');
+        snprintf(rule, sizeof(rule), "%s:%u", slash ? slash + 1 : v->rule.file, v->rule.line);
         json_object_set_new(o, "rule", json_string(rule));
     } else {
         json_object_set_new(o, "rule", json_null());

@@ -326,6 +326,8 @@ static bool directive_1(struct reader *r, const char *k, const char *v)
         set_duration(r, &c->timeout_idle_ms, v);
     else if (strcmp(k, "max-tunnel-life") == 0)
         set_duration(r, &c->max_tunnel_life_ms, v);
+    else if (strcmp(k, "timeout-drain") == 0)
+        set_duration(r, &c->timeout_drain_ms, v);
     else if (strcmp(k, "max-conns") == 0)
         set_count(r, &c->max_conns, v, false);
     else if (strcmp(k, "max-conns-per-sandbox") == 0)
@@ -367,6 +369,7 @@ static const char *const known[] = {
     "timeout-connect",
     "timeout-idle",
     "max-tunnel-life",
+    "timeout-drain",
     "max-conns",
     "max-conns-per-sandbox",
     "max-header-bytes",
@@ -420,6 +423,7 @@ static void defaults(struct px_config *c)
     c->timeout_connect_ms = 10000;
     c->timeout_idle_ms = 300000;
     c->max_tunnel_life_ms = 24 * 3600000ULL;
+    c->timeout_drain_ms = 10000;
     c->max_conns = 10000;
     c->max_conns_per_sandbox = 512;
     c->max_header_bytes = 16384;

@@ -55,6 +55,7 @@ struct px_config {
     size_t n_deny_ranges, n_allow_ranges;
     bool require_sni, ech_allow;
     uint64_t timeout_header_ms, timeout_connect_ms, timeout_idle_ms, max_tunnel_life_ms;
+    uint64_t timeout_drain_ms; /* SIGTERM: how long tunnels may finish */
     uint64_t max_conns, max_conns_per_sandbox, max_header_bytes;
     uint64_t quota_bytes_per_sandbox;    /* 0: none */
     uint64_t rate_new_conns_per_sandbox; /* per second; 0: none */

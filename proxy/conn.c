@@ -1,0 +1,860 @@
+/*
+ * conn.c - one client connection: accept, identify the sandbox, judge the
+ * host (DESIGN.md, "Decision path"), resolve, check every address, connect
+ * upstream, check the ClientHello, and hand over to exchange.c (HTTP) or
+ * relay.c (tunnels).  Every end goes through px_conn_close(), which writes
+ * the access-log line.
+ *
+ *   proxy listener:  HEAD ─▶ RESOLVE ─▶ CONNECT ─┬▶ (CONNECT) 200, HELLO ─▶ RELAY
+ *                      ▲                         └▶ (HTTP) REQUEST ─▶ RESPONSE ─┐
+ *                      └──────────────────── keep-alive ◀─────────────────────────┘
+ *   transparent TLS: HELLO ─▶ RESOLVE ─▶ CONNECT ─▶ RELAY
+ *   any state ─▶ FLUSH (a final answer is written) ─▶ closed
+ */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <linux/netfilter_ipv4.h>
+#include <linux/netfilter_ipv6/ip6_tables.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accesslog.h"
+#include "log.h"
+#include "metrics.h"
+
+/* A fatal TLS alert, access_denied (RFC 8446 section 6.2). */
+static const uint8_t tls_alert_denied[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31};
+
+/* How long a final answer may take to be read before the socket closes. */
+#define FLUSH_MS 2000
+
+int64_t px_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ states */
+
+/* Which states may follow which; the rest are bugs. */
+static bool legal(enum px_conn_state from, enum px_conn_state to)
+{
+    if (to == PX_S_FLUSH)
+        return true;
+    switch (from) {
+    case PX_S_HEAD: return to == PX_S_RESOLVE || to == PX_S_CONNECT || to == PX_S_REQUEST;
+    case PX_S_HELLO: return to == PX_S_RESOLVE || to == PX_S_CONNECT || to == PX_S_RELAY;
+    case PX_S_RESOLVE: return to == PX_S_CONNECT;
+    case PX_S_CONNECT: return to == PX_S_HELLO || to == PX_S_REQUEST || to == PX_S_RELAY;
+    case PX_S_REQUEST: return to == PX_S_RESPONSE || to == PX_S_HEAD || to == PX_S_RELAY;
+    case PX_S_RESPONSE: return to == PX_S_HEAD || to == PX_S_RELAY;
+    case PX_S_RELAY: return false;
+    case PX_S_FLUSH: return false;
+    }
+    return false;
+}
+
+void px_conn_set_state(struct px_conn *c, enum px_conn_state s)
+{
+    assert(legal(c->state, s));
+    c->state = s;
+}
+
+/* ------------------------------------------------------------ timers */
+
+void px_conn_timeout(struct px_conn *c, uint64_t ms)
+{
+    if (ms == 0) {
+        c->deadline_ms = 0;
+        evtimer_del(c->timer);
+        return;
+    }
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    c->deadline_ms = (uint64_t)px_now_ms() + ms;
+    evtimer_add(c->timer, &tv);
+}
+
+static void try_connect(struct px_conn *c);
+
+/* A relay or exchange wakes up at most this late after its idle deadline. */
+static void rearm_idle(struct px_conn *c)
+{
+    const struct px_config *cfg = px_d.cfg;
+    int64_t now = px_now_ms();
+    int64_t idle_end = c->t_active_ms + (int64_t)cfg->timeout_idle_ms;
+    int64_t life_end = c->t_start_ms + (int64_t)cfg->max_tunnel_life_ms;
+    int64_t end = idle_end < life_end ? idle_end : life_end;
+
+    if (end <= now) {
+        c->reason = PX_R_TIMEOUT;
+        px_conn_close(c, now >= life_end ? "tunnel life over" : "idle");
+        return;
+    }
+    px_conn_timeout(c, (uint64_t)(end - now));
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)fd, (void)what;
+
+    switch (c->state) {
+    case PX_S_HEAD:
+        /* Between requests nothing is owed; in the middle of one, a 408. */
+        if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0) {
+            px_conn_close(c, "keep-alive idle");
+            return;
+        }
+        px_conn_fail(c, 408, PX_R_TIMEOUT, "the request head took too long");
+        return;
+    case PX_S_HELLO:
+        c->reason = PX_R_TIMEOUT;
+        c->decision = POLICY_DENY;
+        c->decided = true;
+        px_conn_close(c, "no ClientHello in time");
+        return;
+    case PX_S_RESOLVE: px_conn_fail(c, 504, PX_R_DNS_FAIL, "name resolution took too long"); return;
+    case PX_S_CONNECT:
+        bufferevent_free(c->up);
+        c->up = NULL;
+        try_connect(c);
+        return;
+    case PX_S_REQUEST:
+    case PX_S_RESPONSE:
+    case PX_S_RELAY: rearm_idle(c); return;
+    case PX_S_FLUSH: px_conn_close(c, "flush"); return;
+    }
+}
+
+/* ----------------------------------------------------------- logging */
+
+/* "FILE:LINE" of the rule that decided, FILE without its directory (the
+ * preset's file name, or "sandbox ID"): what the log line, the
+ * X-Egress-Deny header and the 403 body all say. */
+static const char *rule_text(const struct px_conn *c, char *buf, size_t len)
+{
+    const char *file = c->v.rule.file, *slash;
+
+    if (file == NULL || c->reason > PX_R_BAD_HOST)
+        return NULL;
+    slash = strrchr(file, '/');
+    snprintf(buf, len, "%s:%u", slash ? slash + 1 : file, c->v.rule.line);
+    return buf;
+}
+
+/* Anything worth a line: a request was read, or a decision was made. */
+static bool has_request(const struct px_conn *c)
+{
+    return c->decided || c->raw_host[0] != '\0' || c->method[0] != '\0' || c->bytes_up > 0;
+}
+
+void px_conn_log(struct px_conn *c)
+{
+    char rule[512];
+
+    if (c->logged || !has_request(c))
+        return;
+    c->logged = true;
+    if (!c->decided) {
+        /* Ended before a verdict: by the client, or by a timeout. */
+        c->decision = POLICY_DENY;
+        if (c->reason == PX_R_ALLOWED)
+            c->reason = PX_R_BAD_REQUEST;
+    }
+    struct px_log_entry e = {
+        .ts_ms = wall_ms(),
+        .id = c->id,
+        .sandbox = c->sb ? c->sb->id : "default",
+        .owner = c->sb ? c->sb->owner : NULL,
+        .src = c->src,
+        .mode = px_mode_str(c->mode),
+        .method = c->method[0] ? c->method : NULL,
+        .host = c->host.len ? c->host.text : (c->raw_host[0] ? c->raw_host : NULL),
+        .port = c->port,
+        .sni = c->have_sni ? c->sni : NULL,
+        .decision = policy_decision_str(c->decision),
+        .reason = px_reason_str(c->reason),
+        .rule = rule_text(c, rule, sizeof(rule)),
+        .upstream = c->upstream[0] ? c->upstream : NULL,
+        .country = c->v.country[0] ? c->v.country : NULL,
+        .asn = c->v.asn,
+        .bytes_up = c->bytes_up,
+        .bytes_down = c->bytes_down,
+        .duration_ms = (uint64_t)(px_now_ms() - c->t_start_ms),
+        .status = c->status,
+    };
+    px_accesslog_write(&e);
+    px_metrics_decision(c->msb, c->mode, c->decision, c->reason);
+    px_metrics_bytes(c->msb, c->bytes_up, c->bytes_down);
+}
+
+/* ------------------------------------------------------------ closing */
+
+static void unlink_conn(struct px_conn *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        c->w->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+}
+
+void px_conn_close(struct px_conn *c, const char *why)
+{
+    px_log_debug("conn %llu %s: closed: %s", (unsigned long long)c->id, c->src, why);
+    px_conn_log(c);
+    px_resolve_cancel(c->dns);
+    free(c->hello);
+    if (c->pending != NULL)
+        evbuffer_free(c->pending);
+    if (c->up != NULL)
+        bufferevent_free(c->up);
+    if (c->cli != NULL)
+        bufferevent_free(c->cli);
+    event_free(c->timer);
+    if (c->counted_active)
+        px_metrics_active(c->msb, -1);
+    px_metrics_sandbox_put(c->msb);
+    px_world_put(c->world);
+    unlink_conn(c);
+    c->w->n_conns--;
+    atomic_fetch_sub(&px_d.conns, 1);
+    free(c);
+}
+
+void px_conn_close_all(struct px_worker *w, bool idle_only)
+{
+    struct px_conn *c = w->conns, *next;
+
+    for (; c != NULL; c = next) {
+        next = c->next;
+        if (!idle_only ||
+            (c->state == PX_S_HEAD && evbuffer_get_length(bufferevent_get_input(c->cli)) == 0))
+            px_conn_close(c, idle_only ? "draining" : "shutting down");
+    }
+}
+
+/* FLUSH: the answer is out; shut our side and wait (briefly) for the
+ * client to close, reading and dropping what it still sends, so the
+ * kernel does not reset the connection before the answer is read. */
+static void on_flush_read(struct bufferevent *bev, void *arg)
+{
+    (void)arg;
+    evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+}
+
+static void on_flush_written(struct bufferevent *bev, void *arg)
+{
+    (void)arg;
+    shutdown(bufferevent_getfd(bev), SHUT_WR);
+}
+
+static void on_flush_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev, (void)what;
+    px_conn_close(arg, "client gone after the answer");
+}
+
+void px_conn_flush_close(struct px_conn *c)
+{
+    if (c->up != NULL) {
+        bufferevent_free(c->up);
+        c->up = NULL;
+    }
+    px_resolve_cancel(c->dns);
+    c->dns = NULL;
+    px_conn_log(c);
+    px_conn_set_state(c, PX_S_FLUSH);
+    bufferevent_setcb(c->cli, on_flush_read, on_flush_written, on_flush_event, c);
+    bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+    bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+    if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+        shutdown(bufferevent_getfd(c->cli), SHUT_WR);
+    px_conn_timeout(c, FLUSH_MS);
+}
+
+/* ------------------------------------------------------------ answers */
+
+static const char *status_text(unsigned s)
+{
+    switch (s) {
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 407: return "Proxy Authentication Required";
+    case 408: return "Request Timeout";
+    case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    }
+    return "Error";
+}
+
+/* Whether the client still expects an HTTP answer (not a TLS stream). */
+static bool speaks_http(const struct px_conn *c)
+{
+    if (c->l->kind == PX_L_TLS)
+        return false;
+    return c->mode != PX_MODE_CONNECT || c->state == PX_S_HEAD || c->state == PX_S_RESOLVE ||
+           c->state == PX_S_CONNECT;
+}
+
+static void answer(struct px_conn *c, unsigned status, const char *extra_header, const char *body)
+{
+    struct evbuffer *out = bufferevent_get_output(c->cli);
+
+    c->status = status;
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %u %s\r\n%sContent-Type: text/plain; charset=utf-8\r\n"
+                        "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                        status, status_text(status), extra_header ? extra_header : "", strlen(body),
+                        body);
+}
+
+void px_conn_deny(struct px_conn *c, enum px_reason r)
+{
+    char rule[512], hdr[700], body[1024];
+    const char *rt;
+
+    c->reason = r;
+    c->decision = POLICY_DENY;
+    c->decided = true;
+    if (!speaks_http(c)) {
+        bufferevent_write(c->cli, tls_alert_denied, sizeof(tls_alert_denied));
+        px_conn_flush_close(c);
+        return;
+    }
+    rt = rule_text(c, rule, sizeof(rule));
+    if (rt != NULL) {
+        snprintf(hdr, sizeof(hdr), "X-Egress-Deny: %s; rule=%s\r\n", px_reason_str(r), rt);
+        snprintf(body, sizeof(body), "egressd: denied (%s; rule=%s): %s:%u\n", px_reason_str(r), rt,
+                 c->host.len ? c->host.text : c->raw_host, c->port);
+    } else {
+        snprintf(hdr, sizeof(hdr), "X-Egress-Deny: %s\r\n", px_reason_str(r));
+        snprintf(body, sizeof(body), "egressd: denied (%s): %s:%u\n", px_reason_str(r),
+                 c->host.len ? c->host.text : c->raw_host, c->port);
+    }
+    answer(c, 403, hdr, body);
+    px_conn_flush_close(c);
+}
+
+void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail)
+{
+    char hdr[128] = "", body[512];
+
+    c->reason = r;
+    if (!c->decided || r == PX_R_BAD_REQUEST || r == PX_R_LIMIT) {
+        c->decision = POLICY_DENY;
+        c->decided = true;
+    }
+    if (!speaks_http(c)) {
+        px_conn_flush_close(c);
+        return;
+    }
+    if (status == 407)
+        snprintf(hdr, sizeof(hdr), "Proxy-Authenticate: Basic realm=\"egressd\"\r\n");
+    else if (r == PX_R_DNS_FAIL)
+        snprintf(hdr, sizeof(hdr), "Proxy-Status: egressd; error=dns_error\r\n");
+    else if (r == PX_R_CONNECT_FAIL)
+        snprintf(hdr, sizeof(hdr), "Proxy-Status: egressd; error=connection_refused\r\n");
+    else if (r == PX_R_LIMIT)
+        snprintf(hdr, sizeof(hdr), "X-Egress-Deny: limit\r\n");
+    snprintf(body, sizeof(body), "egressd: %s (%s)\n", detail, px_reason_str(r));
+    answer(c, status, hdr, body);
+    px_conn_flush_close(c);
+}
+
+/* ------------------------------------------------------------ deciding */
+
+static void addr_to_sockaddr(const uint8_t a[16], uint16_t port, struct sockaddr_storage *ss,
+                             socklen_t *len)
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+    memset(ss, 0, sizeof(*ss));
+    if (memcmp(a, mapped, 12) == 0) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        memcpy(&s4->sin_addr, a + 12, 4);
+        *len = sizeof(*s4);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        memcpy(&s6->sin6_addr, a, 16);
+        *len = sizeof(*s6);
+    }
+}
+
+/* "ADDR:PORT" ("[v6]:PORT") and the 16-byte form of a socket address. */
+static void sockaddr_text(const struct sockaddr *sa, char *out, size_t len, uint8_t a16[16])
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+
+    memset(a16, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+        a16[10] = a16[11] = 0xff;
+        memcpy(a16 + 12, &s4->sin_addr, 4);
+        snprintf(out, len, "%s:%u", ip, ntohs(s4->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+        memcpy(a16, &s6->sin6_addr, 16);
+        snprintf(out, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
+    } else {
+        snprintf(out, len, "?");
+    }
+}
+
+static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
+static void on_up_connect(struct bufferevent *bev, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)bev;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        int one = 1;
+        setsockopt(bufferevent_getfd(c->up), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        px_metrics_upstream_connect((double)(px_now_ms() - c->t_connect_ms) / 1000.0);
+        px_conn_timeout(c, 0);
+        px_conn_upstream_ready(c);
+        return;
+    }
+    px_log_debug("conn %llu: connect to %s failed", (unsigned long long)c->id, c->upstream);
+    bufferevent_free(c->up);
+    c->up = NULL;
+    try_connect(c);
+}
+
+/* Connect to the next checked address; 502 when none is left. */
+static void try_connect(struct px_conn *c)
+{
+    uint8_t dummy[16];
+
+    while (c->ans_next < c->ans.n) {
+        const uint8_t *a = c->ans.addr[c->ans_next++];
+        addr_to_sockaddr(a, c->port, &c->up_ss, &c->up_len);
+        sockaddr_text((struct sockaddr *)&c->up_ss, c->upstream, sizeof(c->upstream), dummy);
+        c->up = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        bufferevent_setcb(c->up, NULL, NULL, on_up_connect, c);
+        c->t_connect_ms = px_now_ms();
+        if (bufferevent_socket_connect(c->up, (struct sockaddr *)&c->up_ss, (int)c->up_len) == 0) {
+            px_conn_timeout(c, px_d.cfg->timeout_connect_ms);
+            return;
+        }
+        bufferevent_free(c->up);
+        c->up = NULL;
+    }
+    px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "no address of the host accepted the connection");
+}
+
+static bool same_addr(const uint8_t a[16], const struct sockaddr_storage *ss)
+{
+    char text[80];
+    uint8_t b[16];
+    sockaddr_text((const struct sockaddr *)ss, text, sizeof(text), b);
+    return memcmp(a, b, 16) == 0;
+}
+
+/* Address phase on every address; a denied one denies the request (a name
+ * that answers with a private address beside public ones is not trusted
+ * with either).  Transparent connections go where the client aimed, and
+ * only if that is one of the name's addresses. */
+static void check_addresses(struct px_conn *c)
+{
+    int64_t now = (int64_t)time(NULL);
+    struct policy_verdict name = c->v, av;
+    bool would_deny = c->decision == POLICY_WOULD_DENY;
+
+    for (size_t i = 0; i < c->ans.n; i++) {
+        policy_decide_addr(c->pb, c->ans.addr[i], c->port, &name, now, &av);
+        if (i == 0 || av.decision != POLICY_ALLOW) {
+            memcpy(c->v.country, av.country, sizeof(av.country));
+            c->v.asn = av.asn;
+        }
+        if (av.decision == POLICY_DENY) {
+            c->v = av;
+            px_conn_deny(c, (enum px_reason)av.reason);
+            return;
+        }
+        if (av.decision == POLICY_WOULD_DENY && !would_deny) {
+            would_deny = true;
+            c->v = av;
+            c->reason = (enum px_reason)av.reason;
+        }
+    }
+    c->decision = would_deny ? POLICY_WOULD_DENY : POLICY_ALLOW;
+    if (!would_deny)
+        c->reason = PX_R_ALLOWED;
+    c->decided = true;
+    if (c->redirected && c->l->kind != PX_L_PROXY) {
+        size_t i = 0;
+        while (i < c->ans.n && !same_addr(c->ans.addr[i], &c->orig_dst))
+            i++;
+        if (i == c->ans.n) {
+            c->v.rule.file = NULL;
+            px_conn_deny(c, c->mode == PX_MODE_TLS ? PX_R_SNI_MISMATCH : PX_R_BAD_HOST);
+            return;
+        }
+        memmove(c->ans.addr[0], c->ans.addr[i], 16);
+        c->ans.n = 1;
+    }
+    c->ans_next = 0;
+    px_conn_set_state(c, PX_S_CONNECT);
+    try_connect(c);
+}
+
+static void on_dns(enum px_dns_result res, const struct px_dns_answer *a, void *arg)
+{
+    struct px_conn *c = arg;
+    static const char *const words[] = {"ok", "nxdomain", "fail"};
+
+    c->dns = NULL;
+    if (res == PX_DNS_OK)
+        px_metrics_dns(a->source == PX_DNS_SRC_HOSTS   ? "hosts"
+                       : a->source == PX_DNS_SRC_CACHE ? "cache"
+                                                       : "ok");
+    else
+        px_metrics_dns(words[res]);
+    if (res != PX_DNS_OK) {
+        px_conn_fail(c, 502, PX_R_DNS_FAIL,
+                     res == PX_DNS_NXDOMAIN ? "the name does not resolve"
+                                            : "the resolver did not answer");
+        return;
+    }
+    c->ans = *a;
+    check_addresses(c);
+}
+
+void px_conn_decide(struct px_conn *c)
+{
+    int64_t now = (int64_t)time(NULL);
+
+    if (c->sb != NULL && (c->pb == NULL || (c->sb->expires != 0 && now >= c->sb->expires))) {
+        memset(&c->v, 0, sizeof(c->v));
+        px_conn_deny(c, PX_R_NOT_ALLOWED);
+        return;
+    }
+    policy_decide_name(c->pb, &c->host, c->port, now, &c->v);
+    c->decision = c->v.decision;
+    c->reason = (enum px_reason)c->v.reason;
+    if (c->v.decision == POLICY_DENY) {
+        px_conn_deny(c, c->reason);
+        return;
+    }
+    if (c->host.kind != POLICY_HOST_NAME) {
+        c->ans.n = 1;
+        memcpy(c->ans.addr[0], c->host.addr, 16);
+        px_conn_set_state(c, PX_S_RESOLVE);
+        check_addresses(c);
+        return;
+    }
+    px_conn_set_state(c, PX_S_RESOLVE);
+    bufferevent_disable(c->cli, EV_READ);
+    px_conn_timeout(c, 30000); /* the resolver's own timeouts end sooner */
+    c->dns = px_resolve(c->w->resolver, c->world->hosts, c->host.text, on_dns, c);
+}
+
+/* ------------------------------------------------------------ identity */
+
+static void take_msb(struct px_conn *c)
+{
+    const char *id = c->sb ? c->sb->id : "default";
+    const char *owner = c->sb ? c->sb->owner : NULL;
+    struct px_msb *m = px_metrics_sandbox_get(id, owner);
+
+    if (c->counted_active)
+        px_metrics_active(c->msb, -1);
+    px_metrics_sandbox_put(c->msb);
+    c->msb = m;
+    px_metrics_active(m, +1);
+    c->counted_active = true;
+}
+
+int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
+{
+    const struct px_sandbox *sb;
+
+    if (auth != NULL) {
+        sb = px_world_by_basic_auth(c->world, auth, auth_len);
+        if (sb == NULL)
+            return -1;
+    } else {
+        sb = px_world_by_addr(c->world, c->src_addr);
+    }
+    if (sb != c->sb || c->msb == NULL) {
+        c->sb = sb;
+        take_msb(c);
+    }
+    c->pb = sb ? sb->pb : c->world->default_pb;
+    return 0;
+}
+
+/* ------------------------------------------------------------ ClientHello */
+
+/* CONNECT without SNI: allowed when the policy allows the address it goes
+ * to as an IP literal (or `require-sni off`). */
+static bool literal_allowed(struct px_conn *c)
+{
+    struct policy_host h;
+    struct policy_verdict v;
+    char ip[INET6_ADDRSTRLEN + 2];
+    uint8_t a[16];
+    char text[80];
+
+    if (c->host.kind != POLICY_HOST_NAME || !px_d.cfg->require_sni)
+        return true;
+    sockaddr_text((struct sockaddr *)&c->up_ss, text, sizeof(text), a);
+    if (c->up_ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, a + 12, ip, sizeof(ip));
+    else {
+        ip[0] = '[';
+        inet_ntop(AF_INET6, a, ip + 1, sizeof(ip) - 2);
+        strcat(ip, "]");
+    }
+    if (policy_host_normalize(ip, strlen(ip), &h) != POLICY_HOST_OK)
+        return false;
+    return policy_decide_name(c->pb, &h, c->port, (int64_t)time(NULL), &v) != POLICY_DENY;
+}
+
+/* The hello is complete: check it (CONNECT) or decide on it (transparent). */
+static void hello_done(struct px_conn *c, enum sni_result r)
+{
+    struct sni_hello *h = &c->hello->hello;
+    enum sni_error e = c->hello->error;
+
+    if (r == SNI_NOT_TLS || r == SNI_MALFORMED) {
+        bool name = r == SNI_MALFORMED && e >= SNI_E_SNI_LIST && e <= SNI_E_SNI_NAME;
+        memset(&c->v.rule, 0, sizeof(c->v.rule));
+        px_conn_deny(c, name ? PX_R_BAD_HOST : PX_R_NOT_TLS);
+        return;
+    }
+    if (h->ech && !px_d.cfg->ech_allow) {
+        memset(&c->v.rule, 0, sizeof(c->v.rule));
+        px_conn_deny(c, PX_R_ECH);
+        return;
+    }
+    if (r == SNI_OK) {
+        memcpy(c->sni, h->host.ptr, h->host.len);
+        c->sni[h->host.len] = '\0';
+        c->have_sni = true;
+    }
+    if (c->mode == PX_MODE_CONNECT) {
+        struct policy_host sh;
+        bool match = r == SNI_OK &&
+                     policy_host_normalize(c->sni, strlen(c->sni), &sh) == POLICY_HOST_OK &&
+                     strcmp(sh.text, c->host.text) == 0;
+        if (r == SNI_OK && !match) {
+            memset(&c->v.rule, 0, sizeof(c->v.rule));
+            px_conn_deny(c, PX_R_SNI_MISMATCH);
+            return;
+        }
+        if (r == SNI_NO_SNI && !literal_allowed(c)) {
+            memset(&c->v.rule, 0, sizeof(c->v.rule));
+            px_conn_deny(c, PX_R_NO_SNI);
+            return;
+        }
+        free(c->hello);
+        c->hello = NULL;
+        px_relay_start(c);
+        return;
+    }
+    /* Transparent TLS: the SNI is the host. */
+    free(c->hello);
+    c->hello = NULL;
+    if (!c->have_sni) {
+        c->decision = POLICY_DENY;
+        px_conn_deny(c, PX_R_NO_SNI);
+        return;
+    }
+    snprintf(c->raw_host, sizeof(c->raw_host), "%s", c->sni);
+    c->port = c->redirected ? sockaddr_port(&c->orig_dst) : c->l->upstream_port;
+    if (policy_host_normalize(c->sni, strlen(c->sni), &c->host) != POLICY_HOST_OK) {
+        c->host.len = 0;
+        px_conn_deny(c, PX_R_BAD_HOST);
+        return;
+    }
+    px_conn_decide(c);
+}
+
+/* Feed the bytes not yet seen by the parser; the bytes stay in the input
+ * buffer, to be relayed once the hello passed. */
+static void on_hello_bytes(struct px_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->cli);
+    size_t len = evbuffer_get_length(in), seen = c->hello->consumed;
+    enum sni_result r = c->hello->result;
+
+    if (len > seen) {
+        size_t want = len;
+        if (want > SNI_HANDSHAKE_MAX + 64 * 5 + seen)
+            want = SNI_HANDSHAKE_MAX + 64 * 5 + seen;
+        const uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)want);
+        r = sni_parser_feed(c->hello, p + seen, want - seen);
+    }
+    if (r == SNI_NEED_MORE)
+        return;
+    hello_done(c, r);
+}
+
+static void start_hello(struct px_conn *c)
+{
+    c->hello = malloc(sizeof(*c->hello));
+    if (c->hello == NULL)
+        abort();
+    sni_parser_init(c->hello);
+    if (c->state != PX_S_HELLO)
+        px_conn_set_state(c, PX_S_HELLO);
+    px_conn_timeout(c, px_d.cfg->timeout_header_ms);
+    /* A hello is at most 16 KiB in records of at least one byte: what is
+     * buffered beyond this is not a hello, and is not read. */
+    bufferevent_setwatermark(c->cli, EV_READ, 0, 6 * SNI_HANDSHAKE_MAX);
+    bufferevent_enable(c->cli, EV_READ);
+    on_hello_bytes(c);
+}
+
+void px_conn_upstream_ready(struct px_conn *c)
+{
+    c->t_active_ms = px_now_ms();
+    switch (c->mode) {
+    case PX_MODE_CONNECT:
+        c->status = 200;
+        evbuffer_add_printf(bufferevent_get_output(c->cli),
+                            "HTTP/1.1 200 Connection established\r\n\r\n");
+        if (c->v.raw) {
+            px_relay_start(c);
+            return;
+        }
+        start_hello(c);
+        return;
+    case PX_MODE_TLS: px_relay_start(c); return;
+    case PX_MODE_HTTP:
+    case PX_MODE_PLAIN: px_exchange_start(c); return;
+    case PX_MODE_COUNT: break;
+    }
+    assert(!"mode");
+}
+
+/* ------------------------------------------------------------ client I/O */
+
+static void on_cli_read(struct bufferevent *bev, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)bev;
+
+    switch (c->state) {
+    case PX_S_HEAD: px_exchange_on_head(c); return;
+    case PX_S_HELLO: on_hello_bytes(c); return;
+    default: return; /* bytes wait in the input buffer for their turn */
+    }
+}
+
+void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)bev;
+
+    if (what & BEV_EVENT_ERROR)
+        px_conn_close(c, "client error");
+    else
+        px_conn_close(c, "client closed");
+}
+
+void px_conn_watch_client(struct px_conn *c)
+{
+    bufferevent_setcb(c->cli, on_cli_read, NULL, px_conn_on_client_event, c);
+    bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+    bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+}
+
+/* The client's real destination, if a firewall redirected it here. */
+static void original_dst(struct px_conn *c, evutil_socket_t fd)
+{
+    struct sockaddr_storage local;
+    socklen_t len = sizeof(c->orig_dst), llen = sizeof(local);
+    int r;
+
+    if (c->l->addr->ss.ss_family == AF_INET6)
+        r = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &c->orig_dst, &len);
+    else
+        r = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &c->orig_dst, &len);
+    if (r == -1 || getsockname(fd, (struct sockaddr *)&local, &llen) == -1)
+        return;
+    uint8_t a[16], b[16];
+    char t[80];
+    sockaddr_text((struct sockaddr *)&c->orig_dst, t, sizeof(t), a);
+    sockaddr_text((struct sockaddr *)&local, t, sizeof(t), b);
+    c->redirected = memcmp(a, b, 16) != 0 || sockaddr_port(&c->orig_dst) != sockaddr_port(&local);
+}
+
+void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evutil_socket_t fd,
+                    const struct sockaddr *sa, int salen)
+{
+    struct px_conn *c = calloc(1, sizeof(*c));
+    int one = 1;
+    (void)salen;
+
+    if (c == NULL)
+        abort();
+    c->w = w;
+    c->l = l;
+    c->id = atomic_fetch_add(&px_d.next_id, 1);
+    c->t_accept_ms = c->t_start_ms = c->t_active_ms = px_now_ms();
+    sockaddr_text(sa, c->src, sizeof(c->src), c->src_addr);
+    c->next = w->conns;
+    if (w->conns != NULL)
+        w->conns->prev = c;
+    w->conns = c;
+    w->n_conns++;
+    long open = atomic_fetch_add(&px_d.conns, 1) + 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->timer = evtimer_new(w->base, on_timer, c);
+    c->world = px_world_get();
+    px_conn_watch_client(c);
+    px_conn_identify(c, NULL, 0);
+    c->mode = l->kind == PX_L_TLS    ? PX_MODE_TLS
+              : l->kind == PX_L_HTTP ? PX_MODE_PLAIN
+                                     : PX_MODE_HTTP;
+    c->state = l->kind == PX_L_TLS ? PX_S_HELLO : PX_S_HEAD;
+    if (l->kind != PX_L_PROXY)
+        original_dst(c, fd);
+    if ((uint64_t)open > px_d.cfg->max_conns) {
+        px_conn_fail(c, 503, PX_R_LIMIT, "too many connections");
+        return;
+    }
+    if (l->kind == PX_L_TLS) {
+        start_hello(c);
+        return;
+    }
+    bufferevent_enable(c->cli, EV_READ);
+    px_conn_timeout(c, px_d.cfg->timeout_header_ms);
+}

@@ -1,0 +1,143 @@
+/*
+ * conn.h - one client connection and what it does (conn.c, exchange.c,
+ * relay.c).  Private to the daemon.
+ *
+ * A connection owns its two bufferevents, its timer, its DNS request, its
+ * world reference and its metrics handle, and gives them all back in one
+ * place: px_conn_close(), which also writes the access-log line.  After
+ * calling px_conn_close() (or any function documented as possibly closing),
+ * a caller returns at once and touches nothing of the connection.
+ */
+#ifndef PX_CONN_H
+#define PX_CONN_H
+
+#include <event2/bufferevent.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "egressd.h"
+#include "http.h"
+#include "policy.h"
+#include "resolver.h"
+#include "sni.h"
+#include "verdict.h"
+#include "world.h"
+
+/* States; the comment says what the connection waits for.  Changed only by
+ * conn_set_state(), which checks the transition. */
+enum px_conn_state {
+    PX_S_HEAD,     /* a request head from the client (proxy, transparent HTTP) */
+    PX_S_HELLO,    /* the ClientHello (transparent TLS, or CONNECT after 200) */
+    PX_S_RESOLVE,  /* the resolver's answer */
+    PX_S_CONNECT,  /* the upstream TCP connection to come up */
+    PX_S_REQUEST,  /* HTTP: sending the request (head sent, body streaming) */
+    PX_S_RESPONSE, /* HTTP: the response head and body from upstream */
+    PX_S_RELAY,    /* tunnel: bytes both ways until one side ends */
+    PX_S_FLUSH,    /* a final answer (deny, error) is being written, then close */
+};
+
+struct px_conn {
+    struct px_conn *next, *prev; /* the worker's list */
+    struct px_worker *w;
+    const struct px_listener_spec *l;
+    uint64_t id;
+    enum px_conn_state state;
+    enum px_mode mode;
+    struct bufferevent *cli, *up;
+    struct event *timer;
+    int64_t t_accept_ms, t_start_ms, t_active_ms;
+    uint64_t deadline_ms; /* the state's timeout, absolute; 0: none */
+
+    /* Who: the client, its binding and the world it is judged in. */
+    char src[INET6_ADDRSTRLEN + 8];
+    uint8_t src_addr[16];
+    struct sockaddr_storage orig_dst; /* transparent: SO_ORIGINAL_DST */
+    bool redirected;                  /* orig_dst is not the listener itself */
+    struct px_world *world;
+    const struct px_sandbox *sb; /* NULL: default-policy */
+    const struct policy_binding *pb;
+    struct px_msb *msb;
+    bool counted_active;
+
+    /* What: the current request or tunnel. */
+    char method[24];
+    char raw_host[256]; /* the host as asked for, for the log when it is bad */
+    struct policy_host host;
+    uint16_t port;
+    char sni[SNI_HOST_MAX + 1];
+    bool have_sni;
+    struct policy_verdict v; /* name phase, then the address that decided */
+    enum policy_decision decision;
+    enum px_reason reason;
+    bool decided;    /* decision/reason are final for this request */
+    unsigned status; /* HTTP status sent or received */
+    bool logged;     /* this request's log line is written */
+
+    /* Where: the checked addresses and the one connected to. */
+    struct px_dns_req *dns;
+    struct px_dns_answer ans;
+    size_t ans_next;
+    char upstream[INET6_ADDRSTRLEN + 8];
+    struct sockaddr_storage up_ss;
+    socklen_t up_len;
+    int64_t t_connect_ms;
+    char up_key[POLICY_HOST_MAX + 16]; /* "host:port" the upstream connection is for */
+
+    /* The ClientHello being read (allocated only while reading it). */
+    struct sni_parser *hello;
+
+    /* HTTP exchange: the head to send upstream and the body framing. */
+    struct evbuffer *pending; /* bytes for upstream once it is connected */
+    bool client_keep_alive, upstream_keep_alive;
+    enum px_http_body req_body, resp_body;
+    uint64_t req_left, resp_left;
+    struct px_chunked req_chunks, resp_chunks;
+    bool req_done, resp_head_done, head_method;
+    bool head_started; /* a byte of the next request head is in: header timeout runs */
+
+    /* Counters for the log line and the metrics. */
+    uint64_t bytes_up, bytes_down;
+    bool eof_cli, eof_up;
+};
+
+/* conn.c */
+void px_conn_set_state(struct px_conn *c, enum px_conn_state s);
+/* Write the current request's log line (once) and count it. */
+void px_conn_log(struct px_conn *c);
+/* Log (if not yet) and free everything.  `why` goes to the debug log. */
+void px_conn_close(struct px_conn *c, const char *why);
+/* Deny the current request with `r` (and the verdict's rule): 403 + the
+ * X-Egress-Deny header for HTTP and CONNECT-before-200, a TLS alert after
+ * it and for transparent TLS; then close.  Closes. */
+void px_conn_deny(struct px_conn *c, enum px_reason r);
+/* Write nothing more; close once the output is read (lingering close). */
+void px_conn_flush_close(struct px_conn *c);
+/* Give the client socket back to conn.c's callbacks (between requests). */
+void px_conn_watch_client(struct px_conn *c);
+void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg);
+/* Answer an error status (400, 414, 431, 502, 503, ...) and close. */
+void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail);
+/* Set the state's timeout (ms from now; 0: none). */
+void px_conn_timeout(struct px_conn *c, uint64_t ms);
+/* Find the sandbox: by the `Proxy-Authorization` value when auth is not
+ * NULL (-1 when it names none), else by the source address (or none:
+ * default-policy).  Sets c->sb, c->pb and the metrics handle. */
+int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len);
+/* Judge host/port for the current request: name phase, resolve, address
+ * phase, connect; calls px_conn_upstream_ready() when connected.  May close. */
+void px_conn_decide(struct px_conn *c);
+/* The upstream connection is up: continue by mode.  May close. */
+void px_conn_upstream_ready(struct px_conn *c);
+int64_t px_now_ms(void);
+
+/* exchange.c: HTTP on the proxy and transparent-HTTP listeners. */
+void px_exchange_on_head(struct px_conn *c); /* client bytes in PX_S_HEAD; may close */
+void px_exchange_start(struct px_conn *c);   /* upstream is ready: send the request */
+void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next request */
+
+/* relay.c: the tunnel. */
+void px_relay_start(struct px_conn *c); /* may close */
+
+#endif

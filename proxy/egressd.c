@@ -1,0 +1,324 @@
+/*
+ * egressd.c - the process: read the config, build the first world, open
+ * the listeners, start the workers, then serve signals, policy-dir changes,
+ * the admin API and the metrics page on the main thread until SIGTERM.
+ *
+ *   egressd -c FILE        run (foreground; diagnostics on stderr)
+ *   egressd -t -c FILE     check the config, the presets and the hosts file
+ *
+ * Signals: SIGHUP reload, SIGUSR1 reopen the access log, SIGTERM/SIGINT
+ * stop accepting, let tunnels finish for up to `timeout-drain`, then close.
+ */
+#include <errno.h>
+#include <event2/thread.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accesslog.h"
+#include "admin.h"
+#include "conn.h"
+#include "log.h"
+#include "metrics.h"
+#include "policy_load.h"
+#include "world.h"
+
+#define MAX_WORKERS 64
+
+struct px_daemon px_d;
+extern atomic_int px_phase;
+
+static struct px_config cfg;
+static struct px_geo geo;
+static struct px_worker workers[MAX_WORKERS];
+static unsigned n_workers;
+static struct event_base *main_base;
+static struct px_resolver *main_resolver;
+static struct event *drain_timer, *reload_timer;
+static int64_t started_ms, drain_end_ms;
+static int inotify_fd = -1;
+
+/* libevent's own messages (evdns marking a server down, ...) go to the
+ * diagnostics log instead of raw stderr. */
+static void on_libevent_log(int severity, const char *msg)
+{
+    if (severity >= EVENT_LOG_WARN)
+        px_log_warnx("libevent: %s", msg);
+    else
+        px_log_debug("libevent: %s", msg);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: egressd [-d] -c egressd.conf\n"
+                    "       egressd -t -c egressd.conf   (check and exit)\n");
+    exit(2);
+}
+
+/* ------------------------------------------------------------ reload */
+
+static void reload(const char *why)
+{
+    char err[8192];
+
+    if (px_world_reload(err, sizeof(err)) == 0) {
+        px_log_info("policy reloaded (%s)", why);
+        return;
+    }
+    px_log_warnx("policy reload (%s) failed; the previous policy stays in force:\n%s", why, err);
+}
+
+static void on_reload_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+    reload("policy-dir changed");
+}
+
+/* Editors write a file in several steps: wait until the directory has
+ * been quiet for a moment, then reload once. */
+static void on_inotify(evutil_socket_t fd, short what, void *arg)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    struct timeval tv = {0, 300000};
+    (void)what, (void)arg;
+
+    while (read(fd, buf, sizeof(buf)) > 0)
+        ;
+    evtimer_add(reload_timer, &tv);
+}
+
+static void watch_policy_dir(void)
+{
+    inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (inotify_fd == -1 || inotify_add_watch(inotify_fd, cfg.policy_dir,
+                                              IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM |
+                                                  IN_DELETE | IN_CREATE) == -1) {
+        px_log_warn("cannot watch %s for changes; reload with SIGHUP", cfg.policy_dir);
+        return;
+    }
+    reload_timer = evtimer_new(main_base, on_reload_timer, NULL);
+    event_add(event_new(main_base, inotify_fd, EV_READ | EV_PERSIST, on_inotify, NULL), NULL);
+}
+
+/* ------------------------------------------------------------ stopping */
+
+static void stop_workers(int phase)
+{
+    atomic_store(&px_phase, phase);
+    for (unsigned i = 0; i < n_workers; i++)
+        px_worker_poke(&workers[i]);
+}
+
+static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct timeval tv = {0, 100000};
+    (void)fd, (void)what, (void)arg;
+
+    if (atomic_load(&px_d.conns) > 0 && px_now_ms() < drain_end_ms) {
+        evtimer_add(drain_timer, &tv);
+        return;
+    }
+    if (atomic_load(&px_d.conns) > 0)
+        px_log_info("drain deadline: closing %ld connections", atomic_load(&px_d.conns));
+    stop_workers(2);
+    event_base_loopexit(main_base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what, (void)arg;
+
+    switch (sig) {
+    case SIGHUP: reload("SIGHUP"); return;
+    case SIGUSR1:
+        if (px_accesslog_reopen() == 0)
+            px_log_info("access log reopened");
+        return;
+    default:
+        if (atomic_load(&px_d.draining)) {
+            px_log_info("second stop signal: closing now");
+            drain_end_ms = 0;
+            return;
+        }
+        px_log_info("stopping: no new connections; tunnels may finish within %llu ms",
+                    (unsigned long long)cfg.timeout_drain_ms);
+        atomic_store(&px_d.draining, true);
+        drain_end_ms = px_now_ms() + (int64_t)cfg.timeout_drain_ms;
+        stop_workers(1);
+        drain_timer = evtimer_new(main_base, on_drain_tick, NULL);
+        on_drain_tick(-1, 0, NULL);
+    }
+}
+
+/* ------------------------------------------------------------ start */
+
+static json_t *status_hook(void *arg)
+{
+    (void)arg;
+    return json_pack("{s:I,s:I,s:b,s:I}", "workers", (json_int_t)n_workers, "connections",
+                     (json_int_t)atomic_load(&px_d.conns), "draining", atomic_load(&px_d.draining),
+                     "uptime_ms", (json_int_t)(px_now_ms() - started_ms));
+}
+
+static void add_listeners(void)
+{
+    for (size_t i = 0; i < cfg.n_listen; i++)
+        px_d.listeners[px_d.n_listeners++] =
+            (struct px_listener_spec){PX_L_PROXY, &cfg.listen[i], 0};
+    for (size_t i = 0; i < cfg.n_transparent_tls; i++)
+        px_d.listeners[px_d.n_listeners++] =
+            (struct px_listener_spec){PX_L_TLS, &cfg.transparent_tls[i], cfg.tls_upstream_port[i]};
+    for (size_t i = 0; i < cfg.n_transparent_http; i++)
+        px_d.listeners[px_d.n_listeners++] =
+            (struct px_listener_spec){PX_L_HTTP, &cfg.transparent_http[i], 0};
+}
+
+/* `user NAME`: give up root once every socket is open. */
+static int drop_privileges(char *err, size_t errlen)
+{
+    struct passwd *pw;
+
+    if (cfg.user[0] == '\0' || geteuid() != 0)
+        return 0;
+    pw = getpwnam(cfg.user);
+    if (pw == NULL) {
+        snprintf(err, errlen, "%s: user %s: no such user", cfg.file, cfg.user);
+        return -1;
+    }
+    if (setgroups(0, NULL) == -1 || setgid(pw->pw_gid) == -1 || setuid(pw->pw_uid) == -1) {
+        snprintf(err, errlen, "cannot become user %s: %s", cfg.user, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* -t: the config, every preset and the hosts file, all errors. */
+static int check_only(void)
+{
+    struct policy_diag d = {0};
+    char err[8192];
+    int bad = 0;
+
+    struct policy *p = px_policy_load(&cfg, &geo, &d);
+    for (size_t i = 0; i < d.n; i++)
+        fprintf(stderr, "%s\n", d.lines[i]);
+    bad |= p == NULL;
+    policy_diag_free(&d);
+    policy_unref(p);
+    if (cfg.hosts_file[0] != '\0') {
+        struct px_hosts *h = px_hosts_load(cfg.hosts_file, err, sizeof(err));
+        if (h == NULL) {
+            fprintf(stderr, "%s\n", err);
+            bad = 1;
+        }
+        px_hosts_free(h);
+    }
+    if (!bad)
+        printf("%s: ok\n", cfg.file);
+    return bad;
+}
+
+static int start(char *err, size_t errlen)
+{
+    struct px_admin_hooks hooks = {status_hook, NULL};
+
+    if (px_accesslog_open(cfg.access_log, err, errlen) == -1)
+        return -1;
+    if (px_world_init(&cfg, &geo, err, errlen) == -1)
+        return -1;
+    add_listeners();
+    n_workers = cfg.workers ? cfg.workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_workers < 1)
+        n_workers = 1;
+    if (n_workers > MAX_WORKERS)
+        n_workers = MAX_WORKERS;
+    for (unsigned i = 0; i < n_workers; i++)
+        if (px_worker_init(&workers[i], i, err, errlen) == -1)
+            return -1;
+    main_base = event_base_new();
+    main_resolver = px_resolver_new(main_base, cfg.resolvers, cfg.n_resolvers, err, errlen);
+    if (main_resolver == NULL)
+        return -1;
+    if (cfg.have_admin && px_admin_start(main_base, &cfg, main_resolver, &hooks, err, errlen) == -1)
+        return -1;
+    if (cfg.have_metrics && px_metrics_listen(main_base, &cfg.metrics, err, errlen) == -1)
+        return -1;
+    if (drop_privileges(err, errlen) == -1)
+        return -1;
+    static const int sigs[] = {SIGHUP, SIGUSR1, SIGTERM, SIGINT};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        event_add(evsignal_new(main_base, sigs[i], on_signal, NULL), NULL);
+    watch_policy_dir();
+    for (unsigned i = 0; i < n_workers; i++)
+        if (px_worker_run(&workers[i]) == -1) {
+            snprintf(err, errlen, "cannot start worker %u", i);
+            return -1;
+        }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *conf = NULL;
+    bool test = false, debug = false;
+    char err[8192];
+    int ch;
+
+    while ((ch = getopt(argc, argv, "c:dt")) != -1) {
+        switch (ch) {
+        case 'c': conf = optarg; break;
+        case 'd': debug = true; break;
+        case 't': test = true; break;
+        default: usage();
+        }
+    }
+    if (conf == NULL || optind != argc)
+        usage();
+    px_log_init("egressd", debug);
+    signal(SIGPIPE, SIG_IGN);
+    if (px_config_load(&cfg, conf, err, sizeof(err)) == -1) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (px_geo_open(&geo, &cfg, err, sizeof(err)) == -1) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (test)
+        return check_only();
+
+    evthread_use_pthreads();
+    event_set_log_callback(on_libevent_log);
+    px_metrics_init(PX_VERSION);
+    px_d.cfg = &cfg;
+    px_d.next_id = 1;
+    px_d.http_limits = (struct px_http_limits){
+        .max_line = 8192, .max_head = cfg.max_header_bytes, .max_headers = 100};
+    started_ms = px_now_ms();
+    if (start(err, sizeof(err)) == -1) {
+        fprintf(stderr, "egressd: %s\n", err);
+        return 1;
+    }
+    px_log_info("ready: %zu listeners, %u workers, policy from %s", px_d.n_listeners, n_workers,
+                cfg.policy_dir);
+    event_base_dispatch(main_base);
+
+    for (unsigned i = 0; i < n_workers; i++)
+        px_worker_join(&workers[i]);
+    px_admin_stop();
+    px_metrics_stop();
+    px_resolver_free(main_resolver);
+    event_base_loop(main_base, EVLOOP_NONBLOCK); /* evdns' last callbacks */
+    px_world_shutdown();
+    px_accesslog_close();
+    px_geo_close(&geo);
+    px_log_info("stopped");
+    return 0;
+}

@@ -1,0 +1,85 @@
+/*
+ * egressd.h - the daemon's own internals, shared by egressd.c (process,
+ * signals, reload), worker.c (threads and listeners), conn.c (one client
+ * connection: identify, decide, resolve, connect), exchange.c (HTTP
+ * requests and responses on a connection) and relay.c (the tunnel).
+ * Nothing outside proxy/ includes it.
+ *
+ *   main thread                    worker threads (N, one event loop each)
+ *   ───────────                    ──────────────────────────────────────
+ *   signals, inotify, admin API,   SO_REUSEPORT listeners -> px_conn
+ *   metrics page, reload           resolver (own cache), relay
+ *          │ px_world_* swap  ───▶ px_world_get() per connection/request
+ */
+#ifndef PX_EGRESSD_H
+#define PX_EGRESSD_H
+
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "http.h"
+#include "resolver.h"
+
+#define PX_VERSION "0.1.0"
+
+enum px_listener_kind {
+    PX_L_PROXY, /* `listen`: CONNECT and absolute-URI HTTP */
+    PX_L_TLS,   /* `transparent-tls`: ClientHello first */
+    PX_L_HTTP,  /* `transparent-http`: origin-form HTTP with Host */
+};
+
+struct px_listener_spec {
+    enum px_listener_kind kind;
+    const struct px_addr *addr;
+    uint16_t upstream_port; /* PX_L_TLS: where a not-redirected hello goes */
+};
+
+/* Settings every worker reads; written once before the workers start,
+ * except the atomics. */
+struct px_daemon {
+    const struct px_config *cfg;
+    struct px_listener_spec listeners[3 * PX_MAX_LISTENERS];
+    size_t n_listeners;
+    struct px_http_limits http_limits;
+    atomic_uint_fast64_t next_id; /* connection ids */
+    atomic_long conns;            /* client connections open, all workers */
+    atomic_bool draining;         /* SIGTERM: no new requests, tunnels finish */
+};
+
+extern struct px_daemon px_d;
+
+struct px_conn;
+
+struct px_worker {
+    unsigned index;
+    pthread_t thread;
+    struct event_base *base;
+    struct px_resolver *resolver;
+    struct evconnlistener *lis[3 * PX_MAX_LISTENERS];
+    size_t n_lis;
+    struct event *backoff; /* re-enables the listeners after EMFILE */
+    struct event *wake;    /* the main thread pokes it: drain or stop */
+    struct px_conn *conns; /* every open connection of this worker */
+    long n_conns;
+};
+
+/* Start worker w: its event base, resolver and one SO_REUSEPORT socket per
+ * listener.  Returns 0, or -1 with "ADDR: reason" in err. */
+int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen);
+int px_worker_run(struct px_worker *w); /* starts the thread */
+/* From the main thread: stop accepting (drain) or close everything (stop). */
+void px_worker_poke(struct px_worker *w);
+void px_worker_join(struct px_worker *w);
+
+/* Take over an accepted socket (worker thread). */
+void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evutil_socket_t fd,
+                    const struct sockaddr *sa, int salen);
+/* Close every connection of w that is between requests (drain), or all. */
+void px_conn_close_all(struct px_worker *w, bool idle_only);
+
+#endif

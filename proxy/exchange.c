@@ -1,0 +1,527 @@
+/*
+ * exchange.c - HTTP on a connection (explicit proxy and transparent HTTP):
+ * read a request head, judge it, send it upstream in origin form, stream
+ * the body both ways with the framing each side declared, and go back for
+ * the next request when both sides keep the connection alive.
+ *
+ * Each request is judged on its own (DESIGN.md): a second request on a
+ * kept-alive connection runs the name phase again, and goes to a new
+ * upstream unless it is for the same host and port as the one still open.
+ * Framing is followed, never guessed: a body is forwarded byte for byte
+ * and exactly as long as Content-Length or the chunked coding says
+ * (http.c rejects every ambiguous head before a byte goes upstream).
+ */
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "conn.h"
+
+#define EX_HIGH       (256 * 1024) /* back-pressure mark, as relay.c */
+#define RESP_HEAD_MAX (64 * 1024)  /* an origin's response head */
+#define RESP_LINE_MAX 8192
+#define FORMAT_SLACK  1024 /* what format adds: Host, Connection */
+
+static const struct px_http_limits resp_limits = {
+    .max_line = RESP_LINE_MAX, .max_head = RESP_HEAD_MAX, .max_headers = PX_HTTP_MAX_HEADERS_CAP};
+
+/* ------------------------------------------------------------ request head */
+
+static bool view_eq(struct px_http_view v, const char *s)
+{
+    return v.len == strlen(s) && strncasecmp(v.p, s, v.len) == 0;
+}
+
+/* Split "host[:port]" (a Host field) into a normalized host and a port. */
+static bool split_host_field(struct px_http_view v, struct policy_host *h, uint16_t *port)
+{
+    const char *colon = NULL;
+    size_t hlen = v.len;
+
+    if (v.len > 0 && v.p[0] == '[') {
+        const char *end = memchr(v.p, ']', v.len);
+        if (end == NULL)
+            return false;
+        if ((size_t)(end - v.p) + 1 < v.len) {
+            if (end[1] != ':')
+                return false;
+            colon = end + 1;
+        }
+    } else {
+        colon = memchr(v.p, ':', v.len);
+    }
+    *port = 0;
+    if (colon != NULL) {
+        unsigned long p = 0;
+        size_t n = v.len - (size_t)(colon - v.p) - 1;
+        if (n == 0 || n > 5)
+            return false;
+        for (size_t i = 1; i <= n; i++) {
+            if (colon[i] < '0' || colon[i] > '9')
+                return false;
+            p = p * 10 + (unsigned long)(colon[i] - '0');
+        }
+        if (p == 0 || p > 65535)
+            return false;
+        *port = (uint16_t)p;
+        hlen = (size_t)(colon - v.p);
+    }
+    return policy_host_normalize(v.p, hlen, h) == POLICY_HOST_OK;
+}
+
+/* 414 when the request line itself is over its cap, else 431. */
+static unsigned too_big_status(const char *p, size_t n)
+{
+    size_t max_line = px_d.http_limits.max_line;
+    return memchr(p, '\n', n < max_line ? n : max_line) == NULL ? 414 : 431;
+}
+
+/* Host and port of the request, by listener and target form.  Returns an
+ * error text for a 400, or NULL. */
+static const char *target_of(struct px_conn *c, const struct px_http_request *req,
+                             struct px_http_view *host, uint16_t *port)
+{
+    bool proxy = c->l->kind == PX_L_PROXY;
+
+    if (req->form == PX_HTTP_AUTHORITY) {
+        if (!proxy)
+            return "CONNECT is not served on this port";
+        if (req->body != PX_BODY_NONE)
+            return "a CONNECT request with a body";
+        c->mode = PX_MODE_CONNECT;
+        *host = req->host;
+        *port = req->port;
+        return NULL;
+    }
+    c->mode = proxy ? PX_MODE_HTTP : PX_MODE_PLAIN;
+    if (req->form == PX_HTTP_ABSOLUTE) {
+        if (!view_eq(req->scheme, "http"))
+            return "only http:// targets are forwarded; use CONNECT for https";
+        *host = req->host;
+        *port = req->port ? req->port : 80;
+        return NULL;
+    }
+    if (proxy)
+        return "not a proxy request: the target must be an absolute http:// URI";
+    if (req->form != PX_HTTP_ORIGIN || !req->has_host_header)
+        return "a request without a Host field";
+    /* Transparent HTTP: the Host field names the origin. */
+    const char *colon = req->host_header.p[0] == '['
+                            ? memchr(req->host_header.p, ']', req->host_header.len)
+                            : req->host_header.p;
+    size_t off = colon ? (size_t)(colon - req->host_header.p) : 0;
+    const char *pc = memchr(req->host_header.p + off, ':', req->host_header.len - off);
+    host->p = req->host_header.p;
+    host->len = pc ? (size_t)(pc - req->host_header.p) : req->host_header.len;
+    struct policy_host h;
+    if (!split_host_field(req->host_header, &h, port))
+        *port = 0;
+    if (*port == 0)
+        *port = c->redirected ? ntohs(((struct sockaddr_in *)&c->orig_dst)->sin_port) : 80;
+    return NULL;
+}
+
+/* The Host field must name the same origin as an absolute target. */
+static bool host_agrees(const struct px_conn *c, const struct px_http_request *req)
+{
+    struct policy_host h;
+    uint16_t port;
+
+    if (req->form != PX_HTTP_ABSOLUTE || !req->has_host_header)
+        return true;
+    if (!split_host_field(req->host_header, &h, &port))
+        return false;
+    return strcmp(h.text, c->host.text) == 0 && (port ? port : 80) == c->port;
+}
+
+static void reset_request(struct px_conn *c)
+{
+    c->method[0] = c->raw_host[0] = '\0';
+    c->host.len = 0;
+    c->host.text[0] = '\0';
+    c->port = 0;
+    c->have_sni = false;
+    memset(&c->v, 0, sizeof(c->v));
+    c->decision = POLICY_ALLOW;
+    c->reason = PX_R_ALLOWED;
+    c->decided = c->logged = false;
+    c->status = 0;
+    c->bytes_up = c->bytes_down = 0;
+    c->resp_head_done = false;
+}
+
+/* A whole head is in: take it apart and judge it.  May close. */
+static void on_request(struct px_conn *c, const struct px_http_request *req)
+{
+    struct px_http_view host;
+    uint16_t port = 0;
+    const char *err;
+
+    c->t_start_ms = px_now_ms();
+    snprintf(c->method, sizeof(c->method), "%.*s", (int)req->method.len, req->method.p);
+    if (req->method.len >= sizeof(c->method)) {
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST, "method name too long");
+        return;
+    }
+    if (c->l->kind == PX_L_PROXY && req->proxy_authorization.len > 0) {
+        if (px_conn_identify(c, req->proxy_authorization.p, req->proxy_authorization.len) == -1) {
+            px_conn_fail(c, 407, PX_R_NOT_ALLOWED, "unknown sandbox credentials");
+            return;
+        }
+    } else {
+        px_conn_identify(c, NULL, 0);
+    }
+    err = target_of(c, req, &host, &port);
+    if (err != NULL) {
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST, err);
+        return;
+    }
+    snprintf(c->raw_host, sizeof(c->raw_host), "%.*s", (int)host.len, host.p);
+    c->port = port;
+    if (policy_host_normalize(host.p, host.len, &c->host) != POLICY_HOST_OK) {
+        c->host.len = 0;
+        px_conn_deny(c, PX_R_BAD_HOST);
+        return;
+    }
+    if (!host_agrees(c, req)) {
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST, "the Host field disagrees with the request target");
+        return;
+    }
+    if (c->mode == PX_MODE_CONNECT) {
+        evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
+        px_conn_decide(c);
+        return;
+    }
+
+    /* HTTP: the head to send upstream, in origin form. */
+    char authority[POLICY_HOST_MAX + 8], key[sizeof(c->up_key)];
+    char buf[65536 + FORMAT_SLACK];
+    snprintf(authority, sizeof(authority), c->port == 80 ? "%s" : "%s:%u", c->host.text, c->port);
+    size_t n = px_http_format_request(req, authority, true, buf, sizeof(buf));
+    if (n == 0) {
+        px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the request head is too large to forward");
+        return;
+    }
+    if (c->pending == NULL)
+        c->pending = evbuffer_new();
+    evbuffer_add(c->pending, buf, n);
+    c->bytes_up += n;
+    evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
+    c->req_body = req->body;
+    c->req_left = req->content_length;
+    px_chunked_init(&c->req_chunks);
+    c->req_done =
+        req->body == PX_BODY_NONE || (req->body == PX_BODY_LENGTH && req->content_length == 0);
+    c->client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
+    c->head_method = view_eq(req->method, "HEAD");
+
+    snprintf(key, sizeof(key), "%s:%u", c->host.text, c->port);
+    if (c->up != NULL && c->upstream_keep_alive && strcmp(key, c->up_key) == 0) {
+        /* The same origin again: judge the name, keep the checked address. */
+        policy_decide_name(c->pb, &c->host, c->port, (int64_t)time(NULL), &c->v);
+        c->decision = c->v.decision;
+        c->reason = (enum px_reason)c->v.reason;
+        if (c->v.decision == POLICY_DENY) {
+            px_conn_deny(c, c->reason);
+            return;
+        }
+        c->decided = true;
+        px_exchange_start(c);
+        return;
+    }
+    if (c->up != NULL) {
+        bufferevent_free(c->up);
+        c->up = NULL;
+        c->upstream[0] = '\0';
+    }
+    snprintf(c->up_key, sizeof(c->up_key), "%s", key);
+    px_conn_decide(c);
+}
+
+void px_exchange_on_head(struct px_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->cli);
+    size_t len = evbuffer_get_length(in), cap = px_d.http_limits.max_head + 1;
+    static _Thread_local struct px_http_request req;
+
+    if (len == 0)
+        return;
+    if (!c->head_started) {
+        c->head_started = true;
+        px_conn_timeout(c, px_d.cfg->timeout_header_ms);
+    }
+    size_t n = len < cap ? len : cap;
+    const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+    switch (px_http_parse_request(p, n, &px_d.http_limits, &req)) {
+    case PX_HTTP_NEED_MORE: return;
+    case PX_HTTP_TOO_BIG:
+        px_conn_fail(c, too_big_status(p, n), PX_R_BAD_REQUEST,
+                     req.error ? req.error : "request head too large");
+        return;
+    case PX_HTTP_BAD:
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST, req.error ? req.error : "malformed request");
+        return;
+    case PX_HTTP_OK: break;
+    }
+    c->head_started = false;
+    on_request(c, &req);
+}
+
+/* ------------------------------------------------------------ bodies */
+
+/* Move the body bytes of one message from `in` to `out` as its framing
+ * says.  Returns 1 when the body ended, 0 when more is to come, -1 when the
+ * chunked coding is broken. */
+static int move_body(struct evbuffer *in, struct evbuffer *out, enum px_http_body kind,
+                     uint64_t *left, struct px_chunked *ch, uint64_t *count)
+{
+    while (evbuffer_get_length(in) > 0) {
+        size_t len = evbuffer_get_length(in), used;
+        struct evbuffer_iovec v;
+        switch (kind) {
+        case PX_BODY_NONE: return 1;
+        case PX_BODY_TO_CLOSE:
+            *count += len;
+            evbuffer_add_buffer(out, in);
+            return 0;
+        case PX_BODY_LENGTH:
+            used = len < *left ? len : (size_t)*left;
+            evbuffer_remove_buffer(in, out, used);
+            *count += used;
+            *left -= used;
+            if (*left == 0)
+                return 1;
+            break;
+        case PX_BODY_CHUNKED:
+            evbuffer_peek(in, -1, NULL, &v, 1);
+            switch (px_chunked_feed(ch, v.iov_base, v.iov_len, &used)) {
+            case PX_CHUNKED_BAD: return -1;
+            case PX_CHUNKED_MORE: used = v.iov_len; break;
+            case PX_CHUNKED_DONE:
+                evbuffer_remove_buffer(in, out, used);
+                *count += used;
+                return 1;
+            }
+            evbuffer_remove_buffer(in, out, used);
+            *count += used;
+            break;
+        }
+    }
+    return kind == PX_BODY_NONE || (kind == PX_BODY_LENGTH && *left == 0);
+}
+
+static void pause_if_full(struct bufferevent *from, struct bufferevent *to)
+{
+    if (evbuffer_get_length(bufferevent_get_output(to)) >= EX_HIGH) {
+        bufferevent_disable(from, EV_READ);
+        bufferevent_setwatermark(to, EV_WRITE, EX_HIGH / 2, 0);
+    }
+}
+
+static void forward_request_body(struct px_conn *c)
+{
+    if (c->req_done)
+        return;
+    int r = move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up), c->req_body,
+                      &c->req_left, &c->req_chunks, &c->bytes_up);
+    if (r < 0) {
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST, "broken chunked request body");
+        return;
+    }
+    c->t_active_ms = px_now_ms();
+    if (r == 1) {
+        c->req_done = true;
+        bufferevent_disable(c->cli, EV_READ); /* a pipelined request waits */
+        if (c->state == PX_S_REQUEST)
+            px_conn_set_state(c, PX_S_RESPONSE);
+        return;
+    }
+    pause_if_full(c->cli, c->up);
+}
+
+/* ------------------------------------------------------------ response */
+
+static void response_done(struct px_conn *c)
+{
+    px_conn_log(c);
+    if (!c->req_done || !c->client_keep_alive || atomic_load(&px_d.draining)) {
+        px_conn_flush_close(c);
+        return;
+    }
+    px_exchange_reset(c);
+}
+
+/* Parse the response head in up's input and send it on.  Returns 1 when a
+ * final head was sent, 0 for more bytes, -1 when it closed. */
+static int response_head(struct px_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->up);
+    static _Thread_local struct px_http_response resp;
+    static _Thread_local char buf[RESP_HEAD_MAX + FORMAT_SLACK];
+
+    for (;;) {
+        size_t len = evbuffer_get_length(in), n = len < RESP_HEAD_MAX + 1 ? len : RESP_HEAD_MAX + 1;
+        if (len == 0)
+            return 0;
+        const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+        enum px_http_result r = px_http_parse_response(p, n, &resp_limits, c->method, &resp);
+        if (r == PX_HTTP_NEED_MORE)
+            return 0;
+        if (r != PX_HTTP_OK || resp.status == 101) {
+            px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin sent a malformed response");
+            return -1;
+        }
+        if (resp.status < 200) { /* 100 Continue, 103: pass on, read on */
+            evbuffer_remove_buffer(in, bufferevent_get_output(c->cli), resp.head_len);
+            continue;
+        }
+        c->status = resp.status;
+        c->resp_body = resp.body;
+        c->resp_left = resp.content_length;
+        px_chunked_init(&c->resp_chunks);
+        c->upstream_keep_alive = resp.keep_alive && resp.body != PX_BODY_TO_CLOSE;
+        if (resp.body == PX_BODY_TO_CLOSE)
+            c->client_keep_alive = false;
+        size_t m = px_http_format_response(&resp, p, c->client_keep_alive, buf, sizeof(buf));
+        if (m == 0) {
+            px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
+            return -1;
+        }
+        evbuffer_drain(in, resp.head_len);
+        evbuffer_add(bufferevent_get_output(c->cli), buf, m);
+        c->bytes_down += m;
+        c->resp_head_done = true;
+        return 1;
+    }
+}
+
+static void on_up_read(struct bufferevent *bev, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)bev;
+
+    c->t_active_ms = px_now_ms();
+    if (!c->resp_head_done) {
+        int r = response_head(c);
+        if (r <= 0)
+            return;
+        if (c->resp_body == PX_BODY_NONE || (c->resp_body == PX_BODY_LENGTH && c->resp_left == 0)) {
+            response_done(c);
+            return;
+        }
+    }
+    int r = move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli), c->resp_body,
+                      &c->resp_left, &c->resp_chunks, &c->bytes_down);
+    if (r < 0) {
+        c->reason = PX_R_CONNECT_FAIL;
+        px_conn_close(c, "broken chunked response");
+        return;
+    }
+    if (r == 1) {
+        response_done(c);
+        return;
+    }
+    pause_if_full(c->up, c->cli);
+}
+
+static void on_up_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)bev;
+
+    if ((what & BEV_EVENT_EOF) && c->resp_head_done) {
+        on_up_read(c->up, c); /* what came with the end */
+        if (c->resp_body == PX_BODY_TO_CLOSE) {
+            response_done(c);
+            return;
+        }
+    }
+    if (!c->resp_head_done) {
+        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin closed without a response");
+        return;
+    }
+    c->reason = PX_R_CONNECT_FAIL;
+    px_conn_close(c, "origin closed in the middle of a response");
+}
+
+/* A side's output drained below the mark: read its peer again. */
+static void on_up_written(struct bufferevent *bev, void *arg)
+{
+    struct px_conn *c = arg;
+
+    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+    if (!c->req_done)
+        bufferevent_enable(c->cli, EV_READ);
+}
+
+static void on_cli_written(struct bufferevent *bev, void *arg)
+{
+    struct px_conn *c = arg;
+
+    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+    if (c->up != NULL && c->state != PX_S_HEAD)
+        bufferevent_enable(c->up, EV_READ);
+}
+
+static void on_cli_body(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    forward_request_body(arg);
+}
+
+void px_exchange_start(struct px_conn *c)
+{
+    if (c->state != PX_S_REQUEST)
+        px_conn_set_state(c, PX_S_REQUEST);
+    c->t_active_ms = px_now_ms();
+    bufferevent_setcb(c->up, on_up_read, on_up_written, on_up_event, c);
+    bufferevent_setcb(c->cli, on_cli_body, on_cli_written, px_conn_on_client_event, c);
+    bufferevent_enable(c->up, EV_READ | EV_WRITE);
+    bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+    evbuffer_add_buffer(bufferevent_get_output(c->up), c->pending);
+    px_conn_timeout(c, px_d.cfg->timeout_idle_ms);
+    if (c->req_done) {
+        bufferevent_disable(c->cli, EV_READ);
+        px_conn_set_state(c, PX_S_RESPONSE);
+    } else {
+        forward_request_body(c);
+    }
+}
+
+/* ------------------------------------------------------------ between requests */
+
+static void on_up_idle(struct bufferevent *bev, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)bev;
+    /* An idle upstream that speaks or closes is of no more use. */
+    bufferevent_free(c->up);
+    c->up = NULL;
+    c->upstream_keep_alive = false;
+}
+
+static void on_up_idle_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)what;
+    on_up_idle(bev, arg);
+}
+
+void px_exchange_reset(struct px_conn *c)
+{
+    if (c->up != NULL && !c->upstream_keep_alive) {
+        bufferevent_free(c->up);
+        c->up = NULL;
+    }
+    if (c->up != NULL)
+        bufferevent_setcb(c->up, on_up_idle, NULL, on_up_idle_event, c);
+    reset_request(c);
+    px_conn_set_state(c, PX_S_HEAD);
+    px_conn_watch_client(c);
+    px_conn_timeout(c, px_d.cfg->timeout_idle_ms);
+    c->head_started = false;
+    if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
+        px_exchange_on_head(c);
+}

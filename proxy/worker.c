@@ -1,0 +1,148 @@
+/*
+ * worker.c - one thread, one event loop, one resolver, and its own
+ * SO_REUSEPORT socket on every listener, so the kernel spreads new
+ * connections over the workers and no lock is taken to accept.
+ *
+ * The main thread talks to a worker only through px_d's atomics and the
+ * worker's `wake` event (libevent is set up for threads, so activating
+ * another loop's event is safe): on a poke the worker reads px_phase and
+ * drains (closes its listeners and idle keep-alive connections) or stops
+ * (closes everything and leaves its loop).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conn.h"
+#include "log.h"
+
+/* 0 running, 1 draining, 2 stopping; written by the main thread. */
+atomic_int px_phase;
+
+struct listener_arg {
+    struct px_worker *w;
+    const struct px_listener_spec *l;
+};
+
+static struct listener_arg largs[64][3 * PX_MAX_LISTENERS];
+
+static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct sockaddr *sa, int len,
+                      void *arg)
+{
+    struct listener_arg *a = arg;
+    (void)lis;
+    px_conn_accept(a->w, a->l, fd, sa, len);
+}
+
+static void on_backoff_over(evutil_socket_t fd, short what, void *arg)
+{
+    struct px_worker *w = arg;
+    (void)fd, (void)what;
+    if (atomic_load(&px_phase) != 0)
+        return;
+    for (size_t i = 0; i < w->n_lis; i++)
+        evconnlistener_enable(w->lis[i]);
+}
+
+/* Out of descriptors (or memory): stop accepting for a while instead of
+ * spinning on a listener that stays readable. */
+static void on_accept_error(struct evconnlistener *lis, void *arg)
+{
+    struct listener_arg *a = arg;
+    struct px_worker *w = a->w;
+    int err = EVUTIL_SOCKET_ERROR();
+    struct timeval tv = {0, 250000};
+    (void)lis;
+
+    px_log_warnx("worker %u: accept on %s: %s; pausing accepts for 250 ms", w->index,
+                 a->l->addr->text, strerror(err));
+    for (size_t i = 0; i < w->n_lis; i++)
+        evconnlistener_disable(w->lis[i]);
+    evtimer_add(w->backoff, &tv);
+}
+
+static void close_listeners(struct px_worker *w)
+{
+    for (size_t i = 0; i < w->n_lis; i++)
+        evconnlistener_free(w->lis[i]);
+    w->n_lis = 0;
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    struct px_worker *w = arg;
+    (void)fd, (void)what;
+
+    close_listeners(w);
+    if (atomic_load(&px_phase) >= 2) {
+        px_conn_close_all(w, false);
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    px_conn_close_all(w, true);
+}
+
+int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen)
+{
+    const struct px_config *cfg = px_d.cfg;
+    unsigned flags =
+        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_EXEC;
+
+    memset(w, 0, sizeof(*w));
+    w->index = index;
+    w->base = event_base_new();
+    if (w->base == NULL) {
+        snprintf(err, errlen, "worker %u: cannot make an event loop", index);
+        return -1;
+    }
+    w->resolver = px_resolver_new(w->base, cfg->resolvers, cfg->n_resolvers, err, errlen);
+    if (w->resolver == NULL)
+        return -1;
+    w->backoff = evtimer_new(w->base, on_backoff_over, w);
+    w->wake = event_new(w->base, -1, 0, on_wake, w);
+    for (size_t i = 0; i < px_d.n_listeners; i++) {
+        const struct px_listener_spec *l = &px_d.listeners[i];
+        struct listener_arg *a = &largs[index % 64][i];
+        a->w = w;
+        a->l = l;
+        w->lis[i] =
+            evconnlistener_new_bind(w->base, on_accept, a, flags, 1024,
+                                    (const struct sockaddr *)&l->addr->ss, (int)l->addr->len);
+        if (w->lis[i] == NULL) {
+            snprintf(err, errlen, "%s: cannot listen: %s", l->addr->text, strerror(errno));
+            return -1;
+        }
+        evconnlistener_set_error_cb(w->lis[i], on_accept_error);
+        w->n_lis++;
+    }
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct px_worker *w = arg;
+
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+int px_worker_run(struct px_worker *w)
+{
+    return pthread_create(&w->thread, NULL, worker_main, w) == 0 ? 0 : -1;
+}
+
+void px_worker_poke(struct px_worker *w)
+{
+    event_active(w->wake, 0, 0);
+}
+
+void px_worker_join(struct px_worker *w)
+{
+    pthread_join(w->thread, NULL);
+    close_listeners(w);
+    event_free(w->backoff);
+    event_free(w->wake);
+    px_resolver_free(w->resolver);
+    event_base_loop(w->base, EVLOOP_NONBLOCK); /* evdns' last callbacks */
+    event_base_free(w->base);
+}
