@@ -154,8 +154,7 @@ raw --out "$T/ssh.out" --status "$T/ssh.st" "$EGD_PROXY" \
     'send:CONNECT ssh.test:22 HTTP/1.1\r\nHost: ssh.test:22\r\n\r\n' head \
     'expect:SSH-2.0-test\r\n' 'send:SSH-2.0-client\r\n' 'expect:got SSH-2.0-client\r\n' shut eof
 ok $? "raw CONNECT ssh.test:22: 200, the server's banner arrives before the client sends, the answer comes back"
-check "raw CONNECT ssh.test:22: the answer was 200" \
-    raw parse "$T/ssh.out" 'r[0]["status"] == 200'
+check_resp "raw CONNECT ssh.test:22: the answer was 200" "$T/ssh.out" 'r[0]["status"] == 200'
 check "raw CONNECT ssh.test:22: the server got the client's line" \
     test "$(origin_log_count 'o["event"] == "banner" and o["got"] == "SSH-2.0-client"')" = 1
 egd_log_ok "raw CONNECT ssh.test:22: logged allow, $RULE_SSH, sni null, bytes both ways" \

@@ -99,8 +99,8 @@ tunnel_denied() {
     local text=$1 reason=$2 step=$3 match=$4
     egd_log_mark
     raw --out "$R" --status "$R.st" "$EGD_PROXY" "$(connect a.test:4443)" head "$step" eof >/dev/null 2>&1
-    check "$text: 200, then the access_denied alert, then close" \
-        raw parse "$R" "r[0]['status'] == 200 and (r[0]['body'].encode('latin-1') + bytes.fromhex(rest)).hex() == '$EGD_ALERT' and open('$R.st').read().split()[0] == 'eof'"
+    check_resp "$text: 200, then the access_denied alert, then close" \
+        "$R" "r[0]['status'] == 200 and (r[0]['body'].encode('latin-1') + bytes.fromhex(rest)).hex() == '$EGD_ALERT' and open('$R.st').read().split()[0] == 'eof'"
     egd_log_ok "$text: logged deny $reason" "$match" \
         "l['decision'] == 'deny' and l['reason'] == '$reason' and l['rule'] is None and l['mode'] == 'connect' and l['host'] == 'a.test'"
 }
@@ -118,8 +118,8 @@ check "none of those ClientHellos reached the origin" \
 # The control: the same hello as the ECH one, without the extension, passes.
 egd_log_mark
 raw --out "$R" "$EGD_PROXY" "$(connect a.test:4443)" head "file:$T/a.bin" read:5 >/dev/null 2>&1
-check "control: CONNECT a.test with that hello minus ECH gets the origin's ServerHello" \
-    raw parse "$R" "r[0]['status'] == 200 and r[0]['body'].encode('latin-1')[:2] == b'\x16\x03'"
+check_resp "control: CONNECT a.test with that hello minus ECH gets the origin's ServerHello" \
+    "$R" "r[0]['status'] == 200 and r[0]['body'].encode('latin-1')[:2] == b'\x16\x03'"
 egd_log_ok "control: logged allow, sni a.test" 'l["host"] == "a.test" and l["mode"] == "connect"' \
     'l["decision"] == "allow" and l["sni"] == "a.test"'
 # Real clients.
@@ -176,7 +176,7 @@ raw --timeout 10 --out "$R" --status "$R.st" "$EGD_PROXY" \
 read -r ev secs <"$R.st"
 check "slowloris: egressd closes the connection after 2 s, within 3 s (closed: $ev after ${secs}s)" \
     py -c "import sys; sys.exit(not ('$ev' in ('eof', 'reset') and 1.8 <= $secs <= 3.0))"
-check "slowloris: 408 sent first" raw parse "$R" 'r[0]["status"] == 408'
+check_resp "slowloris: 408 sent first" "$R" 'r[0]["status"] == 408'
 egd_log_ok "slowloris: logged deny timeout" 'l["reason"] == "timeout"' \
     'l["decision"] == "deny" and l["status"] == 408'
 
@@ -185,10 +185,10 @@ egd_log_mark
 raw --out "$R" --status "$R.st" "$EGD_PROXY" \
     'send:GET http://a.test:8000/hello HTTP/1.1\r\nHost: a.test:8000\r\n\r\nGET http://denied.test:8000/hello HTTP/1.1\r\nHost: denied.test:8000\r\nConnection: close\r\n\r\n' \
     eof >/dev/null 2>&1
-check "pipelined: the first answered 200 from the origin" \
-    raw parse "$R" 'len(r) == 2 and r[0]["status"] == 200 and r[0]["body"] == "hello from a.test\n"'
-check "pipelined: the second answered 403 not_allowed" \
-    raw parse "$R" 'len(r) == 2 and r[1]["status"] == 403 and r[1]["h"].get("x-egress-deny") == "not_allowed" and r[1]["body"] == "egressd: denied (not_allowed): denied.test:8000\n"'
+check_resp "pipelined: the first answered 200 from the origin" \
+    "$R" 'len(r) == 2 and r[0]["status"] == 200 and r[0]["body"] == "hello from a.test\n"'
+check_resp "pipelined: the second answered 403 not_allowed" \
+    "$R" 'len(r) == 2 and r[1]["status"] == 403 and r[1]["h"].get("x-egress-deny") == "not_allowed" and r[1]["body"] == "egressd: denied (not_allowed): denied.test:8000\n"'
 la=$(egd_log_wait 'l["host"] == "a.test" and l["mode"] == "http"')
 ld=$(egd_log_wait 'l["host"] == "denied.test" and l["mode"] == "http"')
 ok_json "pipelined: a log line allowing the first" "$la" 'l["decision"] == "allow" and l["status"] == 200'
@@ -206,8 +206,8 @@ failed() {
     local text=$1 reason=$2 error=$3 host=$4
     egd_log_mark
     raw --out "$R" "$EGD_PROXY" "$(connect "$host:4443")" head >/dev/null 2>&1
-    check "$text: 502, Proxy-Status: egressd; error=$error, no X-Egress-Deny" \
-        raw parse "$R" "r[0]['status'] == 502 and r[0]['h'].get('proxy-status') == 'egressd; error=$error' and 'x-egress-deny' not in r[0]['h']"
+    check_resp "$text: 502, Proxy-Status: egressd; error=$error, no X-Egress-Deny" \
+        "$R" "r[0]['status'] == 502 and r[0]['h'].get('proxy-status') == 'egressd; error=$error' and 'x-egress-deny' not in r[0]['h']"
     egd_log_ok "$text: logged $reason, status 502" "l['host'] == '$host'" \
         "l['reason'] == '$reason' and l['status'] == 502 and l['bytes_up'] == 0 and l['bytes_down'] == 0"
 }
@@ -233,8 +233,8 @@ for ((i = 0; i < 100; i++)); do
 done
 egd_log_mark
 raw --out "$R" "$EGD_PROXY" "$(connect a.test:4443)" head >/dev/null 2>&1
-check "max-conns 2, two tunnels open: a third connection gets 503, X-Egress-Deny: limit" \
-    raw parse "$R" "r[0]['status'] == 503 and r[0]['h'].get('x-egress-deny') == 'limit'"
+check_resp "max-conns 2, two tunnels open: a third connection gets 503, X-Egress-Deny: limit" \
+    "$R" "r[0]['status'] == 503 and r[0]['h'].get('x-egress-deny') == 'limit'"
 egd_log_ok "max-conns: logged deny limit, 503" "l['reason'] == 'limit'" \
     "l['decision'] == 'deny' and l['status'] == 503"
 wait "${holders[@]}"
@@ -255,7 +255,8 @@ check "rate 5: of 12 quick new connections the first 5 pass, then 429 (got$codes
     py -c "import sys; c = sys.argv[1:]; sys.exit(not (c[:5] == ['200'] * 5 and '429' in c))" $codes
 i=$(awk -v c="$codes" 'BEGIN { n = split(c, a, " "); for (k = 1; k <= n; k++) if (a[k] == 429) { print k; exit } }')
 if [ -n "$i" ]; then
-    check "rate: the 429 says X-Egress-Deny: limit" raw parse "$R.$i" "r[0]['h'].get('x-egress-deny') == 'limit'"
+    check_resp "rate: the 429 says X-Egress-Deny: limit" \
+        "$R.$i" "r[0]['h'].get('x-egress-deny') == 'limit'"
 else
     ok 1 "rate: the 429 says X-Egress-Deny: limit (no 429 came)"
 fi

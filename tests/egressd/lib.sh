@@ -36,6 +36,8 @@
 #   ok_json TEXT LINE PYEXPR   one TAP line: PYEXPR over the line is true
 #                          (the line is shown when it is not)
 #   egd_log_ok TEXT MATCH COND   egd_log_wait MATCH, then ok_json on COND
+#   check_resp TEXT FILE PYEXPR  one TAP line for PYEXPR over the HTTP
+#                          responses a rawclient.py run wrote to FILE
 #   egd_metric 'NAME{k="v",...}'  sum of the series of NAME whose labels
 #                          include the given ones (exit 1 if none)
 #   egd_curl / egd_wget / egd_python   the clients, with the test CA and
@@ -449,6 +451,20 @@ egd_log_ok() {
     local line
     line=$(egd_log_wait "$2")
     ok_json "$1" "$line" "$3"
+}
+
+# check_resp TEXT FILE PYEXPR: one TAP line for PYEXPR over the responses in
+# FILE (rawclient.py parse: `r`, `rest`); shows the start of FILE if false.
+check_resp() {
+    local rc=0
+    raw parse "$2" "$3" >/dev/null 2>&1 || rc=1
+    ok "$rc" "$1"
+    if [ "$rc" -ne 0 ]; then
+        diag "wanted: $3"
+        diag "got ($(wc -c <"$2" 2>/dev/null || echo no) bytes):"
+        head -c 400 "$2" 2>/dev/null | cat -v | sed 's/^/#   /'
+        echo
+    fi
 }
 
 # egd_metric 'NAME{k="v",...}': the sum of NAME's series whose labels

@@ -5,8 +5,9 @@
         Connect, run the steps in order, write every byte received to
         --out (default stdout) and one line "EVENT SECONDS" to --status:
         EVENT is "eof" (the peer closed), "reset", "timeout" (a step waited
-        --timeout seconds, default 5) or "done" (every step ran and the
-        connection was still open); SECONDS counts from the connect.
+        --timeout seconds, default 5), "done" (every step ran and the
+        connection was still open) or "connect-error" (nothing ran; the
+        --out file is empty); SECONDS counts from the connect.
         Exit status 0 when every step ran, 1 otherwise.
       send:TEXT       send TEXT (Python escapes: \\r \\n \\x00 ...)
       file:PATH       send the bytes of PATH
@@ -158,7 +159,19 @@ def run(argv):
             status = argv.pop(0)
         else:
             raise SystemExit("rawclient: unknown option " + opt)
-    c = Client(argv[0], timeout)
+    try:
+        c = Client(argv[0], timeout)
+    except OSError as e:
+        # Write the (empty) results anyway: a check must never read the
+        # answer of an earlier run.
+        if out:
+            open(out, "wb").close()
+        line = "connect-error 0 %s\n" % e
+        if status:
+            with open(status, "w") as f:
+                f.write(line)
+        sys.stderr.write("rawclient: " + line)
+        return 1
     event = "done"
     try:
         for s in argv[1:]:

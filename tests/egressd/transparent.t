@@ -95,8 +95,8 @@ egd_log_ok "curl https to the transparent TLS port: logged tls allow, $(egd_rule
 # --- transparent HTTP, decided on Host
 egd_log_mark
 raw --out "$R" "$EGD_PLAIN" 'send:GET /hello HTTP/1.1\r\nHost: a.test:8000\r\nConnection: close\r\n\r\n' eof >/dev/null 2>&1
-check "plain: GET /hello with Host a.test:8000: 200 and the origin's body" \
-    raw parse "$R" 'r[0]["status"] == 200 and r[0]["body"] == "hello from a.test\n"'
+check_resp "plain: GET /hello with Host a.test:8000: 200 and the origin's body" \
+    "$R" 'r[0]["status"] == 200 and r[0]["body"] == "hello from a.test\n"'
 egd_log_ok "plain: logged plain allow GET a.test:8000, $(egd_rule a.test), 200" \
     "l['mode'] == 'plain' and l['host'] == 'a.test'" \
     "l['decision'] == 'allow' and l['method'] == 'GET' and l['port'] == 8000 and l['rule'] == '$(egd_rule a.test)' and l['status'] == 200 and l['upstream'] == '127.0.0.16:8000' and l['bytes_up'] > 0 and l['bytes_down'] > 0"
@@ -109,29 +109,29 @@ check "plain: forwarded in origin form with Host a.test:8000" \
 
 egd_log_mark
 raw --out "$R" "$EGD_PLAIN" 'send:GET /hello HTTP/1.1\r\nHost: denied.test:8000\r\n\r\n' head >/dev/null 2>&1
-check "plain: Host denied.test: 403, X-Egress-Deny: not_allowed, the body says so" \
-    raw parse "$R" 'r[0]["status"] == 403 and r[0]["h"].get("x-egress-deny") == "not_allowed" and r[0]["body"] == "egressd: denied (not_allowed): denied.test:8000\n"'
+check_resp "plain: Host denied.test: 403, X-Egress-Deny: not_allowed, the body says so" \
+    "$R" 'r[0]["status"] == 403 and r[0]["h"].get("x-egress-deny") == "not_allowed" and r[0]["body"] == "egressd: denied (not_allowed): denied.test:8000\n"'
 egd_log_ok "plain: logged plain deny not_allowed, 403" "l['mode'] == 'plain' and l['host'] == 'denied.test'" \
     "l['decision'] == 'deny' and l['reason'] == 'not_allowed' and l['rule'] is None and l['status'] == 403"
 
 egd_log_mark
 raw --out "$R" "$EGD_PLAIN" 'send:GET /hello HTTP/1.1\r\nHost: loop.test:8000\r\n\r\n' head >/dev/null 2>&1
-check "plain: Host loop.test (127.0.0.1): 403 private_range" \
-    raw parse "$R" 'r[0]["status"] == 403 and r[0]["h"].get("x-egress-deny") == "private_range" and r[0]["body"] == "egressd: denied (private_range): loop.test:8000\n"'
+check_resp "plain: Host loop.test (127.0.0.1): 403 private_range" \
+    "$R" 'r[0]["status"] == 403 and r[0]["h"].get("x-egress-deny") == "private_range" and r[0]["body"] == "egressd: denied (private_range): loop.test:8000\n"'
 egd_log_ok "plain: logged plain deny private_range" "l['mode'] == 'plain' and l['host'] == 'loop.test'" \
     "l['decision'] == 'deny' and l['reason'] == 'private_range' and l['status'] == 403"
 
 egd_log_mark
 raw --out "$R" "$EGD_PLAIN" 'send:GET /hello HTTP/1.1\r\n\r\n' head >/dev/null 2>&1
-check "plain: HTTP/1.1 without Host: 400 bad_request" \
-    raw parse "$R" 'r[0]["status"] == 400 and r[0]["h"].get("x-egress-deny") == "bad_request"'
+check_resp "plain: HTTP/1.1 without Host: 400 bad_request" \
+    "$R" 'r[0]["status"] == 400 and r[0]["h"].get("x-egress-deny") == "bad_request"'
 egd_log_ok "plain: logged plain deny bad_request, 400" "l['mode'] == 'plain'" \
     "l['decision'] == 'deny' and l['reason'] == 'bad_request' and l['status'] == 400"
 
 egd_log_mark
 raw --out "$R" "$EGD_PLAIN" 'send:GET /hello HTTP/1.1\r\nHost: b.test:8000\r\n\r\nGET /hello HTTP/1.1\r\nHost: denied.test:8000\r\nConnection: close\r\n\r\n' eof >/dev/null 2>&1
-check "plain: kept alive, b.test then denied.test: 200 then 403" \
-    raw parse "$R" 'len(r) == 2 and r[0]["status"] == 200 and r[0]["body"] == "hello from b.test\n" and r[1]["status"] == 403'
+check_resp "plain: kept alive, b.test then denied.test: 200 then 403" \
+    "$R" 'len(r) == 2 and r[0]["status"] == 200 and r[0]["body"] == "hello from b.test\n" and r[1]["status"] == 403'
 check "plain: two log lines for the two requests" \
     test "$(egd_log_wait "l['mode'] == 'plain' and l['host'] == 'denied.test'" >/dev/null; egd_log_count "l['mode'] == 'plain'")" = 2
 
