@@ -17,12 +17,16 @@
 #                          file, policies/test.allow, a scrubbed environment
 #   egd_cert NAME          leaf certificate $T/certs/NAME.pem (+ .key)
 #   egd_host ADDR NAME     one more hosts-file line
+#   egd_addr NAME          NAME's first address in the hosts file
 #   egd_allow LINE...      more lines in policies/test.allow
 #   egd_rule WORD          "test.allow:N" of the first rule line whose
 #                          first word is WORD ("deny WORD" for deny lines)
 #   egd_origin [--banner ADDR:PORT] NAME...
 #                          origin.py on the names' addresses: HTTPS on
 #                          $EGD_HTTPS_PORT, HTTP on $EGD_HTTP_PORT
+#   origin_log_count PYEXPR   how many origin log lines (`o`, the parsed
+#                          JSON: event connect|hello|tls_fail|request|banner)
+#                          PYEXPR holds for
 #   egd_start [LINE...]    write $T/egressd.conf, start egressd, wait for /healthz
 #   egd_stop               SIGTERM, wait; returns egressd's exit status
 #   egd_finish             egd_stop as two TAP lines (exit 0, no sanitizer report)
@@ -42,6 +46,8 @@
 #                          include the given ones (exit 1 if none)
 #   egd_curl / egd_wget / egd_python   the clients, with the test CA and
 #                          with no proxy, CA or config from the environment
+#                          (leading NAME=VALUE arguments are set for them)
+#   egd_env CMD...         CMD in that scrubbed environment
 #   raw ARGS...            tests/egressd/rawclient.py ARGS...
 #   py ARGS...             python3 for the helpers (quick to start)
 #   ok STATUS TEXT, check TEXT CMD..., diag TEXT, bail TEXT, tap_end
