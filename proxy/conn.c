@@ -200,6 +200,8 @@ void px_conn_log(struct px_conn *c)
         .status = c->status,
     };
     px_accesslog_write(&e);
+    px_limit_bytes(c->lim, c->bytes_up + c->bytes_down - c->quota_counted, 0);
+    c->quota_counted = 0;
     px_metrics_decision(c->msb, c->mode, c->decision, c->reason);
     px_metrics_bytes(c->msb, c->bytes_up, c->bytes_down);
 }
@@ -232,6 +234,10 @@ void px_conn_close(struct px_conn *c, const char *why)
     if (c->counted_active)
         px_metrics_active(c->msb, -1);
     px_metrics_sandbox_put(c->msb);
+    if (c->lim != NULL) {
+        px_limit_conn_close(c->lim);
+        px_limit_put(c->lim);
+    }
     px_world_put(c->world);
     unlink_conn(c);
     c->w->n_conns--;
@@ -359,10 +365,12 @@ void px_conn_deny(struct px_conn *c, enum px_reason r)
 
 void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail)
 {
-    char hdr[128] = "", body[512];
+    char hdr[256] = "", body[512];
+    bool refusal = r == PX_R_BAD_REQUEST || r == PX_R_LIMIT || r == PX_R_NOT_ALLOWED ||
+                   (r == PX_R_TIMEOUT && status == 408);
 
     c->reason = r;
-    if (!c->decided || r == PX_R_BAD_REQUEST || r == PX_R_LIMIT) {
+    if (!c->decided || refusal) {
         c->decision = POLICY_DENY;
         c->decided = true;
     }
@@ -370,15 +378,21 @@ void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const ch
         px_conn_flush_close(c);
         return;
     }
-    if (status == 407)
-        snprintf(hdr, sizeof(hdr), "Proxy-Authenticate: Basic realm=\"egressd\"\r\n");
-    else if (r == PX_R_DNS_FAIL)
-        snprintf(hdr, sizeof(hdr), "Proxy-Status: egressd; error=dns_error\r\n");
-    else if (r == PX_R_CONNECT_FAIL)
-        snprintf(hdr, sizeof(hdr), "Proxy-Status: egressd; error=connection_refused\r\n");
-    else if (r == PX_R_LIMIT)
-        snprintf(hdr, sizeof(hdr), "X-Egress-Deny: limit\r\n");
-    snprintf(body, sizeof(body), "egressd: %s (%s)\n", detail, px_reason_str(r));
+    if (refusal) {
+        /* Refused by egressd itself, not a network fault: the deny contract,
+         * with what was wrong in place of the target. */
+        snprintf(hdr, sizeof(hdr), "X-Egress-Deny: %s\r\n%s", px_reason_str(r),
+                 status == 407 ? "Proxy-Authenticate: Basic realm=\"egressd\"\r\n" : "");
+        snprintf(body, sizeof(body), "egressd: denied (%s): %s\n", px_reason_str(r), detail);
+    } else {
+        /* RFC 9209 Proxy-Status words: the origin, not the policy. */
+        snprintf(hdr, sizeof(hdr), "Proxy-Status: egressd; error=%s\r\n",
+                 r == PX_R_DNS_FAIL       ? "dns_error"
+                 : r == PX_R_CONNECT_FAIL ? "connection_refused"
+                 : r == PX_R_TIMEOUT      ? "connection_timeout"
+                                          : "proxy_internal_error");
+        snprintf(body, sizeof(body), "egressd: %s (%s)\n", detail, px_reason_str(r));
+    }
     answer(c, status, hdr, body);
     px_conn_flush_close(c);
 }
@@ -570,6 +584,10 @@ void px_conn_decide(struct px_conn *c)
         px_conn_deny(c, c->reason);
         return;
     }
+    if (px_limit_over_quota(c->lim, px_d.cfg->quota_bytes_per_sandbox)) {
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox has used up its byte quota");
+        return;
+    }
     if (c->host.kind != POLICY_HOST_NAME) {
         c->ans.n = 1;
         memcpy(c->ans.addr[0], c->host.addr, 16);
@@ -599,6 +617,26 @@ static void take_msb(struct px_conn *c)
     c->counted_active = true;
 }
 
+/* Count the connection against sandbox `id`'s limits. */
+static int take_limit(struct px_conn *c, const char *id)
+{
+    const struct px_config *cfg = px_d.cfg;
+    struct px_limit *l = px_limit_get(id);
+    bool rate;
+
+    if (!px_limit_conn_open(l, cfg->max_conns_per_sandbox, cfg->rate_new_conns_per_sandbox,
+                            &rate)) {
+        px_limit_put(l);
+        return -2;
+    }
+    if (c->lim != NULL) {
+        px_limit_conn_close(c->lim);
+        px_limit_put(c->lim);
+    }
+    c->lim = l;
+    return 0;
+}
+
 int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
 {
     const struct px_sandbox *sb;
@@ -611,6 +649,8 @@ int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
         sb = px_world_by_addr(c->world, c->src_addr);
     }
     if (sb != c->sb || c->msb == NULL) {
+        if (take_limit(c, sb ? sb->id : "default") == -2)
+            return -2;
         c->sb = sb;
         take_msb(c);
     }
@@ -840,7 +880,7 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
     c->timer = evtimer_new(w->base, on_timer, c);
     c->world = px_world_get();
     px_conn_watch_client(c);
-    px_conn_identify(c, NULL, 0);
+    int who = px_conn_identify(c, NULL, 0);
     c->mode = l->kind == PX_L_TLS    ? PX_MODE_TLS
               : l->kind == PX_L_HTTP ? PX_MODE_PLAIN
                                      : PX_MODE_HTTP;
@@ -849,6 +889,10 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
         original_dst(c, fd);
     if ((uint64_t)open > px_d.cfg->max_conns) {
         px_conn_fail(c, 503, PX_R_LIMIT, "too many connections");
+        return;
+    }
+    if (who == -2) {
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox opens too many connections");
         return;
     }
     if (l->kind == PX_L_TLS) {

@@ -21,6 +21,7 @@
 #include "http.h"
 #include "policy.h"
 #include "resolver.h"
+#include "sblimits.h"
 #include "sni.h"
 #include "verdict.h"
 #include "world.h"
@@ -60,6 +61,7 @@ struct px_conn {
     const struct policy_binding *pb;
     struct px_msb *msb;
     bool counted_active;
+    struct px_limit *lim; /* the sandbox's limits; counted as one open connection */
 
     /* What: the current request or tunnel. */
     char method[24];
@@ -99,6 +101,7 @@ struct px_conn {
 
     /* Counters for the log line and the metrics. */
     uint64_t bytes_up, bytes_down;
+    uint64_t quota_counted; /* of those, already counted by the relay */
     bool eof_cli, eof_up;
 };
 
@@ -123,7 +126,9 @@ void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const ch
 void px_conn_timeout(struct px_conn *c, uint64_t ms);
 /* Find the sandbox: by the `Proxy-Authorization` value when auth is not
  * NULL (-1 when it names none), else by the source address (or none:
- * default-policy).  Sets c->sb, c->pb and the metrics handle. */
+ * default-policy).  Sets c->sb, c->pb, the metrics handle and the limits
+ * handle; -2 when the sandbox is at its connection limit or rate (nothing
+ * counted then). */
 int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len);
 /* Judge host/port for the current request: name phase, resolve, address
  * phase, connect; calls px_conn_upstream_ready() when connected.  May close. */

@@ -166,14 +166,6 @@ static void on_request(struct px_conn *c, const struct px_http_request *req)
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "method name too long");
         return;
     }
-    if (c->l->kind == PX_L_PROXY && req->proxy_authorization.len > 0) {
-        if (px_conn_identify(c, req->proxy_authorization.p, req->proxy_authorization.len) == -1) {
-            px_conn_fail(c, 407, PX_R_NOT_ALLOWED, "unknown sandbox credentials");
-            return;
-        }
-    } else {
-        px_conn_identify(c, NULL, 0);
-    }
     err = target_of(c, req, &host, &port);
     if (err != NULL) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, err);
@@ -181,8 +173,21 @@ static void on_request(struct px_conn *c, const struct px_http_request *req)
     }
     snprintf(c->raw_host, sizeof(c->raw_host), "%.*s", (int)host.len, host.p);
     c->port = port;
-    if (policy_host_normalize(host.p, host.len, &c->host) != POLICY_HOST_OK) {
+    if (policy_host_normalize(host.p, host.len, &c->host) != POLICY_HOST_OK)
         c->host.len = 0;
+    /* Who asks: the sandbox its credentials name, or its address. */
+    bool auth = c->l->kind == PX_L_PROXY && req->proxy_authorization.len > 0;
+    int who = auth ? px_conn_identify(c, req->proxy_authorization.p, req->proxy_authorization.len)
+                   : px_conn_identify(c, NULL, 0);
+    if (who == -1) {
+        px_conn_fail(c, 407, PX_R_NOT_ALLOWED, "unknown sandbox credentials");
+        return;
+    }
+    if (who == -2) {
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox opens too many connections");
+        return;
+    }
+    if (c->host.len == 0) {
         px_conn_deny(c, PX_R_BAD_HOST);
         return;
     }

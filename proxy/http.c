@@ -943,10 +943,10 @@ static int trailer_byte(struct px_chunked *c, unsigned char b)
         c->line = 0;
         if (b == '\r')
             return CH_END_LF;
-        if (is_ows((char)b)) /* obs-fold */
-            return CH_BAD;
     }
-    if (c->state != CH_TRAILER_VAL) { /* the name: a token up to ':' */
+    /* The name: a token up to ':' (so obs-fold, a line starting with white
+     * space, is refused here too). */
+    if (c->state != CH_TRAILER_VAL) {
         if (b == ':' && c->line > 0)
             return line_byte(c, CH_TRAILER_VAL);
         return is_tchar(b) ? line_byte(c, CH_TRAILER_NAME) : CH_BAD;

@@ -38,6 +38,12 @@ static void on_relay_read(struct bufferevent *bev, void *arg)
         c->bytes_down += n;
     evbuffer_add_buffer(out, in);
     c->t_active_ms = px_now_ms();
+    c->quota_counted += n;
+    if (!px_limit_bytes(c->lim, n, px_d.cfg->quota_bytes_per_sandbox)) {
+        c->reason = PX_R_LIMIT;
+        px_conn_close(c, "byte quota used up");
+        return;
+    }
     if (evbuffer_get_length(out) >= RELAY_HIGH) {
         bufferevent_disable(bev, EV_READ);
         bufferevent_setwatermark(to, EV_WRITE, RELAY_HIGH / 2, 0);

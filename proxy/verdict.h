@@ -45,9 +45,9 @@ static inline const char *px_mode_str(enum px_mode m)
 static inline const char *px_reason_str(enum px_reason r)
 {
     static const char *const words[PX_R_COUNT] = {
-        "allowed", "not_allowed",  "deny_rule", "private_range", "geo",
-        "bad_host", "sni_mismatch", "no_sni", "not_tls", "ech", "bad_request",
-        "dns_fail", "connect_fail", "timeout", "limit"};
+        "allowed",     "not_allowed",  "deny_rule",    "private_range", "geo",
+        "bad_host",    "sni_mismatch", "no_sni",       "not_tls",       "ech",
+        "bad_request", "dns_fail",     "connect_fail", "timeout",       "limit"};
     return (unsigned)r < PX_R_COUNT ? words[r] : "?";
 }
 
