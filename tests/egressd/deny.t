@@ -49,7 +49,11 @@ denied() {
     fi
     ok "$rc" "$text: $status, X-Egress-Deny: $want_hdr, the body says so"
     if [ "$rc" -ne 0 ]; then
-        diag "wanted body: $want_body"
+        if [ "$hostport" = - ]; then
+            diag "wanted: X-Egress-Deny: $want_hdr; a body \"egressd: ...($reason...\""
+        else
+            diag "wanted: X-Egress-Deny: $want_hdr; the body \"$want_body\""
+        fi
         diag "got ($(cat "$R.st" 2>/dev/null)):"
         head -c 600 "$R" | cat -v | sed 's/^/#   /'
         echo
