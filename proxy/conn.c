@@ -627,6 +627,11 @@ static int take_limit(struct px_conn *c, const char *id)
     if (!px_limit_conn_open(l, cfg->max_conns_per_sandbox, cfg->rate_new_conns_per_sandbox,
                             &rate)) {
         px_limit_put(l);
+        if (c->lim != NULL) {
+            px_limit_conn_close(c->lim);
+            px_limit_put(c->lim);
+            c->lim = NULL;
+        }
         return -2;
     }
     if (c->lim != NULL) {
@@ -649,10 +654,11 @@ int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
         sb = px_world_by_addr(c->world, c->src_addr);
     }
     if (sb != c->sb || c->msb == NULL) {
+        c->sb = sb;
+        c->pb = sb ? sb->pb : c->world->default_pb;
+        take_msb(c);
         if (take_limit(c, sb ? sb->id : "default") == -2)
             return -2;
-        c->sb = sb;
-        take_msb(c);
     }
     c->pb = sb ? sb->pb : c->world->default_pb;
     return 0;

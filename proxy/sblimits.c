@@ -105,16 +105,20 @@ bool px_limit_conn_open(struct px_limit *l, uint64_t max_conns, uint64_t per_sec
 
 void px_limit_conn_close(struct px_limit *l)
 {
+    if (l == NULL)
+        return;
     atomic_fetch_sub(&l->open, 1);
 }
 
 bool px_limit_bytes(struct px_limit *l, uint64_t n, uint64_t quota)
 {
+    if (l == NULL)
+        return true;
     uint64_t total = atomic_fetch_add(&l->bytes, n) + n;
     return quota == 0 || total <= quota;
 }
 
 bool px_limit_over_quota(const struct px_limit *l, uint64_t quota)
 {
-    return quota != 0 && atomic_load(&l->bytes) >= quota;
+    return l != NULL && quota != 0 && atomic_load(&l->bytes) >= quota;
 }

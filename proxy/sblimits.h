@@ -24,6 +24,8 @@ void px_limit_put(struct px_limit *l); /* NULL is a no-op */
 bool px_limit_conn_open(struct px_limit *l, uint64_t max_conns, uint64_t per_sec, bool *rate);
 void px_limit_conn_close(struct px_limit *l);
 
+/* (The three below take NULL: a connection refused by its limits holds
+ * none.) */
 /* Count `n` bytes; false once the sandbox's total passes `quota` (0: none). */
 bool px_limit_bytes(struct px_limit *l, uint64_t n, uint64_t quota);
 /* Whether the quota is already used up. */
