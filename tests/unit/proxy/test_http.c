@@ -647,6 +647,7 @@ static const struct chunk_case chunk_cases[] = {
     CH("white space before the size", " 5\r\nhello\r\n", PX_CHUNKED_BAD, 0),
     CH("NUL in an extension", "5;a\0\r\nhello\r\n", PX_CHUNKED_BAD, 0),
     CH("bare LF ends the body", "0\r\n\n", PX_CHUNKED_BAD, 0),
+    CH("bare CR ends the body", "0\r\n\rX", PX_CHUNKED_BAD, 0),
     CH("trailer obs-fold", "0\r\nX: 1\r\n y\r\n\r\n", PX_CHUNKED_BAD, 0),
     CH("trailer without a colon", "0\r\nbad\r\n\r\n", PX_CHUNKED_BAD, 0),
     CH("trailer with a bare CR", "0\r\nX: a\rb\r\n\r\n", PX_CHUNKED_BAD, 0),
