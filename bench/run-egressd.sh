@@ -117,6 +117,7 @@ done
 
 # The origins: one sink per kind of answer, all on sink.test's address.
 "$SINK" --listen $SINK_ADDR:4443 --tls-like --reply-bytes "$REPLY" --threads "$SINK_THREADS" &
+TLS_SINK_PID=$!
 PIDS+=($!)
 "$SINK" --listen $SINK_ADDR:8000 --http --reply-bytes "$REPLY" --threads "$SINK_THREADS" &
 PIDS+=($!)
@@ -167,15 +168,15 @@ load() {
     [ -s "$T/$name.json" ] || die "egress-load $name gave no result (exit $rc)"
     kill -0 "$EGD_PID" 2>/dev/null || die "egressd died during $name"
 }
-egd_ticks() { awk '{ print $14 + $15 }' "/proc/$EGD_PID/stat"; }
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 egd_rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$EGD_PID/status"; }
-# cpu NAME CMD...: CMD, and egressd's CPU time meanwhile into $T/NAME.cpu (ticks).
+# cpu PID NAME CMD...: CMD, and PID's CPU time meanwhile into $T/NAME.cpu (ticks).
 cpu() {
-    local name=$1 t0
-    shift
-    t0=$(egd_ticks)
+    local pid=$1 name=$2 t0
+    shift 2
+    t0=$(ticks "$pid")
     "$@"
-    echo $(($(egd_ticks) - t0)) >"$T/$name.cpu"
+    echo $(($(ticks "$pid") - t0)) >"$T/$name.cpu"
 }
 # idle NAME ARGS...: hold the tunnels; egressd's VmRSS before/while into $T/NAME.rss.
 idle() {
@@ -213,15 +214,15 @@ load warmup --mode connect --proxy $PROXY --target sink.test:4443 --conns 4 --to
     --reply-bytes "$REPLY" >/dev/null
 idle idle-proxy --proxy $PROXY --target sink.test:4443 --reply-bytes "$REPLY"
 idle idle-direct --direct $SINK_ADDR:4443 --target sink.test:4443 --reply-bytes "$REPLY"
-cpu connect-proxy load connect-proxy --mode connect --proxy $PROXY --target sink.test:4443 \
+cpu "$EGD_PID" connect-proxy load connect-proxy --mode connect --proxy $PROXY --target sink.test:4443 \
     --conns "$CONNS" "${AMOUNT[@]}" --reply-bytes "$REPLY"
-load connect-direct --mode connect --direct $SINK_ADDR:4443 --target sink.test:4443 \
+cpu "$TLS_SINK_PID" connect-direct load connect-direct --mode connect --direct $SINK_ADDR:4443 --target sink.test:4443 \
     --conns "$CONNS" "${AMOUNT[@]}" --reply-bytes "$REPLY"
-cpu sni-proxy load sni-proxy --mode sni --proxy $TLS --target sink.test:4443 \
+cpu "$EGD_PID" sni-proxy load sni-proxy --mode sni --proxy $TLS --target sink.test:4443 \
     --conns "$CONNS" "${AMOUNT[@]}" --reply-bytes "$REPLY"
 load sni-direct --mode sni --direct $SINK_ADDR:4443 --target sink.test:4443 \
     --conns "$CONNS" "${AMOUNT[@]}" --reply-bytes "$REPLY"
-cpu http-proxy load http-proxy --mode http --proxy $PROXY --target sink.test:8000 \
+cpu "$EGD_PID" http-proxy load http-proxy --mode http --proxy $PROXY --target sink.test:8000 \
     --conns "$CONNS" "${REQUESTS[@]}"
 load http-direct --mode http --direct $SINK_ADDR:8000 --target sink.test:8000 \
     --conns "$CONNS" "${REQUESTS[@]}"
@@ -229,7 +230,7 @@ load bulk-proxy --mode bulk --proxy $PROXY --target sink.test:9000 --conns "$BUL
     --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
 load bulk-direct --mode bulk --direct $SINK_ADDR:9000 --target sink.test:9000 \
     --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
-cpu deny-proxy load deny-proxy --mode deny --proxy $PROXY --target denied.test:4443 \
+cpu "$EGD_PID" deny-proxy load deny-proxy --mode deny --proxy $PROXY --target denied.test:4443 \
     --conns "$CONNS" "${AMOUNT[@]}"
 
 kill -TERM "$EGD_PID"
@@ -290,17 +291,20 @@ try:
               % (before, held, n, (held - before) / n))
 except (OSError, ValueError):
     pass
-for name, what in (("connect", "connection"), ("sni", "connection"), ("http", "request"),
-                   ("deny", "connection")):
-    r = get(name + "-proxy")
+for run, who, what in (("connect-proxy", "egressd", "connection"),
+                       ("sni-proxy", "egressd", "connection"),
+                       ("http-proxy", "egressd", "request"),
+                       ("deny-proxy", "egressd", "connection"),
+                       ("connect-direct", "the sink, for reference,", "connection")):
+    r = get(run)
     try:
-        ticks = int(open(os.path.join(t, name + "-proxy.cpu")).read())
+        ticks = int(open(os.path.join(t, run + ".cpu")).read())
     except (OSError, ValueError):
         continue
     n = r["total"] + r["error_total"] if r else 0
     if n:
-        print("egressd CPU, %-7s %7.1f us per %s (utime+stime %d ticks / %d)"
-              % (name + ":", ticks * 1e6 / tck / n, what, ticks, n))
+        print("CPU of %s %s: %.1f us per %s (utime+stime %d ticks / %d)"
+              % (who, run.split("-")[0], ticks * 1e6 / tck / n, what, ticks, n))
 EOF
 if [ "$failed" -ne 0 ]; then
     echo "run-egressd.sh: some exchanges failed (see the errors columns)" >&2
