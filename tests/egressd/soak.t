@@ -65,6 +65,7 @@ warmup "$T/warmup.json"
 # SOAK_MAX_SECONDS: then the soak runs against the gcc build beside it
 # (run.sh builds both), and says so.
 projected=$((SOAK_N / rate))
+diag "soak: warm-up at $rate connections/s: $SOAK_N should take about $projected s"
 if [ "$projected" -gt "$SOAK_MAX_SECONDS" ]; then
     if [ -x "$SOAK_RELEASE_BIN" ] && [ "$SOAK_RELEASE_BIN" != "$EGD_BIN" ]; then
         diag "soak: $EGD_BIN makes $rate connections/s: $SOAK_N would take ${projected} s (> $SOAK_MAX_SECONDS s); the soak runs against $SOAK_RELEASE_BIN instead"
