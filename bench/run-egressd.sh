@@ -86,6 +86,11 @@ else
     BULK_CONNS=${BENCH_BULK_CONNS:-4} BULK_BYTES=${BENCH_BULK_BYTES:-512m}
     AMOUNT=(--total "${BENCH_TOTAL:-20000}") REQUESTS=(--total "${BENCH_REQUESTS:-100000}")
 fi
+# egressd holds two descriptors per tunnel (client and upstream).
+if [ $((IDLE * 2 + 200)) -gt "$(ulimit -n)" ]; then
+    echo "# note: open files limited to $(ulimit -n): egressd can hold about" \
+        "$((($(ulimit -n) - 200) / 2)) tunnels, fewer than BENCH_IDLE=$IDLE" >&2
+fi
 PROXY=127.0.0.1:3128
 TLS=127.0.0.1:8443
 SINK_ADDR=127.0.0.16
