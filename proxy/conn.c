@@ -53,7 +53,7 @@ static int64_t wall_ms(void)
 /* ------------------------------------------------------------ states */
 
 /* Which states may follow which; the rest are bugs. */
-static bool legal(enum px_conn_state from, enum px_conn_state to)
+__attribute__((unused)) static bool legal(enum px_conn_state from, enum px_conn_state to)
 {
     if (to == PX_S_FLUSH)
         return true;
@@ -369,11 +369,12 @@ void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const ch
     bool refusal = r == PX_R_BAD_REQUEST || r == PX_R_LIMIT || r == PX_R_NOT_ALLOWED ||
                    (r == PX_R_TIMEOUT && status == 408);
 
+    /* A refusal is a deny; a failure on the way (dns_fail, connect_fail,
+     * a timeout) keeps the policy's verdict, which allowed the request. */
     c->reason = r;
-    if (!c->decided || refusal) {
+    if (refusal)
         c->decision = POLICY_DENY;
-        c->decided = true;
-    }
+    c->decided = true;
     if (!speaks_http(c)) {
         px_conn_flush_close(c);
         return;

@@ -42,7 +42,7 @@ static unsigned n_workers;
 static struct event_base *main_base;
 static struct px_resolver *main_resolver;
 static struct event *drain_timer, *reload_timer;
-static int64_t started_ms, drain_end_ms;
+static int64_t drain_end_ms;
 static int inotify_fd = -1;
 
 /* libevent's own messages (evdns marking a server down, ...) go to the
@@ -301,7 +301,6 @@ int main(int argc, char **argv)
     px_d.next_id = 1;
     px_d.http_limits = (struct px_http_limits){
         .max_line = 8192, .max_head = cfg.max_header_bytes, .max_headers = 100};
-    started_ms = px_now_ms();
     if (start(err, sizeof(err)) == -1) {
         fprintf(stderr, "egressd: %s\n", err);
         return 1;
