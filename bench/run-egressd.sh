@@ -108,6 +108,7 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM HUP # so that cleanup runs then too
 die() {
     echo "run-egressd.sh: $*" >&2
     [ -f "$T/egressd.err" ] && tail -n 20 "$T/egressd.err" | sed 's/^/  egressd: /' >&2
