@@ -162,9 +162,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static json_t *status_hook(void *arg)
 {
     (void)arg;
-    return json_pack("{s:I,s:I,s:b,s:I}", "workers", (json_int_t)n_workers, "connections",
-                     (json_int_t)atomic_load(&px_d.conns), "draining", atomic_load(&px_d.draining),
-                     "uptime_ms", (json_int_t)(px_now_ms() - started_ms));
+    return json_pack("{s:I,s:I,s:b}", "workers", (json_int_t)n_workers, "connections",
+                     (json_int_t)atomic_load(&px_d.conns), "draining", atomic_load(&px_d.draining));
 }
 
 static void add_listeners(void)
