@@ -13,26 +13,26 @@
 /* One line.  NULL strings and zero numbers marked "or 0" are written as
  * JSON null, so every line has every field. */
 struct px_log_entry {
-    int64_t ts_ms;          /* when the connection ended (ms since the epoch) */
-    uint64_t id;            /* connection id, unique in this process */
-    const char *sandbox;    /* binding id, or "default" */
-    const char *owner;      /* binding owner, or NULL */
-    const char *src;        /* client "ADDR:PORT" */
-    const char *mode;       /* connect|http|tls|plain */
-    const char *method;     /* HTTP method, or NULL */
-    const char *host;       /* normalized host as asked for, or the raw text if bad_host */
-    unsigned port;          /* or 0 */
-    const char *sni;        /* the ClientHello's server_name, or NULL */
-    const char *decision;   /* allow|deny|would_deny */
-    const char *reason;     /* px_reason_str() */
-    const char *rule;       /* "FILE:LINE", or NULL */
-    const char *upstream;   /* "ADDR:PORT" connected to, or NULL */
-    const char *country;    /* or NULL / "" */
-    uint32_t asn;           /* or 0 */
-    uint64_t bytes_up;      /* client -> origin */
-    uint64_t bytes_down;    /* origin -> client */
+    int64_t ts_ms;        /* when the connection ended (ms since the epoch) */
+    uint64_t id;          /* connection id, unique in this process */
+    const char *sandbox;  /* binding id, or "default" */
+    const char *owner;    /* binding owner, or NULL */
+    const char *src;      /* client "ADDR:PORT" */
+    const char *mode;     /* connect|http|tls|plain */
+    const char *method;   /* HTTP method, or NULL */
+    const char *host;     /* normalized host as asked for, or the raw text if bad_host */
+    unsigned port;        /* or 0 */
+    const char *sni;      /* the ClientHello's server_name, or NULL */
+    const char *decision; /* allow|deny|would_deny */
+    const char *reason;   /* px_reason_str() */
+    const char *rule;     /* "FILE:LINE", or NULL */
+    const char *upstream; /* "ADDR:PORT" connected to, or NULL */
+    const char *country;  /* or NULL / "" */
+    uint32_t asn;         /* or 0 */
+    uint64_t bytes_up;    /* client -> origin */
+    uint64_t bytes_down;  /* origin -> client */
     uint64_t duration_ms;
-    unsigned status;        /* HTTP status sent or received, or 0 */
+    unsigned status; /* HTTP status sent or received, or 0 */
 };
 
 /* Open `path` ("stdout" for standard output) for appending.  Returns 0, or

@@ -27,9 +27,9 @@ enum px_http_result {
 };
 
 struct px_http_limits {
-    size_t max_line;      /* request/status line bytes (e.g. 8192) */
-    size_t max_head;      /* whole head bytes incl. the final CRLF (max-header-bytes) */
-    size_t max_headers;   /* header fields (<= PX_HTTP_MAX_HEADERS_CAP) */
+    size_t max_line;    /* request/status line bytes (e.g. 8192) */
+    size_t max_head;    /* whole head bytes incl. the final CRLF (max-header-bytes) */
+    size_t max_headers; /* header fields (<= PX_HTTP_MAX_HEADERS_CAP) */
 };
 
 struct px_http_view {
@@ -58,7 +58,7 @@ enum px_http_body {
 
 struct px_http_request {
     struct px_http_view method, target;
-    unsigned minor;                  /* HTTP/1.<minor>: 0 or 1 */
+    unsigned minor; /* HTTP/1.<minor>: 0 or 1 */
     enum px_http_target_form form;
     /* From the target: absolute form gives scheme, host, port, path;
      * authority form gives host and port; origin form gives path. */
@@ -71,13 +71,13 @@ struct px_http_request {
     struct px_http_view proxy_authorization; /* the field value, if any */
     enum px_http_body body;
     uint64_t content_length;
-    bool keep_alive;       /* HTTP/1.1 without "close", or 1.0 with "keep-alive" */
-    bool expect_continue;  /* Expect: 100-continue */
-    bool upgrade;          /* an Upgrade field is present */
+    bool keep_alive;      /* HTTP/1.1 without "close", or 1.0 with "keep-alive" */
+    bool expect_continue; /* Expect: 100-continue */
+    bool upgrade;         /* an Upgrade field is present */
     size_t n_headers;
     struct px_http_header headers[PX_HTTP_MAX_HEADERS_CAP];
-    size_t head_len;       /* bytes of the head, incl. the empty line */
-    const char *error;     /* for BAD / TOO_BIG: what was wrong, for the 400 body */
+    size_t head_len;   /* bytes of the head, incl. the empty line */
+    const char *error; /* for BAD / TOO_BIG: what was wrong, for the 400 body */
 };
 
 struct px_http_response {
@@ -130,8 +130,8 @@ size_t px_http_format_response(const struct px_http_response *resp, const char *
  * bad hex digit, a missing CRLF or a bare LF is an error. */
 struct px_chunked {
     int state;
-    uint64_t left;     /* bytes left in the current chunk's data */
-    size_t line;       /* bytes in the current size or trailer line */
+    uint64_t left; /* bytes left in the current chunk's data */
+    size_t line;   /* bytes in the current size or trailer line */
 };
 
 enum px_chunked_result {

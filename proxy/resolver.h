@@ -50,8 +50,7 @@ struct px_hosts;
  * err. */
 struct px_hosts *px_hosts_load(const char *path, char *err, size_t errlen);
 /* The addresses of `name` (normalized), or 0 if the table has none. */
-size_t px_hosts_lookup(const struct px_hosts *h, const char *name,
-                       uint8_t out[][16], size_t max);
+size_t px_hosts_lookup(const struct px_hosts *h, const char *name, uint8_t out[][16], size_t max);
 void px_hosts_free(struct px_hosts *h); /* NULL is a no-op */
 
 /* ---- resolver */
@@ -73,8 +72,8 @@ typedef void (*px_dns_cb)(enum px_dns_result res, const struct px_dns_answer *a,
  * returns and NULL is returned.  Otherwise a request handle is returned and
  * cb runs once, later, from the event loop; `a` is valid only during cb.
  * `hosts` may be NULL. */
-struct px_dns_req *px_resolve(struct px_resolver *r, const struct px_hosts *hosts,
-                              const char *name, px_dns_cb cb, void *arg);
+struct px_dns_req *px_resolve(struct px_resolver *r, const struct px_hosts *hosts, const char *name,
+                              px_dns_cb cb, void *arg);
 
 /* Cancel a request in flight; its cb never runs.  NULL is a no-op. */
 void px_resolve_cancel(struct px_dns_req *q);

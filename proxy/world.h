@@ -27,24 +27,24 @@
 
 /* One binding, as the admin API took it. */
 struct px_sandbox {
-    char id[64];      /* [A-Za-z0-9._-]{1,63} */
+    char id[64]; /* [A-Za-z0-9._-]{1,63} */
     char name[128];
     char owner[128];
-    char policy[64];  /* the preset */
+    char policy[64]; /* the preset */
     uint8_t addrs[PX_SANDBOX_MAX_ADDRS][16];
     size_t n_addrs;
-    char token[128];  /* Proxy-Authorization: Basic base64(id:token); "" none */
-    int64_t expires;  /* unix seconds; 0: none */
+    char token[128];           /* Proxy-Authorization: Basic base64(id:token); "" none */
+    int64_t expires;           /* unix seconds; 0: none */
     struct policy_binding *pb; /* preset + the binding's extra allow lines */
-    json_t *json;     /* the binding as stored and returned by GET (token elided) */
+    json_t *json;              /* the binding as stored and returned by GET (token elided) */
 };
 
 struct px_world {
-    uint64_t generation;   /* 1, 2, ... in the order worlds were made */
+    uint64_t generation; /* 1, 2, ... in the order worlds were made */
     struct policy *policy;
-    struct px_hosts *hosts;              /* NULL without hosts-file */
-    struct policy_binding *default_pb;   /* default-policy, no extras */
-    const struct px_sandbox *sandboxes;  /* sorted by id */
+    struct px_hosts *hosts;             /* NULL without hosts-file */
+    struct policy_binding *default_pb;  /* default-policy, no extras */
+    const struct px_sandbox *sandboxes; /* sorted by id */
     size_t n_sandboxes;
     /* private: the reference count and the address index follow */
 };
@@ -79,8 +79,8 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
 
 /* Reread policy-dir and hosts-file into a new world with the same bindings.
  * A binding whose preset is gone (or whose extra lines no longer load) is an
- * error naming the sandbox.  On any error the current world stays and every error is in err (one per
- * line); returns 0 or -1.  Counts policy_reloads_total. */
+ * error naming the sandbox.  On any error the current world stays and every error is in err (one
+ * per line); returns 0 or -1.  Counts policy_reloads_total. */
 int px_world_reload(char *err, size_t errlen);
 
 /* Add or replace binding `id` from JSON `obj` (the object of DESIGN.md; its
