@@ -485,8 +485,14 @@ static void try_connect(struct px_conn *c)
             px_conn_timeout(c, px_d.cfg->timeout_connect_ms);
             return;
         }
+        int err = errno;
         bufferevent_free(c->up);
         c->up = NULL;
+        if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+            /* Our limit, not the origin's fault. */
+            px_conn_fail(c, 503, PX_R_LIMIT, "egressd is out of sockets");
+            return;
+        }
     }
     px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "no address of the host accepted the connection");
 }

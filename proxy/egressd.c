@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,6 +180,32 @@ static void add_listeners(void)
             (struct px_listener_spec){PX_L_HTTP, &cfg.transparent_http[i], 0};
 }
 
+/* Two descriptors per connection (client, upstream) and some to spare:
+ * raise the soft limit as far as the hard one allows, and lower max-conns
+ * to what fits, so that running out is a 503 at accept, not a failed
+ * upstream connect. */
+static void fit_descriptors(void)
+{
+    struct rlimit rl;
+    const rlim_t spare = 256;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == -1)
+        return;
+    rlim_t want = (rlim_t)cfg.max_conns * 2 + spare;
+    if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < want) {
+        uint64_t fits = rl.rlim_cur > spare * 2 ? (uint64_t)(rl.rlim_cur - spare) / 2 : 16;
+        px_log_warnx("max-conns %llu needs %llu open files, the limit is %llu: max-conns is %llu",
+                     (unsigned long long)cfg.max_conns, (unsigned long long)want,
+                     (unsigned long long)rl.rlim_cur, (unsigned long long)fits);
+        cfg.max_conns = fits;
+    }
+}
+
 /* `user NAME`: give up root once every socket is open. */
 static int drop_privileges(char *err, size_t errlen)
 {
@@ -228,6 +255,7 @@ static int start(char *err, size_t errlen)
 {
     struct px_admin_hooks hooks = {status_hook, NULL};
 
+    fit_descriptors();
     if (px_accesslog_open(cfg.access_log, err, errlen) == -1)
         return -1;
     if (px_world_init(&cfg, &geo, err, errlen) == -1)

@@ -90,7 +90,12 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
 
     memset(w, 0, sizeof(*w));
     w->index = index;
-    w->base = event_base_new();
+    /* The changelist folds the several add/del a connection makes in one
+     * callback into one epoll_ctl per socket per loop turn. */
+    struct event_config *ec = event_config_new();
+    event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    w->base = event_base_new_with_config(ec);
+    event_config_free(ec);
     if (w->base == NULL) {
         snprintf(err, errlen, "worker %u: cannot make an event loop", index);
         return -1;
