@@ -16,7 +16,7 @@ test_pkgs=(clang libclang-rt-14-dev clang-format python3 openssl curl ca-certifi
 # egressd's end-to-end tools.t/metrics.t: real clients through the proxy (git
 # with its http-backend, wget, apt with apt-ftparchive and dpkg-deb) and a real
 # Prometheus server with promtool.
-test_pkgs+=(git wget apt-utils dpkg prometheus)
+test_pkgs+=(git wget apt-utils dpkg prometheus nftables)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 
