@@ -21,7 +21,7 @@ stop_all() {
         [ -n "$p" ] && kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
     mcp_pid= relay_pid=
-    sbx_stop_all
+    sbx_stop_all quiet
 }
 mcp_sbx_setup || exit 1
 trap stop_all EXIT
@@ -82,5 +82,8 @@ wait "$mcp_pid" || rc=$?
 mcp_pid=
 tap_ok $rc "sandboxctl mcp --http stops cleanly after the suite (exit $rc)"
 [ $rc -eq 0 ] || tail -n 20 "$T/mcp-http.log" | sed 's/^/# /'
+kill -TERM "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
+relay_pid=
+sbx_stop_all
 echo "1..$tap_n"
 [ "$tap_failed" -eq 0 ]

@@ -76,7 +76,7 @@ mcp_wait_file() {
 
 # mcp_sbx_setup: for the scripts that run the real sandboxctl (source
 # tests/sandboxctl/lib.sh first).  Checks the binary, installs the node
-# packages, starts the Proxmox simulator and the egressd stand-ins (sbx_start),
+# packages, starts the Proxmox simulator and two egressd (sbx_start),
 # writes a bearer token to $T/mcp-token and adds mcp-presets (balanced locked)
 # and mcp-token-file to $CONF.  On a failure prints a failing TAP line and
 # returns 1.  sbx_start sets its own EXIT trap: set yours after this.
@@ -90,7 +90,7 @@ mcp_sbx_setup() {
     if ! mcp_node_setup 2>"$log"; then
         tap_ok 1 "the MCP SDK, the conformance suite and Node 22 are installed from npm"
     elif ! sbx_start 9 "" --task-ms 50 >"$log" 2>&1; then
-        tap_ok 1 "the Proxmox simulator and the egressd stand-ins start"
+        tap_ok 1 "the Proxmox simulator and both egressd start"
     else
         rm -f "$log"
         printf '%s\n' "mcp-test-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" \

@@ -19,7 +19,7 @@ stop_mcp() {
     fi
 }
 mcp_sbx_setup || exit 1
-trap 'stop_mcp; sbx_stop_all' EXIT
+trap 'stop_mcp; sbx_stop_all quiet' EXIT
 
 # sdk MODE NAME ARGS...: the SDK client script, its lines numbered here.
 sdk() {
@@ -136,5 +136,6 @@ timeout 10 "$SBX_BIN" -c "$T/notoken.conf" mcp --http 127.0.0.1:0 >/dev/null 2>"
 rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q 'mcp-token-file' "$T/notoken.err"
 tap_ok $? "without mcp-token-file, mcp --http refuses to start and names the setting (exit $rc)"
+sbx_stop_all
 echo "1..$tap_n"
 [ "$tap_failed" -eq 0 ]

@@ -23,7 +23,7 @@ print(json.dumps(w))'
 
 run_version() {
     local v=$1 out addr
-    sbx_start "$v" "$(world_for "$v")" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    sbx_start "$v" "$(world_for "$v")" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
     out=$(sbx --json create --name fresh-1 --size small --lifetime 1h --owner alice --policy locked 2>&1)
     check "PVE $v: create succeeds beside VMs whose metadata is damaged or absent" \
         test "$(json_get "$out" 'j["name"]' 2>/dev/null)" = fresh-1

@@ -2,9 +2,9 @@
 # tests/sandboxctl/commands.t - every sandboxctl command against the Proxmox
 # simulator (tests/pve-sim), on the PVE 8.4 and the 9.1 schema.
 #
-# egressd's admin API is played by tests/sandboxctl/egress_recorder.py (one on
-# a unix socket, one on TCP) until egressd itself has landed: it keeps and
-# records the bindings sandboxctl sends.
+# The bindings go to two real egressd (one with its admin API on a unix
+# socket, one on TCP with a bearer token); the checks read them back from
+# egressd's GET /v1/sandboxes.
 set -u
 . "$TOP/tests/sandboxctl/lib.sh"
 
@@ -19,7 +19,7 @@ print(json.dumps(w))'
 
 run_version() {
     local v=$1 out rc a1 addr vmid calls t0 t1 blob
-    sbx_start "$v" "$(world_for "$v")" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    sbx_start "$v" "$(world_for "$v")" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
     head -c 300 /dev/urandom | base64 >"$T/secrets.in"
     cp "$T/secrets.in" "$T/secrets"
     chmod 600 "$T/secrets"
@@ -57,10 +57,15 @@ run_version() {
         test "$(json_get "$a1" 'r = j["firewall"]["rules"]; len(r) == 1 and r[0]["type"] == "out" and r[0]["action"] == "ACCEPT" and r[0]["dest"] == "10.99.0.1" and str(r[0]["dport"]) == "3128" and r[0]["proto"] == "tcp"')" = True
     check "PVE $v: description holds the metadata, tags name the address" \
         test "$(json_get "$a1" 'd = j["config"]["description"]; "owner: alice" in d and "policy: balanced" in d and "allow: pypi.org *.pythonhosted.org" in d and "ip-'"$addr"'" in j["config"]["tags"]')" = True
-    check "PVE $v: both egressd stand-ins hold the binding" \
-        test "$(rec_state 1 'r["bindings"]["'"$vmid"'"]')" = "$(rec_state 2 'r["bindings"]["'"$vmid"'"]')"
-    check "PVE $v: the binding is DESIGN.md's (id, owner, addresses, policy, allow, expires)" \
-        test "$(rec_state 1 'b = r["bindings"]["'"$vmid"'"]; b["id"] == "'"$vmid"'" and b["name"] == "a1" and b["owner"] == "alice" and b["addresses"] == ["'"$addr"'"] and b["policy"] == "balanced" and b["allow"] == ["pypi.org", "*.pythonhosted.org"] and b["expires"].endswith("Z")')" = True
+    check "PVE $v: both egressd hold the binding, the same" \
+        test "$(egressd_state 1 'b["'"$vmid"'"]')" = "$(egressd_state 2 'b["'"$vmid"'"]')"
+    check "PVE $v: egressd's binding is DESIGN.md's (id, name, owner, addresses, policy, allow, expires)" \
+        test "$(egressd_state 1 'x = b["'"$vmid"'"]; sorted(x) == sorted(["id", "name", "owner", "addresses", "policy", "allow", "expires"]) and x["id"] == "'"$vmid"'" and x["name"] == "a1" and x["owner"] == "alice" and x["addresses"] == ["'"$addr"'"] and x["policy"] == "balanced" and x["allow"] == ["pypi.org", "*.pythonhosted.org"]')" = True
+    check "PVE $v: its expires is the sandbox's (create's answer)" \
+        test "$(egressd_state 2 'b["'"$vmid"'"]["expires"]')" = "$(json_get "$out" 'j["expires"]')"
+    egressd_api 1 GET '/v1/explain?sandbox='"$vmid"'&host=files.pythonhosted.org&port=443'
+    check "PVE $v: egressd judges by it: explain under sandbox $vmid uses preset balanced" \
+        test "$(json_get "$EGD_BODY" 'j["sandbox"] == "'"$vmid"'" and j["preset"] == "balanced" and j["name"]["decision"] == "allow"')" = True
 
     # the proxy environment and the secrets file inside the guest
     out=$(sbx exec a1 -- sh -c 'cat /etc/profile.d/sandbox-proxy.sh /etc/apt/apt.conf.d/95sandbox-proxy /etc/npmrc /etc/pip.conf /etc/gitconfig')
@@ -133,7 +138,8 @@ run_version() {
     after=$(json_get "$out" 'j["expires"]')
     check "PVE $v: expires moved by 2 h ($before -> $after)" \
         test "$(python3 -c "import datetime as d; f=lambda s: d.datetime.strptime(s, '%Y-%m-%dT%H:%M:%SZ'); print(int((f('$after') - f('$before')).total_seconds()))")" = 7200
-    check "PVE $v: egressd's binding carries the new expiry" test "$(rec_state 1 'r["bindings"]["'"$vmid"'"]["expires"]')" = "$after"
+    check "PVE $v: both egressd's bindings carry the new expiry" \
+        test "$(egressd_state 1 'b["'"$vmid"'"]["expires"]') $(egressd_state 2 'b["'"$vmid"'"]["expires"]')" = "$after $after"
     # Two extends at once: the digest makes the later writer re-read, so neither is lost.
     sbx extend a1 1h >/dev/null &
     rc=$!
@@ -175,7 +181,7 @@ run_version() {
     ok $? "PVE $v: destroy c3"
     check "PVE $v: c3 is gone from Proxmox" test "$(sim_state "[x['vmid'] for x in s['vms'] if x['vmid'] == $c3]")" = "[]"
     check "PVE $v: c3's binding is gone from both egressd" \
-        test "$(rec_state 1 '"'"$c3"'" in r["bindings"]')$(rec_state 2 '"'"$c3"'" in r["bindings"]')" = FalseFalse
+        test "$(egressd_state 1 '"'"$c3"'" in b')$(egressd_state 2 '"'"$c3"'" in b')" = FalseFalse
     out=$(sbx destroy c3 2>&1)
     ok "$([ $? -eq 1 ] && grep -q "no sandbox called 'c3'" <<<"$out"; echo $?)" "PVE $v: destroying it again fails clearly ($out)"
 
@@ -187,14 +193,20 @@ run_version() {
         "PVE $v: nor reached by name"
     check "PVE $v: the template is untouched" test "$(sim_state "[x['vmid'] for x in s['vms'] if x['vmid'] in (9000, 9001)]")" = "[9000, 9001]"
 
-    # sync repairs what egressd holds
-    curl -sS -X PUT -H 'Content-Type: application/json' --data '{"id":"999","name":"stale","owner":"x","addresses":["10.99.0.99"],"policy":"open","allow":[],"expires":"2030-01-01T00:00:00Z"}' \
-        "http://127.0.0.1:$(cat "$T/rec2.port")/v1/sandboxes/999" >/dev/null
-    curl -sS -X DELETE --unix-socket "$T/egressd.sock" "http://localhost/v1/sandboxes/$vmid" >/dev/null
+    # sync repairs what egressd holds: a stale binding on one, a missing one on the other
+    egressd_api 2 PUT /v1/sandboxes/999 '{"id":"999","name":"stale","owner":"x","addresses":["10.99.0.99"],"policy":"open","allow":[],"expires":"2030-01-01T00:00:00Z"}'
+    ok $? "PVE $v: egressd 2 takes a stale binding 999 by hand ($EGD_CODE)"
+    blob=$(egressd_state 1 'b["'"$vmid"'"]')
+    egressd_api 1 DELETE "/v1/sandboxes/$vmid"
+    ok $? "PVE $v: egressd 1 drops a1's binding by hand ($EGD_CODE)"
     out=$(sbx --json sync)
     ok $? "PVE $v: sync"
+    check "PVE $v: sync reports 2 bindings sent to both egressd" \
+        test "$(json_get "$out" 'j["bindings"] == 2 and len(j["egressd"]) == 2')" = True
     check "PVE $v: after sync both egressd hold exactly a1 and b2" \
-        test "$(rec_state 1 'sorted(b["name"] for b in r["bindings"].values())')$(rec_state 2 'sorted(b["name"] for b in r["bindings"].values())')" = '["a1", "b2"]["a1", "b2"]'
+        test "$(egressd_state 1 'sorted(x["name"] for x in b.values())')$(egressd_state 2 'sorted(x["name"] for x in b.values())')" = '["a1", "b2"]["a1", "b2"]'
+    check "PVE $v: a1's binding is back on egressd 1 as it was before (the expiry of the last extend)" \
+        test "$(egressd_state 1 'b["'"$vmid"'"]')" = "$blob"
 
     # reap with nothing expired; doctor
     out=$(sbx --json reap)

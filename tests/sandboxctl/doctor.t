@@ -10,7 +10,7 @@ run_version() {
     agent=VM.Monitor
     [ "$v" = 9 ] && agent=VM.GuestAgent.Unrestricted
 
-    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
     out=$(sbx doctor)
     ok $? "PVE $v: doctor passes on a good set-up"
     check "PVE $v: it checked the guest agent privilege of this version" \
@@ -59,15 +59,13 @@ print(json.dumps(w))')" || { ok 1 "PVE $v: simulator starts"; return; }
         "PVE $v: doctor names a sandbox whose firewall was switched off"
     sbx destroy fw >/dev/null
     printf '%s\n' "template pve1:9999" "bridge vmbr77" | sbx_write_config
-    kill "$SBX_REC2_PID"
-    wait "$SBX_REC2_PID" 2>/dev/null
-    SBX_REC2_PID=
+    egressd_stop 2
     out=$(sbx doctor)
     rc=$?
     ok "$([ $rc -eq 1 ]; echo $?)" "PVE $v: doctor fails on a broken set-up"
     check "PVE $v: names the missing template" grep -q "FAIL template   template 9999: not visible" <<<"$out"
     check "PVE $v: names the missing bridge and node" grep -q "FAIL bridge     bridge vmbr77 is missing on node pve1" <<<"$out"
-    check "PVE $v: names the egressd that does not answer" grep -qE "FAIL egressd +egressd http://127.0.0.1:[0-9]+ does not answer" <<<"$out"
+    check "PVE $v: names the egressd that is down" grep -qE "FAIL egressd +egressd $SBX_EGD2_ADMIN does not answer" <<<"$out"
     check "PVE $v: the egressd on the unix socket still answers" grep -qE "^ok +egressd +egressd unix:" <<<"$out"
     check "PVE $v: every failure has a fix line" \
         test "$(grep -c '^FAIL' <<<"$out")" = "$(grep -c '^     fix: ' <<<"$out")"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/sandboxctl/faults.t - a fault at each step of create leaves nothing
-# behind (no VM, no reservation, no binding); on PVE 8.4 and 9.1. Faults come from the
-# simulator's /_sim/faults and, for the binding step, from the egressd
-# stand-in (tests/sandboxctl/egress_recorder.py, in place of egressd's admin
-# API until egressd lands). Lock retries are in locks.t.
+# behind (no VM, no reservation, no binding); on PVE 8.4 and 9.1. Faults come
+# from the simulator's /_sim/faults and, for the binding step, from the two
+# real egressd: one refusing the binding (a preset only the other has, one
+# neither has) and one that is down. Lock retries are in locks.t.
 set -u
 . "$TOP/tests/sandboxctl/lib.sh"
 
@@ -20,8 +20,8 @@ fault_case() {
 }
 
 run_version() {
-    local v=$1 out rc n pid
-    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    local v=$1 out rc n pid mark vmid
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
     printf 'a secret\n' >"$T/secrets"
     chmod 600 "$T/secrets"
     echo "secrets-file $T/secrets" | sbx_write_config
@@ -39,14 +39,44 @@ run_version() {
     fault_case "$v" secrets POST '/agent/exec$' http_500
     pve_sim_ctl DELETE faults >/dev/null
 
-    # egressd refuses the binding: the one that took it must drop it again.
-    curl -sS --data '{"method":"PUT","count":1}' "http://127.0.0.1:$(cat "$T/rec2.port")/_rec/fail" >/dev/null
+    # egressd 2 refuses the binding: egressd 1 has a preset `solo` that egressd
+    # 2 lacks, so 1 takes the binding, 2 answers 422, and 1 must drop it again.
+    printf 'a.test:8000\n' >"$T/egressd1/policies/solo.allow"
+    egressd_api 1 POST /v1/reload
+    ok $? "PVE $v: egressd 1 reloads with a preset solo that egressd 2 lacks ($EGD_CODE $EGD_BODY)"
+    mark=$(wc -l <"$T/egressd1/egressd.err")
+    out=$(sbx create --name f1 --size small --owner a --policy solo 2>&1)
+    rc=$?
+    vmid=$(sed -nE 's|.*PUT /v1/sandboxes/([0-9]+): 422.*|\1|p' <<<"$out" | head -n 1)
+    ok "$([ $rc -eq 1 ] && grep -qF "create: egressd binding: egressd $SBX_EGD2_ADMIN: PUT /v1/sandboxes/$vmid: 422" <<<"$out" &&
+        grep -q "found 'solo': no such preset" <<<"$out" && ! grep -qF "egressd $SBX_EGD1_ADMIN" <<<"$out"; echo $?)" \
+        "PVE $v: egressd 2 refusing the binding (422, no such preset) fails the create with egressd's reason (${out:0:300})"
+    check "PVE $v: egressd 1 had bound the sandbox and was told to drop it (its log)" \
+        test "$(tail -n +$((mark + 1)) "$T/egressd1/egressd.err" | grep -oE 'admin: sandbox [0-9]+ (bound|deleted)' | tr '\n' ,)" = \
+        "admin: sandbox $vmid bound,admin: sandbox $vmid deleted,"
+    nothing_left "$v" "egressd 2 refusing the binding"
+
+    # A preset neither egressd has: both refuse, both are named.
+    out=$(sbx create --name f1 --size small --owner a --policy nosuch 2>&1)
+    ok "$([ $? -eq 1 ] && [ "$(grep -oE "egressd ($SBX_EGD1_ADMIN|$SBX_EGD2_ADMIN): PUT /v1/sandboxes/[0-9]+: 422" <<<"$out" | wc -l)" = 2 ]; echo $?)" \
+        "PVE $v: a preset no egressd has fails the create, each egressd's 422 named (${out:0:300})"
+    nothing_left "$v" "an unknown preset"
+
+    # egressd 2 is down: the create fails naming it; egressd 1 drops the binding.
+    egressd_stop 2
+    ok $? "PVE $v: egressd 2 stops (exit 0)"
+    mark=$(wc -l <"$T/egressd1/egressd.err")
     out=$(sbx create --name f1 --size small --owner a --policy p 2>&1)
-    ok "$([ $? -eq 1 ] && grep -q 'create: egressd binding:' <<<"$out"; echo $?)" \
-        "PVE $v: an egressd refusing the binding fails the create (${out:0:200})"
-    check "PVE $v: the other egressd had taken the binding and was told to drop it" \
-        test "$(rec_state 1 '[x["method"] for x in r["requests"]][-2:]')" = '["PUT", "DELETE"]'
-    nothing_left "$v" "egressd failure"
+    rc=$?
+    vmid=$(sed -nE "s|.*PUT /v1/sandboxes/([0-9]+): Couldn't connect.*|\\1|p" <<<"$out" | head -n 1)
+    ok "$([ $rc -eq 1 ] && grep -qF "create: egressd binding: egressd $SBX_EGD2_ADMIN: PUT /v1/sandboxes/$vmid: Couldn't connect" <<<"$out"; echo $?)" \
+        "PVE $v: an egressd that is down fails the create, naming it (${out:0:300})"
+    check "PVE $v: egressd 1 had bound the sandbox and was told to drop it (its log)" \
+        test "$(tail -n +$((mark + 1)) "$T/egressd1/egressd.err" | grep -oE 'admin: sandbox [0-9]+ (bound|deleted)' | tr '\n' ,)" = \
+        "admin: sandbox $vmid bound,admin: sandbox $vmid deleted,"
+    egressd_start 2
+    ok $? "PVE $v: egressd 2 starts again"
+    nothing_left "$v" "egressd 2 down"
 
     # A slow clone task is waited for.
     pve_sim_ctl POST faults '{"method":"POST","path":"/clone$","kind":"slow_task","count":1}' >/dev/null

@@ -8,7 +8,7 @@ set -u
 
 run_version() {
     local v=$1 out rc n
-    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
     # Lock errors: retried, bounded.
     pve_sim_ctl DELETE calls >/dev/null
     pve_sim_ctl POST faults '{"method":"PUT","path":"/qemu/[0-9]+/config$","kind":"lock_timeout","count":2}' >/dev/null

@@ -35,7 +35,7 @@ cli_cases() {
 
 run_version() {
     local v=$1 out rc vmid
-    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
     cli_cases "$v"
     cp "$T/token" "$T/token.good"
     python3 -c 'import sys; print(sys.argv[1] + "x" * 600)' "$SBX_TOKEN_ID=$SBX_SECRET" >"$T/token"
@@ -88,7 +88,7 @@ run_version() {
     ok "$([ $rc -eq 1 ] && grep -q "sync: VM $vmid: .*500.*no egressd was changed" <<<"$out"; echo $?)" \
         "PVE $v: sync stops when a VM's config cannot be read (rc $rc: $out)"
     check "PVE $v: ... and both egressd keep the sandbox's binding" \
-        test "$(rec_state 1 'list(r["bindings"])')$(rec_state 2 'list(r["bindings"])')" = "[\"$vmid\"][\"$vmid\"]"
+        test "$(egressd_state 1 'list(b)')$(egressd_state 2 'list(b)')" = "[\"$vmid\"][\"$vmid\"]"
     check "PVE $v: sync without the fault succeeds" sbx sync
 
     sbx destroy a1 >/dev/null
@@ -103,13 +103,16 @@ run_version() {
     ok "$([ $rc -eq 1 ] && [ "$vmid" != "[]" ] && grep -qE "cleanup: VM ${vmid:1:-1} 'c1' on node pve[12] is left behind \(.*\): remove it with \`sandboxctl destroy ${vmid:1:-1}\`" <<<"$out"; echo $?)" \
         "PVE $v: a VM the cleanup could not remove is named, with its node and the command that removes it (rc $rc: $out)"
     check "PVE $v: ... and that command removes it" sbx destroy "${vmid:1:-1}"
-    curl -sS --data '{"method":"PUT","count":1}' "http://127.0.0.1:$(cat "$T/rec2.port")/_rec/fail" >/dev/null
-    curl -sS --data '{"method":"DELETE","count":1}' "http://127.0.0.1:$(cat "$T/rec2.port")/_rec/fail" >/dev/null
+    # egressd 2 is down for the binding and for its removal: sandboxctl cannot
+    # know that it never took it.
+    egressd_stop 2
     out=$(sbx create --name c2 --size small --owner a --policy p 2>&1)
     rc=$?
-    ok "$([ $rc -eq 1 ] && grep -qE 'cleanup: the binding of VM [0-9]+ is left in egressd .*: remove it with `sandboxctl sync`' <<<"$out"; echo $?)" \
-        "PVE $v: a binding the cleanup could not remove is named, with the fix (rc $rc: $out)"
-    check "PVE $v: ... and sync removes it" sbx sync
+    ok "$([ $rc -eq 1 ] && grep -qE "cleanup: the binding of VM [0-9]+ is left in egressd \(egressd $SBX_EGD2_ADMIN: DELETE /v1/sandboxes/[0-9]+: Couldn't connect[^)]*\): remove it with \`sandboxctl sync\`" <<<"$out"; echo $?)" \
+        "PVE $v: a binding the cleanup could not remove (egressd down) is named, with the fix (rc $rc: $out)"
+    egressd_start 2
+    ok $? "PVE $v: egressd 2 starts again"
+    check "PVE $v: ... and sync then succeeds" sbx sync
     nothing_left "$v" "failed cleanups, then destroy and sync"
 
     # The egressd admin token is a secret as the Proxmox token is.
@@ -127,7 +130,12 @@ run_version() {
     ok "$([ $rc -eq 2 ] && grep -q "admin-token: empty" <<<"$out"; echo $?)" \
         "PVE $v: an empty egressd admin token file is refused (rc $rc: $out)"
     printf 'admin-token-1\n' >"$T/admin-token"
-    check "PVE $v: mode 0600 with a token is accepted" sbx sync
+    out=$(sbx sync 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -qF "egressd $SBX_EGD2_ADMIN: PUT /v1/sandboxes: 401" <<<"$out" && ! grep -qF "egressd $SBX_EGD1_ADMIN" <<<"$out"; echo $?)" \
+        "PVE $v: mode 0600 passes sandboxctl's check, but egressd 2 refuses a wrong token with 401 (rc $rc: $out)"
+    printf '%s\n' "$SBX_EGD_TOKEN" >"$T/admin-token"
+    check "PVE $v: mode 0600 with egressd's token is accepted" sbx sync
     printf 'egressd-admin-token-file %s\negressd-admin http://192.0.2.7:9000\n' "$T/admin-token" |
         sbx_write_config
     out=$(sbx list 2>&1)

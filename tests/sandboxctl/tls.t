@@ -15,7 +15,7 @@ config_with() {
 
 run_version() {
     local v=$1 out rc pin wrong
-    sbx_start "$v" || { ok 1 "PVE $v: simulator and stand-ins start"; return; }
+    sbx_start "$v" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
 
     for mode in 644 640 604 660; do
         chmod "$mode" "$T/token"
