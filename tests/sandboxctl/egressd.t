@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# tests/sandboxctl/egressd.t - sandboxctl and egressd end to end: requests
+# through egressd's proxy from a sandbox's address are judged by the binding
+# sandboxctl pushed (the access log's sandbox, owner and rule), on both
+# egressd; after destroy that address falls back to the default policy; sync
+# puts back a binding deleted by hand and removes one whose VM Proxmox no
+# longer holds; a restarted egressd keeps its bindings (state-dir), also a
+# stale one that sync then removes; an expired binding gets nothing and reap
+# removes it.  The sandboxes' addresses are 127.0.0.40-49, the origins a.test
+# and b.test (127.0.0.16, .17, port 8000); everything runs in a network
+# namespace of its own.  PVE 9.1 schema (commands.t covers both).
+set -u
+if [ -z "${SBX_IN_NETNS:-}" ]; then
+    export SBX_IN_NETNS=1
+    exec unshare -n -- bash "$0" "$@"
+fi
+. "$TOP/tests/sandboxctl/lib.sh"
+ip link set lo up || {
+    ok 1 "ip link set lo up in the new network namespace"
+    tap_end
+    exit 1
+}
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY \
+    CURL_CA_BUNDLE SSL_CERT_FILE CURL_HOME
+
+# The default world plus sandbox 250, past its end of life and not reaped
+# yet, on 127.0.0.49.
+world() {
+    sbx_world 9 | python3 -c '
+import json, sys
+w = json.load(sys.stdin)
+w["vms"] = [{"vmid": 250, "node": "pve1", "name": "late", "pool": "sandboxes", "status": "running",
+             "description": "Sandbox managed by sandboxctl\n\nsandboxctl-sandbox v1\nowner: zoe\n"
+                            "created: 2020-01-01T00:00:00Z\nexpires: 2020-01-01T04:00:00Z\n"
+                            "policy: p\naddress: 127.0.0.49\nallow: b.test:8000"}]
+print(json.dumps(w))'
+}
+
+ORIGIN_PID=
+sbx_start 9 "$(world)" || {
+    ok 1 "the simulator and both egressd start"
+    tap_end
+    exit 1
+}
+trap '[ -n "$ORIGIN_PID" ] && kill "$ORIGIN_PID" 2>/dev/null; sbx_stop_all quiet' EXIT
+sbx_write_config </dev/null
+sed -i -e 's|^ip-pool .*|ip-pool 127.0.0.40-127.0.0.49/24|' -e 's|^gateway .*|gateway 127.0.0.1|' \
+    -e "s|^proxy .*|proxy $SBX_EGD1_PROXY|" "$CONF"
+
+# The origins: one HTTP server on each name's address, answering its name.
+python3 -S -u -c '
+import http.server, sys, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("origin %s\n" % self.server.name).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+for spec in sys.argv[1:]:
+    name, addr = spec.split("=")
+    s = http.server.ThreadingHTTPServer((addr, 8000), H)
+    s.name = name
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print("ready")
+threading.Event().wait()' a.test=127.0.0.16 b.test=127.0.0.17 >"$T/origin.out" 2>&1 &
+ORIGIN_PID=$!
+for ((i = 0; i < 100; i++)); do
+    grep -q '^ready' "$T/origin.out" && break
+    sleep 0.05
+done
+check "the origins a.test and b.test listen" grep -q '^ready' "$T/origin.out"
+
+# via N ADDR HOST: GET http://HOST:8000/ through egressd N's proxy from ADDR;
+# prints the status (000 when there was none); the body is in $T/via.body.
+via() {
+    local proxy
+    eval "proxy=\$SBX_EGD$1_PROXY"
+    curl -q -sS -m 10 --interface "$2" -x "http://$proxy" -o "$T/via.body" -w '%{http_code}' \
+        "http://$3:8000/" 2>"$T/via.err" || true
+}
+
+# log_line N MARK ADDR HOST: the first line of egressd N's access log after
+# line MARK for a request from ADDR to HOST (polled for 5 s: a line is
+# written when its request ends).
+log_line() {
+    python3 -S - "$T/egressd$1/access.log" "$2" "$3" "$4" <<'EOF'
+import json, sys, time
+path, mark, addr, host = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+end = time.monotonic() + 5
+while True:
+    try:
+        lines = open(path, encoding="utf-8", errors="replace").read().split("\n")[:-1]
+    except FileNotFoundError:
+        lines = []
+    for raw in lines[mark:]:
+        try:
+            l = json.loads(raw)
+        except ValueError:
+            continue
+        src = str(l.get("src"))
+        if l.get("host") == host and (src == addr or src.startswith(addr + ":")):
+            print(raw)
+            sys.exit(0)
+    if time.monotonic() >= end:
+        sys.exit(1)
+    time.sleep(0.05)
+EOF
+}
+
+# judge TEXT N ADDR HOST CODE PYEXPR: one request (via), one TAP line: the
+# answer's status is CODE and PYEXPR holds over `j`, egressd N's access-log
+# line for it.
+judge() {
+    local text=$1 n=$2 addr=$3 host=$4 want=$5 expr=$6 mark code line rc=0
+    mark=$(wc -l <"$T/egressd$n/access.log" 2>/dev/null || echo 0)
+    code=$(via "$n" "$addr" "$host")
+    line=$(log_line "$n" "$mark" "$addr" "$host") || rc=1
+    [ "$code" = "$want" ] || rc=1
+    [ "$rc" -eq 0 ] && { [ "$(json_get "$line" "$expr" 2>/dev/null)" = True ] || rc=1; }
+    ok "$rc" "$text"
+    if [ "$rc" -ne 0 ]; then
+        diag "wanted status $want and $expr"
+        diag "got status $code: $(head -c 200 "$T/via.body" 2>/dev/null) $(head -c 200 "$T/via.err")"
+        diag "log line: ${line:-(none)}"
+    fi
+}
+DEFAULT='j["sandbox"] == "default" and j["owner"] is None and j["decision"] == "deny" and j["reason"] == "not_allowed"'
+P_RULE=p.allow:$(grep -n '^a\.test:8000' "$T/egressd1/policies/p.allow" | cut -d: -f1)
+
+# --- before any sandbox: the default policy (locked)
+judge "no binding yet: 127.0.0.40 is judged by the default policy (locked: 403, sandbox default)" \
+    1 127.0.0.40 a.test 403 "$DEFAULT"
+
+# --- create: the binding at work on both egressd
+out=$(sbx --json create --name a1 --size small --owner alice --policy p --allow b.test:8000 2>&1)
+rc=$?
+ok $rc "create a1 (policy p, --allow b.test:8000) ($(tr -d "\n" <<<"$out" | head -c 200))"
+a1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+addr=$(json_get "$out" 'j["address"]' 2>/dev/null)
+check "a1 gets the pool's first address, 127.0.0.40 (got $addr)" test "$addr" = 127.0.0.40
+OWN='j["sandbox"] == "'"$a1"'" and j["owner"] == "alice"'
+judge "a1's address through egressd 1 to a.test: 200, judged as sandbox $a1 of alice by $P_RULE" \
+    1 "$addr" a.test 200 "$OWN"' and j["decision"] == "allow" and j["rule"] == "'"$P_RULE"'" and j["mode"] == "http"'
+check "  the origin's answer came through" grep -qx 'origin a.test' "$T/via.body"
+judge "a1's address through egressd 2 to b.test: 200, by the binding's own line (sandbox $a1:1)" \
+    2 "$addr" b.test 200 "$OWN"' and j["decision"] == "allow" and j["rule"] == "sandbox '"$a1"':1"'
+judge "a1's address through egressd 2 to a.test: 200 by $P_RULE (both egressd hold the binding)" \
+    2 "$addr" a.test 200 "$OWN"' and j["rule"] == "'"$P_RULE"'"'
+judge "another address (127.0.0.41) is not a1: the default policy" 1 127.0.0.41 a.test 403 "$DEFAULT"
+
+# --- destroy: the address falls back to the default policy on both
+check "destroy a1" sbx destroy a1
+judge "after destroy, 127.0.0.40 through egressd 1 falls back to the default policy" \
+    1 127.0.0.40 a.test 403 "$DEFAULT"
+judge "  and through egressd 2" 2 127.0.0.40 b.test 403 "$DEFAULT"
+
+# --- sync puts back a binding deleted by hand
+out=$(sbx --json create --name b2 --size small --owner bob --policy p 2>&1)
+rc=$?
+ok $rc "create b2 ($(tr -d "\n" <<<"$out" | head -c 200))"
+b2=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+b2addr=$(json_get "$out" 'j["address"]' 2>/dev/null)
+before=$(egressd_state 1 'b["'"$b2"'"]')
+egressd_api 1 DELETE "/v1/sandboxes/$b2"
+ok $? "egressd 1: DELETE /v1/sandboxes/$b2 by hand ($EGD_CODE)"
+judge "  b2's address is then the default policy's on egressd 1" 1 "$b2addr" a.test 403 "$DEFAULT"
+out=$(sbx --json sync 2>&1)
+rc=$?
+ok $rc "sync ($(tr -d "\n" <<<"$out" | head -c 200))"
+check "  sync sent 2 bindings (b2 and the expired 250) to both egressd" \
+    test "$(json_get "$out" 'j["bindings"] == 2 and len(j["egressd"]) == 2')" = True
+check "  egressd 1 holds b2's binding again, as it was" test "$(egressd_state 1 'b["'"$b2"'"]')" = "$before"
+judge "  b2's address through egressd 1 is b2's again" 1 "$b2addr" a.test 200 \
+    'j["sandbox"] == "'"$b2"'" and j["owner"] == "bob" and j["decision"] == "allow"'
+
+# --- an expired binding gets nothing; reap removes it
+check "sync bound the expired sandbox 250 on both egressd" \
+    test "$(egressd_state 1 'b["250"]["expires"]') $(egressd_state 2 'b["250"]["expires"]')" = "2020-01-01T04:00:00Z 2020-01-01T04:00:00Z"
+judge "250's address (127.0.0.49) is sandbox 250, but past its expiry: denied even a.test of its preset" \
+    1 127.0.0.49 a.test 403 'j["sandbox"] == "250" and j["owner"] == "zoe" and j["decision"] == "deny" and j["reason"] == "not_allowed"'
+out=$(sbx --json reap 2>&1)
+check "reap reaps 250 only" test "$(json_get "$out" '[x["vmid"] for x in j["reaped"]]' 2>/dev/null)" = "[250]"
+check "  its binding is gone from both egressd" \
+    test "$(egressd_state 1 '"250" in b')$(egressd_state 2 '"250" in b')" = FalseFalse
+judge "  127.0.0.49 is the default policy's" 2 127.0.0.49 a.test 403 "$DEFAULT"
+
+# --- sync removes a binding whose VM Proxmox no longer holds: b2 removed
+# by a sandboxctl that tells no egressd (a config without egressd-admin).
+grep -v '^egressd-admin' "$CONF" >"$T/no-egressd.conf"
+check "b2's VM is destroyed in Proxmox without a word to egressd" "$SBX_BIN" -c "$T/no-egressd.conf" destroy b2
+check "  both egressd still hold b2's binding" \
+    test "$(egressd_state 1 '"'"$b2"'" in b')$(egressd_state 2 '"'"$b2"'" in b')" = TrueTrue
+judge "  and still judge b2's address by it" 2 "$b2addr" a.test 200 'j["sandbox"] == "'"$b2"'"'
+out=$(sbx --json sync 2>&1)
+check "sync binds nothing now" test "$(json_get "$out" 'j["bindings"]' 2>/dev/null)" = 0
+check "  b2's binding is gone from both egressd" \
+    test "$(egressd_state 1 'len(b)')$(egressd_state 2 'len(b)')" = 00
+judge "  b2's address is the default policy's" 2 "$b2addr" a.test 403 "$DEFAULT"
+
+# --- a restart keeps the bindings (state-dir)
+out=$(sbx --json create --name c3 --size small --owner carol --policy p --allow b.test:8000 2>&1)
+rc=$?
+ok $rc "create c3 ($(tr -d "\n" <<<"$out" | head -c 200))"
+c3=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+c3addr=$(json_get "$out" 'j["address"]' 2>/dev/null)
+before=$(egressd_state 1 'b')
+rc=0
+egressd_stop 1 || rc=$?
+ok "$rc" "egressd 1 stops (exit $rc)"
+egressd_start 1
+ok $? "egressd 1 starts again on the same config"
+check "  it holds c3's binding as before (from its state-dir)" test "$(egressd_state 1 'b')" = "$before"
+judge "  and judges c3's address by it" 1 "$c3addr" b.test 200 \
+    'j["sandbox"] == "'"$c3"'" and j["owner"] == "carol" and j["rule"] == "sandbox '"$c3"':1"'
+out=$(sbx --json sync 2>&1)
+rc=$?
+ok $rc "sync after the restart ($(tr -d "\n" <<<"$out" | head -c 200))"
+check "  changes nothing: the same binding" test "$(egressd_state 1 'b')" = "$before"
+
+# --- destroyed while egressd 1 is down: its stale binding comes back with it,
+# until sync removes it.
+egressd_stop 1
+out=$(sbx destroy c3 2>&1)
+ok "$([ $? -eq 1 ] && grep -qF "VM $c3 destroyed, but its binding could not be removed (egressd $SBX_EGD1_ADMIN: DELETE /v1/sandboxes/$c3:" <<<"$out" && grep -q 'run sandboxctl sync' <<<"$out"; echo $?)" \
+    "destroy c3 with egressd 1 down: the VM goes, the unremoved binding is named with the fix ($out)"
+check "  egressd 2 dropped it" test "$(egressd_state 2 '"'"$c3"'" in b')" = False
+egressd_start 1
+ok $? "egressd 1 starts again"
+check "  with c3's stale binding from its state-dir" test "$(egressd_state 1 'list(b)')" = "[\"$c3\"]"
+judge "  which still judges c3's address" 1 "$c3addr" b.test 200 'j["sandbox"] == "'"$c3"'"'
+check "sync" sbx sync
+check "  removes it" test "$(egressd_state 1 'len(b)')" = 0
+judge "  c3's address is the default policy's again" 1 "$c3addr" b.test 403 "$DEFAULT"
+
+sbx_stop_all
+tap_end
