@@ -964,7 +964,8 @@ const struct px_sandbox *px_world_by_basic_auth(const struct px_world *w, const 
         return NULL;
     ssize_t n = b64_decode(value + i, len - i, dec);
     uint8_t *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
-    if (colon != NULL && colon - dec < 64) {
+    /* An id with a NUL in it would name a shorter one: "101\0x" is not 101. */
+    if (colon != NULL && colon - dec < 64 && memchr(dec, '\0', (size_t)(colon - dec)) == NULL) {
         char id[64];
         memcpy(id, dec, (size_t)(colon - dec));
         id[colon - dec] = '\0';

@@ -383,6 +383,7 @@ static void test_basic_auth(void)
         {"BasicMTAxOm5ldw==", NULL, "no blank after the scheme"},
         {"Basic ", NULL, "nothing after the scheme"},
         {"", NULL, "an empty value"},
+        {"Basic MTAxADpuZXc=", NULL, "\"101\\0\" is not 101 (found by fuzz_auth)"},
     };
     struct px_world *w = px_world_get();
 

@@ -1,0 +1,128 @@
+/*
+ * fuzz_auth.c - the Proxy-Authorization value a sandbox sends, as egressd's
+ * world reads it (px_world_by_basic_auth).  Properties:
+ *   - it names sandbox 101 (the one binding with a token) or nobody;
+ *   - it names 101 only if the value is "Basic" + white space + base64 whose
+ *     bytes, decoded here independently, are exactly "101:s3cret";
+ *   - the same value with its last byte flipped never names 101 unless the
+ *     flipped byte still decodes the same (padding, white space).
+ * Setup: a temporary policy dir, state dir and world made once.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fuzz_check.h"
+#include "world.h"
+
+static const char secret[] = "101:s3cret";
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f == NULL || fputs(text, f) == EOF || fclose(f) != 0)
+        abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    static char dir[256], err[4096];
+    static struct px_config cfg;
+    static struct px_geo geo;
+    char sub[300];
+    (void)argc, (void)argv;
+
+    snprintf(dir, sizeof(dir), "%s/fuzz_auth.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (mkdtemp(dir) == NULL)
+        abort();
+    snprintf(sub, sizeof(sub), "%s/policies", dir);
+    mkdir(sub, 0700);
+    write_file(dir, "policies/p.allow", "a.test\n");
+    write_file(dir, "egressd.conf",
+               "listen 127.0.0.1:3128\npolicy-dir policies\n"
+               "default-policy p\nstate-dir state\n");
+    snprintf(sub, sizeof(sub), "%s/egressd.conf", dir);
+    if (px_config_load(&cfg, sub, err, sizeof(err)) == -1 ||
+        px_world_init(&cfg, &geo, err, sizeof(err)) == -1) {
+        fprintf(stderr, "fuzz_auth setup: %s\n", err);
+        abort();
+    }
+    json_t *b = json_pack("{s:s,s:s,s:s}", "id", "101", "policy", "p", "token", "s3cret");
+    json_t *c = json_pack("{s:s,s:s}", "id", "102", "policy", "p");
+    if (px_world_put_sandbox("101", b, err, sizeof(err)) == -1 ||
+        px_world_put_sandbox("102", c, err, sizeof(err)) == -1) {
+        fprintf(stderr, "fuzz_auth setup: %s\n", err);
+        abort();
+    }
+    json_decref(b);
+    json_decref(c);
+    /* The state file is written; the directory can go. */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        abort();
+    return 0;
+}
+
+static int b64v(unsigned char ch)
+{
+    const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *p = ch ? strchr(a, ch) : NULL;
+    return p ? (int)(p - a) : -1;
+}
+
+/* Independent reading: "basic" (any case), SP/HT, base64 (padding
+ * optional, leftover bits ignored), optional trailing SP/HT; the bytes. */
+static long decode(const uint8_t *v, size_t n, uint8_t *out, size_t cap)
+{
+    size_t i = 0, o = 0, bits = 0;
+    uint32_t acc = 0;
+
+    while (i < n && (v[i] == ' ' || v[i] == '\t'))
+        i++;
+    if (n - i < 6 || strncasecmp((const char *)v + i, "basic", 5) != 0 ||
+        (v[i + 5] != ' ' && v[i + 5] != '\t'))
+        return -1;
+    for (i += 5; i < n && (v[i] == ' ' || v[i] == '\t'); i++)
+        ;
+    while (n > i && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    while (n > i && v[n - 1] == '=')
+        n--;
+    for (; i < n; i++) {
+        int x = b64v(v[i]);
+        if (x < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)x;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o == cap)
+                return -1;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return (long)o;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct px_world *w = px_world_get();
+    const struct px_sandbox *sb = px_world_by_basic_auth(w, (const char *)data, size);
+    uint8_t dec[1024];
+
+    CHECK(sb == NULL || strcmp(sb->id, "101") == 0, "named sandbox %s, which has no token", sb->id);
+    if (sb != NULL) {
+        long n = decode(data, size, dec, sizeof(dec));
+        CHECK(n == (long)strlen(secret) && memcmp(dec, secret, (size_t)n) == 0,
+              "accepted a value that does not decode to the credentials (%ld bytes)", n);
+    }
+    px_world_put(w);
+    return 0;
+}
