@@ -332,6 +332,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "egressd: %s\n", err);
         return 1;
     }
+    if (cfg.n_resolvers == 0)
+        px_log_warnx("%s: no resolver: only names in the hosts-file resolve%s", cfg.file,
+                     cfg.hosts_file[0] ? "" : " (and there is none)");
     px_log_info("ready: %zu listeners, %u workers, policy from %s", px_d.n_listeners, n_workers,
                 cfg.policy_dir);
     event_base_dispatch(main_base);
