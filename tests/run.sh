@@ -12,7 +12,8 @@
 # real programs; each prints TAP) runs once against the ASan+UBSan build, with
 # BUILD_DIR, SHARED_DIR and TOP in its environment.
 #
-# Environment: FUZZ_SECONDS (default 40, half that for sandboxctl's harnesses;
+# Environment: FUZZ_SECONDS (default 25 per harness, so that the whole suite
+# stays within 15 minutes on 2 cores; half that for sandboxctl's harnesses;
 # 0 skips fuzzing, and says so),
 # SHARED_DIR (default ../shared beside the checkout: the third-party test data).
 # Each check prints one line; logs of every step are in build/test-logs/.
@@ -21,7 +22,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 SHARED_DIR=${SHARED_DIR:-$top/../shared}
-FUZZ_SECONDS=${FUZZ_SECONDS:-40}
+FUZZ_SECONDS=${FUZZ_SECONDS:-25}
 logs=$top/build/test-logs
 passed=0
 failed=0
