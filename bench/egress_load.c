@@ -70,6 +70,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_cli.h"
+
 #define HELLO_MAX     (SNI_RECORD_MAX + 5) /* one record, its header included */
 #define HOST_MAX      253
 #define HEAD_MAX      4096         /* longest response head read */
@@ -1062,26 +1064,6 @@ static void usage(void)
 
 #define DIE(...) (fprintf(stderr, "egress-load: " __VA_ARGS__), fputc('\n', stderr), exit(2))
 
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || *s == '-')
-        return -1;
-    int shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10, end++;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20, end++;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30, end++;
-    if (*end || v > (UINT64_MAX >> shift))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 static long parse_long(const char *s, const char *what, long lo, long hi)
 {
     char *end;
@@ -1185,11 +1167,11 @@ static void parse_args(int argc, char **argv)
         case 'D': cfg.duration = parse_secs(optarg, "--duration"); break;
         case 'H': cfg.hello_path = optarg; break;
         case 'k':
-            if (parse_size(optarg, &cfg.reply_bytes))
+            if (bench_parse_size(optarg, &cfg.reply_bytes))
                 DIE("--reply-bytes wants a size, not '%s'", optarg);
             break;
         case 's':
-            if (parse_size(optarg, &cfg.bulk_bytes) || cfg.bulk_bytes == 0)
+            if (bench_parse_size(optarg, &cfg.bulk_bytes) || cfg.bulk_bytes == 0)
                 DIE("--bytes wants a size above 0, not '%s'", optarg);
             break;
         case 't': cfg.threads = parse_long(optarg, "--threads", 1, MAX_THREADS); break;
@@ -1241,14 +1223,10 @@ int main(int argc, char **argv)
     if (cfg.mode != MODE_SNI)
         build_request();
 
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)cfg.conns + 64 > rl.rlim_cur)
+    rlim_t nofile = bench_raise_nofile();
+    if ((rlim_t)cfg.conns + 64 > nofile)
         DIE("--conns %ld needs more descriptors than the limit (%llu): raise ulimit -n", cfg.conns,
-            (unsigned long long)rl.rlim_cur);
+            (unsigned long long)nofile);
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);

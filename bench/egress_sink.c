@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_cli.h"
+
 #define SCRATCH_BYTES (256 * 1024) /* one read() at most; also the bulk pattern */
 #define REPLY_MAX     (64u << 20)  /* largest --reply-bytes for tls-like and http */
 #define MAX_THREADS   64
@@ -334,27 +336,6 @@ static void usage(void)
     exit(2);
 }
 
-/* A size: digits with an optional k, m or g (powers of 1024). */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno || *s == '-')
-        return -1;
-    int shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10, end++;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20, end++;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30, end++;
-    if (*end || v > (UINT64_MAX >> shift))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 static void parse_args(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -379,7 +360,7 @@ static void parse_args(int argc, char **argv)
             have_addr = true;
             break;
         case 'k':
-            if (parse_size(optarg, &cfg.reply_bytes))
+            if (bench_parse_size(optarg, &cfg.reply_bytes))
                 fprintf(stderr, "egress-sink: --reply-bytes wants a size, not '%s'\n", optarg),
                     exit(2);
             break;
@@ -398,22 +379,12 @@ static void parse_args(int argc, char **argv)
         usage();
 }
 
-/* As many descriptors as the hard limit allows: thousands of idle tunnels. */
-static void raise_nofile(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
 int main(int argc, char **argv)
 {
     static struct sink_thread threads[MAX_THREADS];
 
     parse_args(argc, argv);
-    raise_nofile();
+    bench_raise_nofile();
     signal(SIGPIPE, SIG_IGN);
     if (build_reply() == -1)
         return 1;

@@ -1,0 +1,51 @@
+/*
+ * bench_cli.h - what egress-load and egress-sink both need from their
+ * command lines and the process: sizes with k/m/g, and as many descriptors
+ * as the hard limit allows.  Header-only: the bench programs link nothing
+ * of each other.
+ */
+#ifndef BENCH_CLI_H
+#define BENCH_CLI_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+/* A size: digits with an optional k, m or g (powers of 1024).  0 or -1. */
+static inline int bench_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno || *s == '-')
+        return -1;
+    int shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10, end++;
+    else if (*end == 'm' || *end == 'M')
+        shift = 20, end++;
+    else if (*end == 'g' || *end == 'G')
+        shift = 30, end++;
+    if (*end || v > (UINT64_MAX >> shift))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+/* Raise the soft open-files limit to the hard one (thousands of tunnels);
+ * returns the limit now in force. */
+static inline rlim_t bench_raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur;
+}
+
+#endif
