@@ -43,6 +43,23 @@ static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+/* What egressd said.  It answers a refusal with {"error": "...", "errors":
+ * [...]}, the same text twice when there are several lines: its error text
+ * alone, else the raw body; one line (a line break becomes a space) cut to
+ * len, so the reason is not lost behind the JSON around it. */
+static void answer_reason(const struct answer *a, char *buf, size_t len)
+{
+    json_t *j = json_loadb(a->buf, a->len, 0, NULL);
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    const char *src = msg ? msg : a->buf;
+    size_t n = strnlen(src, len - 1);
+
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (unsigned char)src[i] < 0x20 ? ' ' : src[i];
+    buf[n] = '\0';
+    json_decref(j);
+}
+
 /* Read the admin token (one line) when one is configured.  Whoever holds
  * it can widen any sandbox's egress, so the file must be 0600 as the
  * Proxmox token's is. */
@@ -163,8 +180,11 @@ static long request(const struct sbx_config *c, const char *target, const char *
                  curl_easy_strerror(rc));
     else
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (status >= 300 && status != 404)
-        snprintf(err, errlen, "egressd %s: %s %s: %ld %.200s", target, method, path, status, a.buf);
+    if (status >= 300 && status != 404) {
+        char reason[400];
+        answer_reason(&a, reason, sizeof reason);
+        snprintf(err, errlen, "egressd %s: %s %s: %ld %s", target, method, path, status, reason);
+    }
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     explicit_bzero(auth, sizeof auth);
@@ -183,7 +203,7 @@ static int to_all(const struct sbx_config *c, const char *method, const char *pa
 
     err[0] = '\0';
     for (int i = 0; i < c->negress; i++) {
-        char one[600];
+        char one[800];
         long status = request(c, c->egress[i], method, path, body, one, sizeof one);
         if ((status >= 200 && status < 300) || (ok404 && status == 404))
             continue;

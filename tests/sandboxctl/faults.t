@@ -49,8 +49,9 @@ run_version() {
     rc=$?
     vmid=$(sed -nE 's|.*PUT /v1/sandboxes/([0-9]+): 422.*|\1|p' <<<"$out" | head -n 1)
     ok "$([ $rc -eq 1 ] && grep -qF "create: egressd binding: egressd $SBX_EGD2_ADMIN: PUT /v1/sandboxes/$vmid: 422" <<<"$out" &&
-        grep -q "found 'solo': no such preset" <<<"$out" && ! grep -qF "egressd $SBX_EGD1_ADMIN" <<<"$out"; echo $?)" \
-        "PVE $v: egressd 2 refusing the binding (422, no such preset) fails the create with egressd's reason (${out:0:300})"
+        grep -qF "422 sandbox $vmid: policy: expected the name of a preset, found 'solo': no such preset (presets: balanced, locked, open, p)" <<<"$out" &&
+        ! grep -qF '{"error"' <<<"$out" && ! grep -qF "egressd $SBX_EGD1_ADMIN" <<<"$out"; echo $?)" \
+        "PVE $v: egressd 2 refusing the binding (422, no such preset) fails the create with egressd's error text, whole (${out:0:300})"
     check "PVE $v: egressd 1 had bound the sandbox and was told to drop it (its log)" \
         test "$(tail -n +$((mark + 1)) "$T/egressd1/egressd.err" | grep -oE 'admin: sandbox [0-9]+ (bound|deleted)' | tr '\n' ,)" = \
         "admin: sandbox $vmid bound,admin: sandbox $vmid deleted,"
