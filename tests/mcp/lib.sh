@@ -79,7 +79,8 @@ mcp_wait_file() {
 # packages, starts the Proxmox simulator and two egressd (sbx_start),
 # writes a bearer token to $T/mcp-token and adds mcp-presets (balanced locked)
 # and mcp-token-file to $CONF.  On a failure prints a failing TAP line and
-# returns 1.  sbx_start sets its own EXIT trap: set yours after this.
+# returns 1.  sbx_start sets its own EXIT trap: set yours after this (calling
+# `sbx_stop_all quiet`), and call sbx_stop_all before the plan line.
 mcp_sbx_setup() {
     local log
     if [ ! -x "$SBX_BIN" ]; then

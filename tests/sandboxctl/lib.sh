@@ -20,8 +20,9 @@
 #   egressd_stop N / egressd_start N   stop (SIGTERM; its exit status) and
 #                        start egressd N again on the same config and ports
 #   egressd_clean N      egressd N's diagnostics hold no sanitizer report
-#   sbx_stop_all         stop egressd (one TAP line each: exits 0, no
-#                        sanitizer report) and the simulator; remove $T
+#   sbx_stop_all [quiet] stop egressd (one TAP line each: exits 0, no
+#                        sanitizer report; none with quiet, as in an EXIT
+#                        trap) and the simulator; remove $T
 #   ok COND_STATUS TEXT  one TAP line; `check TEXT CMD...` runs CMD for it
 #   nothing_left V WHAT  the checks that a failed create left nothing behind
 #
