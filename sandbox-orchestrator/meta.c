@@ -76,6 +76,34 @@ static int valid_hostname(const char *s, size_t n)
     return label > 0 && s[n - 1] != '-';
 }
 
+/* egressd (policy/) refuses a name whose last label looks like a number
+ * ("123", "a.0x1f"): only a dotted-quad IPv4 address may end in digits. */
+static int numeric_last_label(const char *s, size_t n)
+{
+    size_t start = n;
+    char quad[16];
+
+    while (start > 0 && s[start - 1] != '.')
+        start--;
+    const char *l = s + start;
+    size_t len = n - start, i = 0;
+    if (len >= 2 && l[0] == '0' && l[1] == 'x')
+        for (i = 2; i < len && (isdigit((unsigned char)l[i]) || (l[i] >= 'a' && l[i] <= 'f'));)
+            i++;
+    else
+        while (i < len && isdigit((unsigned char)l[i]))
+            i++;
+    if (i < len)
+        return 0;
+    if (n < sizeof(quad)) {
+        memcpy(quad, s, n);
+        quad[n] = '\0';
+        if (sbx_meta_valid_address(quad))
+            return 0;
+    }
+    return 1;
+}
+
 /* ":*" or ":PORT[,PORT]..." */
 static int valid_ports(const char *p)
 {
@@ -88,7 +116,8 @@ static int valid_ports(const char *p)
             v = v * 10 + (*p++ - '0');
             digits++;
         }
-        if (digits == 0 || v < 1 || v > 65535)
+        /* egressd reads ports as written: "080" is not 80 to it. */
+        if (digits == 0 || v < 1 || v > 65535 || (digits > 1 && p[-digits] == '0'))
             return 0;
         if (*p == '\0')
             return 1;
@@ -110,10 +139,10 @@ int sbx_meta_valid_allow(const char *s)
     if (colon && !valid_ports(colon + 1))
         return 0;
     if (n > 2 && s[0] == '*' && s[1] == '.')
-        return valid_hostname(s + 2, n - 2);
-    if (n > 1 && s[0] == '.')
-        return valid_hostname(s + 1, n - 1);
-    return valid_hostname(s, n);
+        s += 2, n -= 2;
+    else if (n > 1 && s[0] == '.')
+        s += 1, n -= 1;
+    return valid_hostname(s, n) && !numeric_last_label(s, n);
 }
 
 void sbx_time_format(time_t t, char *buf, size_t len)

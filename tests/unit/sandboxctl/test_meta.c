@@ -240,6 +240,13 @@ static void test_validators(void)
     ok(!sbx_meta_valid_allow("a..b"), "empty label refused");
     ok(!sbx_meta_valid_allow("-a.b"), "leading hyphen refused");
     ok(!sbx_meta_valid_allow("a.b:"), "empty port list refused");
+    /* What egressd refuses too (a binding it would answer 422 for). */
+    ok(!sbx_meta_valid_allow("b.test:080"), "a port with a leading zero refused");
+    ok(!sbx_meta_valid_allow("123"), "an all-digit name refused");
+    ok(!sbx_meta_valid_allow("a.0x1f"), "a hex-looking last label refused");
+    ok(!sbx_meta_valid_allow("*.a.b.7"), "a numeric last label under *. refused");
+    ok(sbx_meta_valid_allow("10.1.2.3:443"), "a dotted-quad IPv4 address allowed");
+    ok(sbx_meta_valid_allow("a7.example"), "digits inside labels allowed");
     ok(!sbx_meta_valid_allow("a.b:0"), "port 0 refused");
     ok(!sbx_meta_valid_allow("a.b raw"), "options refused");
     ok(sbx_meta_valid_address("10.99.0.11") && !sbx_meta_valid_address("10.99.0.256") &&
