@@ -57,6 +57,7 @@ struct explain {
     int64_t now;
     struct policy_verdict name;
     struct px_dns_req *q;
+    bool expired; /* the binding is past its `expires` */
 };
 
 static struct {
@@ -404,6 +405,7 @@ static int explain_parse(struct evhttp_request *req, struct explain *x, const ch
         }
         x->sandbox = s->id;
         x->pb = s->pb;
+        x->expired = s->expires != 0 && x->now >= s->expires;
     }
     rc = 0;
 out:
@@ -431,12 +433,15 @@ static void on_explain(struct evhttp_request *req)
         explain_free(x);
         return;
     }
-    if (x->pb == NULL) {
-        /* A binding kept from the state file whose preset is gone. */
+    if (x->pb == NULL || x->expired) {
+        /* A binding kept from the state file whose preset is gone, or one
+         * past its `expires`: egressd denies its sandbox everything. */
         json_t *o =
             json_pack("{s:s,s:s,s:i,s:s,s:s,s:n,s:s,s:[]}", "sandbox", x->sandbox, "host", host,
                       "port", x->port, "decision", "deny", "reason", "not_allowed", "rule", "error",
-                      "the binding does not load (see the daemon's log)", "addresses");
+                      x->expired ? "the binding has expired"
+                                 : "the binding does not load (see the daemon's log)",
+                      "addresses");
         reply_json(req, 200, o);
     } else if (policy_host_normalize(host, strlen(host), &x->host) != POLICY_HOST_OK) {
         json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:s,s:n,s:[]}", "sandbox", x->sandbox, "host", host,

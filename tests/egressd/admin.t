@@ -61,7 +61,7 @@ api GET /v1/sandboxes
 want "GET /v1/sandboxes: an empty list at first" 200 'l == []'
 
 # --- put, get
-ALICE='{"id":"101","name":"agent-alice-1","owner":"alice","addresses":["127.0.0.5","::1"],"policy":"test","allow":["extra.test:4443,8000"],"token":"s3cret","expires":"2026-11-30T09:00:00Z"}'
+ALICE='{"id":"101","name":"agent-alice-1","owner":"alice","addresses":["127.0.0.5","::1"],"policy":"test","allow":["extra.test:4443,8000"],"token":"s3cret","expires":"2099-11-30T09:00:00Z"}'
 api PUT /v1/sandboxes/101 "$ALICE"
 want "PUT /v1/sandboxes/101: 200 and the binding" 200 \
     'l["id"] == "101" and l["owner"] == "alice" and l["allow"] == ["extra.test:4443,8000"]'
@@ -145,6 +145,11 @@ api GET '/v1/explain?host=A.Test.&port=4443'
 want "explain: the host is normalized" 200 'l["host"] == "a.test" and l["decision"] == "allow"'
 api GET '/v1/explain?host=0x7f.1&port=80'
 want "explain: a numeric name is bad_host" 200 'l["decision"] == "deny" and l["reason"] == "bad_host"'
+api PUT /v1/sandboxes/105 '{"policy":"test","addresses":["127.0.0.55"],"expires":"2020-01-01T00:00:00Z"}'
+api GET '/v1/explain?sandbox=105&host=a.test&port=4443'
+want "explain: a binding past its expires is denied everything, as its traffic is" 200 \
+    'l["sandbox"] == "105" and l["decision"] == "deny" and l["reason"] == "not_allowed" and "expired" in l["error"]'
+api DELETE /v1/sandboxes/105
 api GET '/v1/explain?sandbox=999&host=a.test'
 want "explain: an unknown sandbox: 404" 404
 api GET '/v1/explain?host=a.test&port=0'
