@@ -50,7 +50,7 @@
 #   egd_env CMD...         CMD in that scrubbed environment
 #   raw ARGS...            tests/egressd/rawclient.py ARGS...
 #   py ARGS...             python3 for the helpers (quick to start)
-#   ok STATUS TEXT, check TEXT CMD..., diag TEXT, bail TEXT, tap_end
+#   ok STATUS TEXT, check TEXT CMD..., diag TEXT, bail TEXT, tap_end (tests/tap.sh)
 
 set -u
 : "${BUILD_DIR:?BUILD_DIR is not set}" "${SHARED_DIR:?SHARED_DIR is not set}" "${TOP:?TOP is not set}"
@@ -74,38 +74,7 @@ EGD_PIDS=()
 EGD_PID=
 EGD_LOG_MARK=0
 
-tap_n=0
-tap_failed=0
-ok() {
-    tap_n=$((tap_n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $tap_n - $2"
-    else
-        tap_failed=$((tap_failed + 1))
-        echo "not ok $tap_n - $2"
-    fi
-}
-check() {
-    local what=$1
-    shift
-    "$@" >/dev/null 2>&1
-    ok $? "$what"
-}
-diag() { printf '# %s\n' "$*"; }
-# diag_file FILE [N]: the last N (20) lines of FILE as diagnostics.
-diag_file() { [ -f "$1" ] && tail -n "${2:-20}" "$1" | sed 's/^/#   /'; }
-
-# bail TEXT: a failing TAP line for a step nothing else can run without; end.
-bail() {
-    ok 1 "$1"
-    tap_end
-    exit 1
-}
-
-tap_end() {
-    echo "1..$tap_n"
-    [ "$tap_failed" -eq 0 ]
-}
+. "$TOP/tests/tap.sh"
 
 # egd_netns "$@": re-execute the calling script inside a network namespace of
 # its own (nothing it starts can reach or be reached from outside), with lo up.

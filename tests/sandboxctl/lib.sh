@@ -42,24 +42,7 @@ SBX_SECRET=5f0c7a2e-1111-4222-8333-944455556666
 SBX_EGD1_PID= SBX_EGD2_PID=
 . "$TOP/tests/pve-sim/lib.sh"
 
-tap_n=0
-tap_failed=0
-ok() {
-    tap_n=$((tap_n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $tap_n - $2"
-    else
-        tap_failed=$((tap_failed + 1))
-        echo "not ok $tap_n - $2"
-    fi
-}
-check() {
-    local what=$1
-    shift
-    "$@" >/dev/null 2>&1
-    ok $? "$what"
-}
-diag() { printf '# %s\n' "$*"; }
+. "$TOP/tests/tap.sh"
 
 # The privileges the token needs on the pool, for PVE VERSION.
 sbx_pool_privs() {
@@ -327,7 +310,3 @@ nothing_left() {
         test "$(egressd_state 1 'len(b)')$(egressd_state 2 'len(b)')" = 00
 }
 
-tap_end() {
-    echo "1..$tap_n"
-    [ "$tap_failed" -eq 0 ]
-}
