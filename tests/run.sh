@@ -10,7 +10,8 @@
 #
 # Then every executable tests/**/*.t script (integration tests that drive the
 # real programs; each prints TAP) runs once against the ASan+UBSan build, with
-# BUILD_DIR, SHARED_DIR and TOP in its environment.
+# BUILD_DIR, SHARED_DIR and TOP in its environment (tests/egressd/ in a second
+# lane beside the others).
 #
 # Environment: FUZZ_SECONDS (default 25 per harness, so that the whole suite
 # stays within 15 minutes on 2 cores; half that for sandboxctl's harnesses;
@@ -64,9 +65,24 @@ setup_build() {
 # "not ok" line is one check, and a non-zero exit without a failing line
 # (a crash, a sanitizer report) is one more failure.
 run_tap() {
-    local name=$1 log=$2 rc=0 ok_n nok_n
+    local name=$1 log=$2
     shift 2
+    tap_run "$log" "$@"
+    tap_count "$name" "$log"
+}
+
+# tap_run LOG CMD...: the running half (output in LOG, exit status in LOG.rc),
+# which may happen in another process; tap_count NAME LOG: the counting half.
+tap_run() {
+    local log=$1 rc=0
+    shift
     "$@" >"$log" 2>&1 || rc=$?
+    echo "$rc" >"$log.rc"
+}
+
+tap_count() {
+    local name=$1 log=$2 rc ok_n nok_n
+    rc=$(cat "$log.rc" 2>/dev/null || echo 127)
     ok_n=$(grep -c '^ok ' "$log")
     nok_n=$(grep -c '^not ok ' "$log")
     passed=$((passed + ok_n))
@@ -187,15 +203,38 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
 }
 
 # Integration scripts: TAP on stdout, run against the sanitizer build so a
-# memory error in a real run fails the suite too.
+# memory error in a real run fails the suite too.  egressd's scripts
+# (tests/egressd/) each run in a network namespace of their own and share
+# nothing with the others, so they run in a second lane beside the rest,
+# whose scripts mostly wait on the Proxmox simulator; the results are counted
+# afterwards, in order.
+script_log() {
+    local name=${1#tests/}
+    name=${name%.t}
+    echo "$logs/script-${name//\//-}.log"
+}
+run_scripts() {
+    local t
+    for t in "$@"; do
+        tap_run "$(script_log "$t")" \
+            env BUILD_DIR="$top/build/asan" SHARED_DIR="$SHARED_DIR" TOP="$top" "$t"
+    done
+}
 if [ -f build/asan/build.ninja ]; then
+    scripts=() lane1=() lane2=()
     while IFS= read -r t; do
         [ -x "$t" ] || continue
-        name=${t#tests/}
-        name=${name%.t}
-        run_tap "script ${name}" "$logs/script-${name//\//-}.log" \
-            env BUILD_DIR="$top/build/asan" SHARED_DIR="$SHARED_DIR" TOP="$top" "$t"
+        scripts+=("$t")
+        case $t in tests/egressd/*) lane1+=("$t") ;; *) lane2+=("$t") ;; esac
     done < <(find tests -name '*.t' -type f | sort)
+    run_scripts "${lane1[@]}" &
+    lane1_pid=$!
+    run_scripts "${lane2[@]}"
+    wait "$lane1_pid"
+    for t in "${scripts[@]}"; do
+        name=${t#tests/}
+        tap_count "script ${name%.t}" "$(script_log "$t")"
+    done
 else
     fail "integration scripts: no ASan build to run them against"
 fi
