@@ -913,5 +913,8 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
         return;
     }
     bufferevent_enable(c->cli, EV_READ);
+    /* The first request head's clock runs from the accept, not from its
+     * first byte: a client that waits before it starts has no more time. */
     px_conn_timeout(c, px_d.cfg->timeout_header_ms);
+    c->head_started = true;
 }

@@ -184,6 +184,15 @@ check_resp "slowloris: 408 sent first" "$R" 'r[0]["status"] == 408'
 egd_log_ok "slowloris: logged deny timeout" 'l["reason"] == "timeout"' \
     'l["decision"] == "deny" and l["status"] == 408'
 
+# A client that waits before it starts gets no more time: the clock runs
+# from the accept, not from the first byte.
+egd_log_mark
+raw --timeout 10 --out "$R" --status "$R.st" "$EGD_PROXY" 'sleep:1.5' \
+    'drip:0.25:GET http://a.test:8000/hello HTTP/1.1\r\nHost: a.test:8000\r\n' eof >/dev/null 2>&1
+read -r ev secs <"$R.st"
+check "slowloris after a silent start: still closed 2 s after the connect, within 3 s (closed: $ev after ${secs}s)" \
+    py -c "import sys; sys.exit(not ('$ev' in ('eof', 'reset') and 1.8 <= $secs <= 3.0))"
+
 # --- a forbidden request pipelined behind an allowed one on one connection
 egd_log_mark
 raw --out "$R" --status "$R.st" "$EGD_PROXY" \
