@@ -208,7 +208,9 @@ egd_origin() {
                 ;;
         esac
     done
-    py -u "$EGD_DIR/origin.py" --log "$T/origin.log" --certs "$T/certs" \
+    # Python itself in the background (not through the py function, which
+    # would leave a subshell between $! and python, and python behind).
+    "$EGD_PY" -S -u "$EGD_DIR/origin.py" --log "$T/origin.log" --certs "$T/certs" \
         --https-port "$EGD_HTTPS_PORT" --http-port "$EGD_HTTP_PORT" "${opts[@]}" "${sites[@]}" \
         >"$log" 2>&1 &
     EGD_PIDS+=($!)
