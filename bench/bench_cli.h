@@ -1,15 +1,17 @@
 /*
- * bench_cli.h - what egress-load and egress-sink both need from their
- * command lines and the process: sizes with k/m/g, and as many descriptors
- * as the hard limit allows.  Header-only: the bench programs link nothing
+ * bench_cli.h - what the bench programs share: sizes with k/m/g, as many
+ * descriptors as the hard limit allows, and the list of ClientHello
+ * captures in a directory.  Header-only: the bench programs link nothing
  * of each other.
  */
 #ifndef BENCH_CLI_H
 #define BENCH_CLI_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 
 /* A size: digits with an optional k, m or g (powers of 1024).  0 or -1. */
@@ -46,6 +48,23 @@ static inline rlim_t bench_raise_nofile(void)
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     return rl.rlim_cur;
+}
+
+/* The names of the ClientHello captures (*.bin) in dir, at most max, each
+ * strdup'ed, in directory order; -1 if dir cannot be opened (errno). */
+static inline long bench_list_hellos(const char *dir, char **names, size_t max)
+{
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) && n < max;) {
+        size_t l = strlen(e->d_name);
+        if (l > 4 && strcmp(e->d_name + l - 4, ".bin") == 0)
+            names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    return (long)n;
 }
 
 #endif

@@ -12,12 +12,13 @@
  */
 #include "sni.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench_cli.h"
 
 #define MAX_BYTES  20000
 #define MAX_ROUNDS 99
@@ -107,15 +108,10 @@ int main(int argc, char **argv)
     const char *dir = optind < argc ? argv[optind] : getenv("CLIENTHELLO_DIR");
     if (!dir)
         dir = "../shared/data/clienthello";
-    DIR *d = opendir(dir);
-    if (!d)
+    long got = bench_list_hellos(dir, names, 64);
+    if (got < 0)
         return perror(dir), 1;
-    for (struct dirent *e; (e = readdir(d)) && n < 64;) {
-        size_t l = strlen(e->d_name);
-        if (l > 4 && strcmp(e->d_name + l - 4, ".bin") == 0)
-            names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
+    n = (size_t)got;
     qsort(names, n, sizeof names[0], by_name);
     printf("# %ld parses per round, median of %d rounds; ns per parse\n", iters, rounds);
     printf("%-20s %6s %10s %8s %8s %10s   %s\n", "sample", "bytes", "median", "min", "max",

@@ -46,7 +46,6 @@
  */
 #include "sni.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -988,16 +987,10 @@ static int selftest(const char *dir)
     static uint8_t in[HELLO_MAX], out[HELLO_MAX];
     char err[200];
     char *names[64];
-    size_t n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
+    long got = bench_list_hellos(dir, names, 64);
+    if (got < 0)
         return perror(dir), 1;
-    for (struct dirent *e; (e = readdir(d)) && n < 64;) {
-        size_t l = strlen(e->d_name);
-        if (l > 4 && strcmp(e->d_name + l - 4, ".bin") == 0)
-            names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
+    size_t n = (size_t)got;
     st_ok(n > 0, "captures in %s (%zu)", dir, n);
     for (size_t i = 0; i < n; i++) {
         st_sample(dir, names[i]);
