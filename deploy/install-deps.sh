@@ -17,6 +17,11 @@ test_pkgs=(clang libclang-rt-14-dev clang-format python3 openssl curl ca-certifi
 # with its http-backend, wget, apt with apt-ftparchive and dpkg-deb) and a real
 # Prometheus server with promtool.
 test_pkgs+=(git wget apt-utils dpkg prometheus nftables)
+# deploy/'s checks: systemd-analyze verify on the units, shellcheck on the
+# scripts, cloud-init's own schema check on the golden image's user data.
+test_pkgs+=(systemd shellcheck cloud-init)
+# bench/run.sh: the peers egressd is measured against, side by side.
+test_pkgs+=(squid tinyproxy sniproxy haproxy nginx libnginx-mod-stream)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 
@@ -35,5 +40,17 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Packages with a daemon (squid, nginx, haproxy, prometheus, ...) are only
+# wanted as programs: keep apt from starting their services on this host.
+# (policy-rc.d exit 101 = "action not allowed"; removed again afterwards.)
+policy_rc=/usr/sbin/policy-rc.d
+own_policy_rc=
+if [ ! -e "$policy_rc" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy_rc"
+    chmod 755 "$policy_rc"
+    own_policy_rc=1
+    trap 'rm -f "$policy_rc"' EXIT
+fi
 apt-get update -q >&2
 apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+[ -z "$own_policy_rc" ] || rm -f "$policy_rc"
