@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# build-template.sh - build the golden sandbox template (VM 9000) on a Proxmox
+# VE node from the Debian 12 cloud image, as root on that node.
+#
+#   build-template.sh [--vmid 9000] [--storage local-lvm] [--snippets local]
+#                     [--bridge vmbr99] [--build-ip 10.99.0.9/24]
+#                     [--gateway 10.99.0.1] [--proxy 10.99.0.1:3128]
+#                     [--disk-size 20G] [--image FILE] [--dry-run]
+#
+# Before: vmbr99 exists (proxmox/interfaces.vmbr99), egressd runs on the
+# node with a default-policy that lets Debian's archive through (the shipped
+# egressd.conf: balanced), and the cluster firewall lets the sandbox network
+# reach egressd (proxmox/cluster.fw).  The template boots once, on vmbr99
+# behind the proxy like any sandbox, to install the QEMU guest agent; then it
+# is cleaned, given its firewall file (proxmox/9000.fw: options only, no rules,
+# no IP sets, as sandboxctl requires), protected and made a template.
+# Every command is printed before it runs; --dry-run only prints them.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+vmid=9000
+storage=local-lvm
+snippets=local
+bridge=vmbr99
+build_ip=10.99.0.9/24
+gateway=10.99.0.1
+proxy=10.99.0.1:3128
+disk_size=20G
+image=
+dry=
+image_url=https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2
+sums_url=https://cloud.debian.org/images/cloud/bookworm/latest/SHA512SUMS
+
+usage() {
+    sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+while [ $# -gt 0 ]; do
+    case $1 in
+        --vmid) vmid=${2:?}; shift ;;
+        --storage) storage=${2:?}; shift ;;
+        --snippets) snippets=${2:?}; shift ;;
+        --bridge) bridge=${2:?}; shift ;;
+        --build-ip) build_ip=${2:?}; shift ;;
+        --gateway) gateway=${2:?}; shift ;;
+        --proxy) proxy=${2:?}; shift ;;
+        --disk-size) disk_size=${2:?}; shift ;;
+        --image) image=${2:?}; shift ;;
+        --dry-run) dry=1 ;;
+        *) usage ;;
+    esac
+    shift
+done
+case $vmid in '' | *[!0-9]*) echo "build-template: --vmid wants a number, found '$vmid'" >&2; exit 2 ;; esac
+case $proxy in
+    *[!0-9.:]* | :* | *:) echo "build-template: --proxy wants IPV4:PORT, found '$proxy'" >&2; exit 2 ;;
+esac
+
+# run CMD...: print it, then run it (not with --dry-run).
+run() {
+    printf '+'
+    printf ' %q' "$@"
+    printf '\n'
+    [ -n "$dry" ] || "$@"
+}
+
+snippet=egressd-sandbox-user-data.yaml
+workdir=/var/tmp/egressd-template
+[ -n "$image" ] || image=$workdir/$(basename "$image_url")
+
+echo "# golden template $vmid on bridge $bridge, disk on $storage, proxy $proxy"
+if [ -z "$dry" ] && qm status "$vmid" >/dev/null 2>&1; then
+    echo "build-template: VM $vmid exists already; remove it first (qm set $vmid --protection 0; qm destroy $vmid)" >&2
+    exit 1
+fi
+
+# 1. The image, checked against Debian's published SHA512SUMS.
+if [ ! -f "$image" ]; then
+    run mkdir -p "$workdir"
+    run wget -q -O "$image" "$image_url"
+    run wget -q -O "$workdir/SHA512SUMS" "$sums_url"
+    run sh -c "cd '$workdir' && grep ' $(basename "$image")\$' SHA512SUMS | sha512sum -c -"
+fi
+
+# 2. The user data, as a snippet (the snippets storage must allow them).
+if command -v pvesh >/dev/null 2>&1; then
+    content=$(pvesh get "/storage/$snippets" --output-format json | sed -n 's/.*"content":"\([^"]*\)".*/\1/p')
+    snippet_dir=$(dirname "$(pvesm path "$snippets:snippets/$snippet")")
+else # --dry-run away from Proxmox
+    content="<its content now>"
+    snippet_dir=/var/lib/vz/snippets
+fi
+case ",$content," in
+    *,snippets,*) echo "# storage $snippets holds snippets already" ;;
+    *) run pvesm set "$snippets" --content "$content,snippets" ;;
+esac
+run mkdir -p "$snippet_dir"
+printf '+ sed s/10.99.0.1:3128/%s/g %s > %s\n' "$proxy" "$here/user-data.yaml" "$snippet_dir/$snippet"
+[ -n "$dry" ] || sed "s/10\.99\.0\.1:3128/$proxy/g" "$here/user-data.yaml" >"$snippet_dir/$snippet"
+
+# 3. The VM: disk imported from the image, cloud-init drive, guest agent,
+#    serial console, net0 on the proxy-only bridge behind the firewall.
+run qm create "$vmid" --name sandbox-template --ostype l26 --machine q35 \
+    --cpu host --cores 2 --memory 2048 --balloon 0 \
+    --scsihw virtio-scsi-single \
+    --scsi0 "$storage:0,import-from=$image,discard=on,ssd=1,iothread=1" \
+    --ide2 "$storage:cloudinit" --boot order=scsi0 \
+    --serial0 socket --vga serial0 \
+    --agent enabled=1,fstrim_cloned_disks=1 \
+    --net0 "virtio,bridge=$bridge,firewall=1" \
+    --cicustom "user=$snippets:snippets/$snippet" \
+    --ipconfig0 "ip=$build_ip,gw=$gateway" --nameserver 127.0.0.1 \
+    --tags sandbox-template
+run qm disk resize "$vmid" scsi0 "$disk_size"
+
+# 4. One boot: cloud-init installs the guest agent through egressd.
+run qm start "$vmid"
+if [ -z "$dry" ]; then
+    echo "# waiting up to 10 minutes for the guest agent"
+    for _ in $(seq 120); do
+        qm agent "$vmid" ping >/dev/null 2>&1 && break
+        sleep 5
+    done
+    qm agent "$vmid" ping >/dev/null 2>&1 || {
+        echo "build-template: no guest agent after 10 minutes: is egressd running, and does its default-policy allow deb.debian.org?" >&2
+        exit 1
+    }
+fi
+run qm guest exec "$vmid" --timeout 600 -- cloud-init status --wait
+# Each clone is a new machine: new machine-id, new SSH host keys, cloud-init
+# runs again (ipconfig0 differs, so the instance id does).
+run qm guest exec "$vmid" -- sh -c 'cloud-init clean --logs && truncate -s 0 /etc/machine-id && rm -f /var/lib/dbus/machine-id /etc/ssh/ssh_host_* && apt-get clean && fstrim -a'
+run qm shutdown "$vmid" --timeout 180
+
+# 5. The template: no build address, its firewall file, protection.
+run qm set "$vmid" --delete ipconfig0
+run install -m 0644 "$here/../proxmox/9000.fw" "/etc/pve/firewall/$vmid.fw"
+run qm set "$vmid" --protection 1
+run qm template "$vmid"
+echo "# done: template $vmid; grant VM.Clone and VM.Audit on /vms/$vmid (proxmox/pveum-sandboxctl.sh)"
