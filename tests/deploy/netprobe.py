@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""netprobe.py - listeners and probes for the wall test (nftables.t).
+
+  netprobe.py listen NAME LOG tcp:ADDR:PORT|udp:ADDR:PORT ...
+      Serve every given socket until killed.  A TCP client gets the line
+      "NAME:PORT" (PORT: the listener's own); a UDP datagram gets it back as
+      the answer.  Each one is logged to LOG as a JSON line with the
+      listener's port, the peer and, for TCP, the original destination
+      (SO_ORIGINAL_DST: where the client meant to go before a redirect).
+      Writes "ready" to stdout once every socket is bound.
+  netprobe.py probe tcp|udp ADDR PORT [TIMEOUT]
+      Print what answered ("NAME:PORT") and exit 0, or print "none" and
+      exit 1 after TIMEOUT seconds (default 1).
+"""
+import json
+import selectors
+import socket
+import struct
+import sys
+
+SO_ORIGINAL_DST = 80
+
+
+def original_dst(conn):
+    try:
+        raw = conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
+    except OSError:
+        return None
+    port, addr = struct.unpack("!2xH4s8x", raw)
+    return "%s:%d" % (socket.inet_ntoa(addr), port)
+
+
+def listen(name, log_path, specs):
+    sel = selectors.DefaultSelector()
+    log = open(log_path, "a", buffering=1)
+    for spec in specs:
+        proto, addr, port = spec.split(":")
+        if proto == "tcp":
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, int(port)))
+            s.listen(16)
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((addr, int(port)))
+        sel.register(s, selectors.EVENT_READ, proto)
+    print("ready", flush=True)
+    while True:
+        for key, _ in sel.select():
+            s = key.fileobj
+            port = s.getsockname()[1]
+            if key.data == "tcp":
+                conn, peer = s.accept()
+                entry = {"listener": port, "proto": "tcp", "peer": "%s:%d" % peer,
+                         "local": "%s:%d" % conn.getsockname(), "orig": original_dst(conn)}
+                try:
+                    conn.sendall(("%s:%d\n" % (name, port)).encode())
+                except OSError:
+                    pass
+                conn.close()
+            else:
+                data, peer = s.recvfrom(2048)
+                entry = {"listener": port, "proto": "udp", "peer": "%s:%d" % peer}
+                s.sendto(("%s:%d\n" % (name, port)).encode(), peer)
+            log.write(json.dumps(entry) + "\n")
+
+
+def probe(proto, addr, port, timeout):
+    kind = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
+    s = socket.socket(socket.AF_INET, kind)
+    s.settimeout(timeout)
+    try:
+        if proto == "tcp":
+            s.connect((addr, port))
+            answer = s.recv(256)
+        else:
+            s.sendto(b"probe", (addr, port))
+            answer = s.recv(256)
+    except OSError:
+        answer = b""
+    s.close()
+    text = answer.decode(errors="replace").strip()
+    print(text or "none")
+    return 0 if text else 1
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "listen":
+        listen(argv[2], argv[3], argv[4:])
+        return 0
+    if len(argv) in (5, 6) and argv[1] == "probe" and argv[2] in ("tcp", "udp"):
+        return probe(argv[2], argv[3], int(argv[4]), float(argv[5]) if len(argv) == 6 else 1.0)
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
