@@ -5,7 +5,7 @@
  *               (--proxy ADDR:PORT | --direct ADDR:PORT) --target HOST:PORT
  *               [--conns C] [--total N | --duration S] [--threads T]
  *               [--hello FILE] [--reply-bytes K] [--bytes S] [--timeout S]
- *               [--ramp R] [--label TEXT]
+ *               [--ramp R] [--label TEXT] [--transparent]
  *   egress-load --selftest [DIR]
  *
  * No TLS stack: the client's side of a TLS connection is a real ClientHello
@@ -24,12 +24,19 @@
  *            timed from its write to the end of its body.
  *   bulk     CONNECT + hello, then S bytes each way at once (--bytes);
  *            reports throughput.  Latency: the whole tunnel.
- *   deny     CONNECT to a target the policy forbids: a 403 is a success,
- *            any other answer a bad_status error.
+ *   deny     CONNECT to a target the policy forbids: a 403 is a success, a
+ *            200 a let_through error, any other answer a bad_status error.
+ *            With --transparent: the hello naming that target straight to the
+ *            TLS port; the connection ending (EOF, reset) or a TLS alert
+ *            record is a success, a handshake record (the origin answering)
+ *            a let_through error.
  *   idle     open C tunnels (CONNECT + hello + the K-byte answer; at most
  *            --ramp opening at once), print "all up: ..." and hold them until
  *            SIGINT/SIGTERM or --duration.  Latency: each tunnel's opening.
  *   --direct runs the same exchanges straight to the sink (no CONNECT).
+ *   --transparent: --proxy is a transparent TLS port (SNI proxies): bulk,
+ *            deny and idle send the hello first instead of a CONNECT; sni is
+ *            connect with --transparent.
  *
  * --total N counts exchanges (connections, or requests for http) including
  * the failed ones; --duration S starts new ones for S seconds and lets those
@@ -38,7 +45,13 @@
  * for people.  Errors by kind: connect (connect() failed, e.g. no source
  * port left), refused, timeout (no progress for --timeout), bad_status (an
  * answer other than the expected one, or a malformed one), short_read (EOF
- * before the whole answer), reset, dropped (idle: a held tunnel closed).
+ * before the whole answer), reset, dropped (idle: a held tunnel closed),
+ * let_through (deny: the proxy let the forbidden target through).  A
+ * keep-alive connection the proxy closes after a response, before a byte of
+ * the next one, is not an error: the request goes again on a new connection
+ * (as curl does) and is counted in reconnects.  The JSON
+ * also holds the generator's own CPU time (cpu_s), so a run can show that
+ * the generator was not the bottleneck.
  *
  * --selftest checks the server_name rewriting against sni/'s parser on every
  * capture in DIR ($CLIENTHELLO_DIR, else ../shared/data/clienthello) and
@@ -177,14 +190,16 @@ enum err_kind {
     E_SHORT_READ,
     E_RESET,
     E_DROPPED,
+    E_LET_THROUGH,
     E_KINDS
 };
 static const char *const err_names[] = {"connect",    "refused", "timeout", "bad_status",
-                                        "short_read", "reset",   "dropped"};
+                                        "short_read", "reset",   "dropped", "let_through"};
 
 static struct {
     enum mode mode;
     bool direct;           /* --direct: no proxy, no CONNECT */
+    bool transparent;      /* --transparent (and sni): the hello first, no CONNECT */
     const char *addr_text; /* --proxy or --direct as given */
     struct sockaddr_storage addr;
     socklen_t addr_len;
@@ -227,7 +242,7 @@ static uint64_t now_ns(void)
 /* True for the modes that open a tunnel with CONNECT before the hello. */
 static bool uses_connect(void)
 {
-    return !cfg.direct && cfg.mode != MODE_SNI && cfg.mode != MODE_HTTP;
+    return !cfg.direct && !cfg.transparent && cfg.mode != MODE_HTTP;
 }
 
 /* ---------------------------------------------------------------------------
@@ -245,6 +260,7 @@ enum phase {
     PH_REPLY,      /* reading the K-byte answer to the hello */
     PH_BULK,       /* S bytes each way */
     PH_HOLD,       /* idle: tunnel up, held until the end */
+    PH_REFUSAL,    /* deny --transparent: hello sent, the proxy must end it */
 };
 
 struct worker;
@@ -264,6 +280,7 @@ struct conn {
     uint64_t up_left; /* bulk bytes still to send */
     bool body_to_eof; /* PH_BODY without Content-Length */
     bool close_after; /* http: the response said Connection: close */
+    long served;      /* http: responses read on this connection */
     size_t head_len;
     char head[HEAD_MAX];
 };
@@ -284,6 +301,7 @@ struct worker {
     uint32_t *lat; /* µs per sample */
     size_t nlat, cap;
     long long errors[E_KINDS];
+    long long reconnects; /* http: requests resent on a new connection */
     uint64_t bytes_up, bytes_down;
     uint64_t first_ns, last_ns; /* first start and last completed sample */
     uint8_t scratch[SCRATCH_BYTES];
@@ -373,8 +391,30 @@ static void conn_fail(struct conn *c, enum err_kind kind, const char *detail)
     slot_next(c, true);
 }
 
+static void conn_done(struct conn *c);
+
+/*
+ * A keep-alive connection that already carried a response closed before a
+ * byte of the next one: the proxy does not keep connections alive (and did
+ * not say so).  Like a browser or curl, send the request again on a new
+ * connection; counted as a reconnect, not an error.  True when it did.
+ */
+static bool http_reconnect(struct conn *c)
+{
+    if (cfg.mode != MODE_HTTP || c->ph != PH_HEAD || c->head_len != 0 || c->served == 0)
+        return false;
+    c->w->reconnects++;
+    conn_close(c);
+    conn_start(c);
+    return true;
+}
+
 static void conn_fail_errno(struct conn *c, int err)
 {
+    if (c->ph == PH_REFUSAL && (err == ECONNRESET || err == EPIPE))
+        return conn_done(c); /* a reset is one way to refuse */
+    if ((err == ECONNRESET || err == EPIPE) && http_reconnect(c))
+        return;
     enum err_kind k = E_RESET;
     if (err == ECONNREFUSED)
         k = E_REFUSED;
@@ -452,6 +492,8 @@ static int send_hello(struct conn *c)
         c->ph = PH_BULK;
         c->want = cfg.bulk_bytes;
         c->up_left = cfg.bulk_bytes;
+    } else if (cfg.mode == MODE_DENY) {
+        c->ph = PH_REFUSAL;
     } else {
         c->ph = PH_REPLY;
         c->want = cfg.reply_bytes;
@@ -488,6 +530,7 @@ static void conn_start(struct conn *c)
     c->t0 = now_ns();
     c->deadline = w->tick_now + w->timeout_ns;
     c->out_left = 0;
+    c->served = 0;
     c->ph = PH_CONNECTING;
     c->fd = socket(cfg.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd == -1)
@@ -577,6 +620,7 @@ static int got_bytes(struct conn *c, uint64_t n)
         if (cfg.mode != MODE_HTTP)
             return conn_done(c), -1;
         record(c->w, c->t0, now_ns());
+        c->served++;
         if (c->close_after) /* the next request, if any, on a new connection */
             return slot_next(c, false), -1;
         if (!take_work(c->w))
@@ -603,6 +647,15 @@ static void head_done(struct conn *c, size_t hl, size_t extra)
     const char *conn_hdr = header(c->head, hl, "connection", &vl);
     c->close_after = conn_hdr && vl >= 5 && strncasecmp(conn_hdr, "close", 5) == 0;
 
+    /* HTTP/1.0 answers close unless they say keep-alive. */
+    if (status > 0 && c->head[7] == '0')
+        c->close_after = !(conn_hdr && vl >= 10 && strncasecmp(conn_hdr, "keep-alive", 10) == 0);
+
+    if (cfg.mode == MODE_DENY && status == 200) {
+        char msg[240];
+        snprintf(msg, sizeof msg, "a denied target was let through: '%s'", line);
+        return conn_fail(c, E_LET_THROUGH, msg);
+    }
     if (cfg.mode == MODE_HTTP || cfg.mode == MODE_DENY) {
         int expect = cfg.mode == MODE_HTTP ? 200 : 403;
         if (status != expect) {
@@ -634,6 +687,8 @@ static void read_head(struct conn *c)
     if (room == 0)
         return conn_fail(c, E_BAD_STATUS, "a response head over 4 KiB");
     ssize_t n = recv(c->fd, c->head + c->head_len, room, 0);
+    if (n == 0 && http_reconnect(c))
+        return;
     if (n == 0)
         return conn_fail(c, E_SHORT_READ, "EOF before a whole response head");
     if (n == -1)
@@ -661,6 +716,15 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         if (errno != EAGAIN && errno != EINTR)
             conn_fail_errno(c, errno);
         return;
+    }
+    if (c->ph == PH_REFUSAL) {
+        /* EOF or an alert record: refused.  Anything else came from the origin. */
+        if (n == 0 || c->w->scratch[0] == 0x15)
+            return conn_done(c);
+        return conn_fail(c, c->w->scratch[0] == 0x16 ? E_LET_THROUGH : E_BAD_STATUS,
+                         c->w->scratch[0] == 0x16
+                             ? "a denied name was let through (handshake record)"
+                             : "neither a refusal nor a TLS record");
     }
     if (n == 0) {
         if (c->ph == PH_BODY && c->body_to_eof)
@@ -819,7 +883,7 @@ static uint32_t pct(const uint32_t *v, size_t n, double q)
 static void report(struct worker *ws, int nw)
 {
     size_t n = 0;
-    long long err[E_KINDS] = {0}, err_total = 0;
+    long long err[E_KINDS] = {0}, err_total = 0, reconnects = 0;
     uint64_t up = 0, down = 0, last = 0;
     for (int i = 0; i < nw; i++) {
         n += ws[i].nlat;
@@ -828,6 +892,7 @@ static void report(struct worker *ws, int nw)
             last = ws[i].last_ns;
         for (int k = 0; k < E_KINDS; k++)
             err[k] += ws[i].errors[k];
+        reconnects += ws[i].reconnects;
     }
     for (int k = 0; k < E_KINDS; k++)
         err_total += err[k];
@@ -860,7 +925,12 @@ static void report(struct worker *ws, int nw)
     printf(",\"errors\":{");
     for (int k = 0; k < E_KINDS; k++)
         printf("%s\"%s\":%lld", k ? "," : "", err_names[k], err[k]);
-    printf("},\"error_total\":%lld}\n", err_total);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    printf("},\"error_total\":%lld,\"reconnects\":%lld,\"cpu_s\":%.3f}\n", err_total, reconnects,
+           cpu);
 
     printf("%s %s %s -> %s: %zu in %.3f s = %.0f %s", mode_names[cfg.mode],
            cfg.direct ? "direct" : "via", cfg.addr_text, cfg.target, n, secs, rate, unit);
@@ -872,6 +942,8 @@ static void report(struct worker *ws, int nw)
     for (int k = 0; k < E_KINDS; k++)
         if (err[k])
             printf(" %s=%lld", err_names[k], err[k]);
+    if (reconnects)
+        printf("; %lld requests resent on a new connection", reconnects);
     printf("\n");
     free(all);
 }
@@ -1050,7 +1122,7 @@ static void usage(void)
             "                   (--proxy ADDR:PORT | --direct ADDR:PORT) --target HOST:PORT\n"
             "                   [--conns C] [--total N | --duration S] [--threads T]\n"
             "                   [--hello FILE] [--reply-bytes K] [--bytes S] [--timeout S]\n"
-            "                   [--ramp R] [--label TEXT]\n"
+            "                   [--ramp R] [--label TEXT] [--transparent]\n"
             "       egress-load --selftest [DIR]\n");
     exit(2);
 }
@@ -1128,6 +1200,7 @@ static void parse_args(int argc, char **argv)
         {"timeout", required_argument, NULL, 'o'},
         {"ramp", required_argument, NULL, 'r'},
         {"label", required_argument, NULL, 'L'},
+        {"transparent", no_argument, NULL, 'x'}, /* a TLS port: no CONNECT */
         {NULL, 0, NULL, 0},
     };
     int o, have_mode = 0, have_addr = 0;
@@ -1171,6 +1244,7 @@ static void parse_args(int argc, char **argv)
         case 'o': cfg.timeout = parse_secs(optarg, "--timeout"); break;
         case 'r': cfg.ramp = parse_long(optarg, "--ramp", 1, 1000000); break;
         case 'L': cfg.label = optarg; break;
+        case 'x': cfg.transparent = true; break;
         default: usage();
         }
     }
@@ -1185,6 +1259,10 @@ static void parse_args(int argc, char **argv)
     cfg.host[hl] = 0;
     if (cfg.mode == MODE_DENY && cfg.direct)
         DIE("--mode deny needs a --proxy to deny");
+    if (cfg.transparent && (cfg.direct || cfg.mode == MODE_HTTP))
+        DIE("--transparent wants a --proxy and a TLS mode");
+    if (cfg.mode == MODE_SNI)
+        cfg.transparent = true;
     if (cfg.mode != MODE_IDLE && !cfg.total == !(cfg.duration > 0))
         DIE("give one of --total and --duration");
     if (cfg.mode == MODE_IDLE && cfg.total)
@@ -1211,9 +1289,9 @@ int main(int argc, char **argv)
         return selftest(dir ? dir : "../shared/data/clienthello");
     }
     parse_args(argc, argv);
-    if (cfg.mode != MODE_HTTP && cfg.mode != MODE_DENY)
+    if (cfg.mode != MODE_HTTP && (cfg.mode != MODE_DENY || cfg.transparent))
         load_hello();
-    if (cfg.mode != MODE_SNI)
+    if (uses_connect() || cfg.mode == MODE_HTTP)
         build_request();
 
     rlim_t nofile = bench_raise_nofile();
