@@ -230,6 +230,8 @@ void px_conn_close(struct px_conn *c, const char *why)
         bufferevent_free(c->up);
     if (c->cli != NULL)
         bufferevent_free(c->cli);
+    if (c->relay != NULL)
+        px_relay_free(c->relay);
     event_free(c->timer);
     if (c->counted_active)
         px_metrics_active(c->msb, -1);

@@ -102,7 +102,10 @@ struct px_conn {
     /* Counters for the log line and the metrics. */
     uint64_t bytes_up, bytes_down;
     uint64_t quota_counted; /* of those, already counted by the relay */
-    bool eof_cli, eof_up;
+
+    /* The tunnel, once relaying: it owns both sockets then (cli and up
+     * are NULL). */
+    struct px_relay *relay;
 };
 
 /* conn.c */
@@ -144,5 +147,6 @@ void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next r
 
 /* relay.c: the tunnel. */
 void px_relay_start(struct px_conn *c); /* may close */
+void px_relay_free(struct px_relay *r); /* closes both sockets */
 
 #endif
