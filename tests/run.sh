@@ -177,8 +177,8 @@ setup_build build/gcc gcc && {
         build/gcc/bench/bench_policy -r 20000 -x 200 -n 20000
     run_tap "bench smoke: egress-load rewrites the SNI of every sample" "$logs/bench-selftest.log" \
         build/gcc/bench/egress-load --selftest "$CLIENTHELLO_DIR"
-    step "bench smoke: run-egressd.sh, every workload briefly through egressd" \
-        "$logs/bench-egressd.log" bench/run-egressd.sh --smoke build/gcc
+    step "bench smoke: run.sh, every workload briefly through egressd and each peer proxy" \
+        "$logs/bench-peers.log" bench/run.sh --smoke build/gcc
 }
 setup_build build/clang clang
 setup_build build/asan clang -Db_sanitize=address,undefined -Db_lundef=false && \

@@ -1,0 +1,653 @@
+#!/usr/bin/env bash
+# bench/run.sh - egressd beside squid, tinyproxy, sniproxy, haproxy and nginx
+# (stream, ssl_preread) under the same egress-load workloads, as one table.
+#
+#   bench/run.sh [--smoke] [BUILD_DIR]
+#
+# BUILD_DIR defaults to build/release (configured with --buildtype=release
+# when missing).  The script re-executes itself under `unshare -n -m`: a
+# network namespace of its own (loopback only) and a mount namespace in which
+# /etc/hosts is the bench's hosts file, /etc/resolv.conf names a resolver that
+# does not answer, and the work directory is a tmpfs (every proxy's access log
+# goes there, so no proxy waits on a disk).  Nothing outside changes.
+#
+# Sinks on 127.0.0.16 (sink.test): TLS-like answers :4443, HTTP :8000, bulk
+# :9000; and a TLS-like sink on 127.0.0.18 (denied.test), so a proxy that let
+# the denied name through would be seen doing it.  One proxy runs at a time,
+# each on its own address with the configuration in bench/peers/:
+#
+#   direct     no proxy: the same exchanges straight to the sinks (the limit)
+#   egressd    127.0.0.1  CONNECT/HTTP :3128, transparent TLS :8443
+#   squid      127.0.0.2  CONNECT/HTTP :3128
+#   tinyproxy  127.0.0.3  CONNECT/HTTP :3128
+#   sniproxy   127.0.0.4  TLS :8443 (to :4443), :8444 (to the bulk sink)
+#   haproxy    127.0.0.5  the same
+#   nginx      127.0.0.6  the same
+#
+# Workloads, each where the proxy can do it (else "-" in the table):
+#   idle     BENCH_IDLE tunnels held (CONNECT, or the TLS port); the VmRSS of
+#            all the proxy's processes while they are held minus before, per
+#            tunnel.  Run first, after a warm-up, while the heap is fresh.
+#   connect  CONNECT + ClientHello + a BENCH_REPLY-byte answer, close.
+#   sni      the same to the transparent TLS port.
+#   http     keep-alive absolute-URI GETs.
+#   bulk     BENCH_BULK_CONNS tunnels moving BENCH_BULK_BYTES each way
+#            (CONNECT, or the TLS port for the SNI-only proxies).
+#   deny     CONNECT to denied.test: 403 expected.
+#   denysni  the hello naming denied.test to the TLS port: closed expected.
+# The proxy's CPU (utime+stime of all its processes and threads, reaped
+# children included) is read from /proc before and after each run.
+#
+# --smoke runs every proxy x workload for about half a second with small
+# numbers and fails when any exchange fails or the table is not printed (for
+# tests/run.sh).  A peer that is not installed is left out with a note.
+# Knobs (environment): BENCH_PROXIES (default "direct egressd squid tinyproxy
+# sniproxy haproxy nginx"), BENCH_SECONDS (per rate run, 5; smoke 0.5),
+# BENCH_WORKERS (2: egressd workers, squid workers, haproxy nbthread, nginx
+# worker_processes), BENCH_THREADS (egress-load threads, 1),
+# BENCH_SINK_THREADS (1), BENCH_CONNS (concurrency, 50), BENCH_REPLY (4096),
+# BENCH_IDLE (5000), BENCH_BULK_CONNS (4), BENCH_BULK_BYTES (256m), BENCH_HELLO
+# (the ClientHello capture, default $CLIENTHELLO_DIR/curl.bin).
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+smoke=0
+build=
+for a in "$@"; do
+    case $a in
+    --smoke) smoke=1 ;;
+    -h | --help)
+        sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    -*) echo "run.sh: unknown option $a" >&2 && exit 2 ;;
+    *) build=$a ;;
+    esac
+done
+build=${build:-$top/build/release}
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+
+if [ -z "${EGRESS_BENCH_NETNS:-}" ]; then
+    if [ ! -f "$build/build.ninja" ]; then
+        meson setup --buildtype=release "$build" "$top" >/dev/null || exit 1
+    fi
+    ninja -C "$build" bench/egress-load bench/egress-sink proxy/egressd >/dev/null || {
+        echo "run.sh: could not build egressd, egress-load and egress-sink in $build" >&2
+        ninja -C "$build" bench/egress-load bench/egress-sink proxy/egressd 2>&1 | tail -n 20 >&2
+        exit 1
+    }
+    export EGRESS_BENCH_NETNS=1
+    exec unshare -n -m --propagation private -- bash "$0" "$@"
+fi
+
+ip link set lo up || exit 1
+# Many short connections on one loopback: more source ports, TIME_WAIT ports
+# reused for new connections, a longer accept queue.  All per namespace.
+sysctl -qw net.ipv4.ip_local_port_range="1024 65535" net.ipv4.tcp_tw_reuse=1 \
+    net.core.somaxconn=8192 net.ipv4.tcp_max_syn_backlog=8192 2>/dev/null
+ulimit -n 200000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+NOFILE=$(ulimit -n)
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
+
+LOAD=$build/bench/egress-load
+SINK=$build/bench/egress-sink
+EGRESSD=$build/proxy/egressd
+PEERS=$top/bench/peers
+HELLO=${BENCH_HELLO:-${CLIENTHELLO_DIR:-$top/../shared/data/clienthello}/curl.bin}
+WORKERS=${BENCH_WORKERS:-2}
+THREADS=${BENCH_THREADS:-1}
+SINK_THREADS=${BENCH_SINK_THREADS:-1}
+REPLY=${BENCH_REPLY:-4096}
+PROXIES=${BENCH_PROXIES:-direct egressd squid tinyproxy sniproxy haproxy nginx}
+if [ "$smoke" = 1 ]; then
+    SECONDS_RUN=${BENCH_SECONDS:-0.5} CONNS=${BENCH_CONNS:-10} IDLE=${BENCH_IDLE:-100}
+    BULK_CONNS=${BENCH_BULK_CONNS:-2} BULK_BYTES=${BENCH_BULK_BYTES:-8m}
+else
+    SECONDS_RUN=${BENCH_SECONDS:-5} CONNS=${BENCH_CONNS:-50} IDLE=${BENCH_IDLE:-5000}
+    BULK_CONNS=${BENCH_BULK_CONNS:-4} BULK_BYTES=${BENCH_BULK_BYTES:-256m}
+fi
+# Every proxy's connection limit: two descriptors per tunnel, some spare.
+MAXCONN=$(((NOFILE - 200) / 2))
+if [ "$IDLE" -gt "$MAXCONN" ]; then
+    echo "# note: open files limited to $NOFILE: BENCH_IDLE=$IDLE lowered to $MAXCONN" >&2
+    IDLE=$MAXCONN
+fi
+SINK_ADDR=127.0.0.16
+DENIED_ADDR=127.0.0.18
+CLK_TCK=$(getconf CLK_TCK)
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/egress-bench.XXXXXX")
+mount -t tmpfs -o size=512m,mode=0755 egress-bench "$T" || exit 1
+R=$T/results
+mkdir -p "$R"
+SINK_PIDS=()
+PROXY_PID=
+
+stop_proxy() {
+    [ -n "$PROXY_PID" ] || return 0
+    local rc=0
+    kill -TERM "$PROXY_PID" 2>/dev/null
+    for _ in $(seq 100); do
+        kill -0 "$PROXY_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$PROXY_PID" 2>/dev/null; then
+        echo "run.sh: $CUR did not stop within 10 s of SIGTERM; killed" >&2
+        kill -KILL "$PROXY_PID" 2>/dev/null
+        rc=1
+    fi
+    wait "$PROXY_PID" 2>/dev/null
+    PROXY_PID=
+    return $rc
+}
+cleanup() {
+    local p
+    stop_proxy
+    for p in "${SINK_PIDS[@]}"; do
+        kill "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    umount /run/squid 2>/dev/null
+    umount /etc/hosts /etc/resolv.conf 2>/dev/null
+    umount "$T" && rmdir "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP # so that cleanup runs then too
+die() {
+    echo "run.sh: $*" >&2
+    exit 1
+}
+
+for f in "$LOAD" "$SINK" "$EGRESSD" "$HELLO"; do
+    [ -e "$f" ] || die "$f is missing"
+done
+"$LOAD" --selftest "$(dirname "$HELLO")" >"$T/selftest.tap" 2>&1 ||
+    die "egress-load --selftest failed: $(grep -m1 '^not ok' "$T/selftest.tap")"
+
+# Names come from this file only, for every proxy: egressd's hosts-file,
+# squid's hosts_file, and getaddrinfo() (tinyproxy) through /etc/hosts.
+printf '%s sink.test\n%s denied.test\n' $SINK_ADDR $DENIED_ADDR >"$T/hosts"
+printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$T/resolv.conf"
+mount --bind "$T/hosts" /etc/hosts || die "cannot bind-mount the hosts file"
+mount --bind "$T/resolv.conf" /etc/resolv.conf || die "cannot bind-mount resolv.conf"
+
+"$SINK" --listen $SINK_ADDR:4443 --tls-like --reply-bytes "$REPLY" --threads "$SINK_THREADS" &
+TLS_SINK_PID=$!
+SINK_PIDS+=($!)
+"$SINK" --listen $SINK_ADDR:8000 --http --reply-bytes "$REPLY" --threads "$SINK_THREADS" &
+HTTP_SINK_PID=$!
+SINK_PIDS+=($!)
+"$SINK" --listen $SINK_ADDR:9000 --bulk --reply-bytes "$BULK_BYTES" --threads "$SINK_THREADS" &
+BULK_SINK_PID=$!
+SINK_PIDS+=($!)
+"$SINK" --listen $DENIED_ADDR:4443 --tls-like --reply-bytes "$REPLY" &
+SINK_PIDS+=($!)
+
+# ---------------------------------------------------------------------------
+# Processes, CPU time and memory
+
+# The PIDs of a process and all its descendants.
+tree_pids() {
+    ps -e -o pid=,ppid= | awk -v root="$1" '
+        { kids[$2] = kids[$2] " " $1 }
+        END { q[1] = root; n = 1
+              for (i = 1; i <= n; i++) { print q[i]; m = split(kids[q[i]], k, " ")
+                                         for (j = 1; j <= m; j++) q[++n] = k[j] } }'
+}
+# utime+stime (ticks) of a process tree, threads included, and the root's
+# reaped children (cutime+cstime).
+tree_ticks() {
+    local p sum=0 root=$1
+    for p in $(tree_pids "$root"); do
+        [ -r "/proc/$p/stat" ] || continue
+        sum=$((sum + $(sed 's/^.*) //' "/proc/$p/stat" | awk -v r=$((p == root)) \
+            '{ print $12 + $13 + (r ? $14 + $15 : 0) }')))
+    done
+    echo $sum
+}
+tree_rss_kib() {
+    local p sum=0
+    for p in $(tree_pids "$1"); do
+        sum=$((sum + $(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0)))
+    done
+    echo $sum
+}
+# Wait until ADDR:PORT accepts (10 s at most).
+wait_port() {
+    for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && return 0
+        kill -0 "$PROXY_PID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+# render TEMPLATE OUT: a peer's configuration with its @FIELDS@ filled in.
+render() {
+    sed -e "s|@DIR@|$DIR|g" -e "s|@ADDR@|$ADDR|g" -e "s|@WORKERS@|$WORKERS|g" \
+        -e "s|@MAXCONN@|$MAXCONN|g" -e "s|@MAXSOCKS@|$((MAXCONN * 2))|g" \
+        -e "s|@NOFILE@|$NOFILE|g" -e "s|@HOSTS@|$T/hosts|g" -e "s|@SINK@|$SINK_ADDR|g" \
+        "$PEERS/$1" >"$2"
+}
+
+# ---------------------------------------------------------------------------
+# The proxies: start_NAME sets ADDR, PROXY_PID and what the proxy can do.
+
+start_egressd() {
+    mkdir -p "$DIR/policies" "$DIR/state"
+    printf '# egress-load'"'"'s origins\nsink.test:4443,8000,9000\n' >"$DIR/policies/bench.allow"
+    cat >"$DIR/egressd.conf" <<EOF
+listen $ADDR:3128
+transparent-tls $ADDR:8443 upstream-port 4443
+metrics $ADDR:9464
+workers $WORKERS
+hosts-file $T/hosts
+policy-dir policies
+default-policy bench
+state-dir state
+access-log access.log
+allow-range 127.0.0.16/28
+max-conns $MAXCONN
+max-conns-per-sandbox $MAXCONN
+EOF
+    "$EGRESSD" -c "$DIR/egressd.conf" >"$DIR/out" 2>&1 &
+    PROXY_PID=$!
+    CAN="connect sni http bulk deny denysni idle"
+    VERSION="egressd $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
+}
+start_squid() {
+    render squid.conf "$DIR/squid.conf"
+    chown -R proxy: "$DIR" 2>/dev/null
+    # SMP squid's kids talk over sockets in /run/squid: a private one.
+    if [ -d /run/squid ]; then
+        mkdir -p "$DIR/run" && chown proxy: "$DIR/run" && mount --bind "$DIR/run" /run/squid
+    fi
+    squid --foreground -f "$DIR/squid.conf" >"$DIR/out" 2>&1 &
+    PROXY_PID=$!
+    CAN="connect http bulk deny idle"
+    VERSION=$(squid -v | sed -n '1s/.*Version /squid /p')
+}
+start_tinyproxy() {
+    render tinyproxy.conf "$DIR/tinyproxy.conf"
+    cp "$PEERS/tinyproxy.filter" "$DIR/filter"
+    touch "$DIR/access.log"
+    chown -R nobody "$DIR"
+    tinyproxy -d -c "$DIR/tinyproxy.conf" >"$DIR/out" 2>&1 &
+    PROXY_PID=$!
+    CAN="connect http bulk deny idle"
+    VERSION=$(tinyproxy -v 2>&1 | head -n 1)
+}
+start_sniproxy() {
+    render sniproxy.conf "$DIR/sniproxy.conf"
+    chown -R nobody "$DIR"
+    sniproxy -f -c "$DIR/sniproxy.conf" >"$DIR/out" 2>&1 &
+    PROXY_PID=$!
+    CAN="sni bulk denysni idle"
+    VERSION=$(sniproxy -V 2>&1 | head -n 1)
+}
+start_haproxy() {
+    render haproxy.cfg "$DIR/haproxy.cfg"
+    haproxy -db -f "$DIR/haproxy.cfg" >"$DIR/access.log" 2>"$DIR/out" &
+    PROXY_PID=$!
+    CAN="sni bulk denysni idle"
+    VERSION=$(haproxy -v | sed -n '1s/HAProxy version \([^ ]*\).*/haproxy \1/p')
+}
+start_nginx() {
+    render nginx.conf "$DIR/nginx.conf"
+    nginx -e "$DIR/error.log" -p "$DIR" -c "$DIR/nginx.conf" >"$DIR/out" 2>&1 &
+    PROXY_PID=$!
+    CAN="sni bulk denysni idle"
+    VERSION=$(nginx -v 2>&1 | sed 's/.*nginx\//nginx /')
+}
+address_of() {
+    case $1 in
+    egressd) echo 127.0.0.1 ;; squid) echo 127.0.0.2 ;; tinyproxy) echo 127.0.0.3 ;;
+    sniproxy) echo 127.0.0.4 ;; haproxy) echo 127.0.0.5 ;; nginx) echo 127.0.0.6 ;;
+    esac
+}
+binary_of() {
+    case $1 in egressd) echo "$EGRESSD" ;; *) echo "$1" ;; esac
+}
+
+# ---------------------------------------------------------------------------
+# Runs
+
+failed=0
+# meta KEY VALUE: a fact about the current proxy's current run, for the table.
+meta() { echo "$CUR $RUN $1 $2" >>"$R/meta"; }
+# load RUN ARGS...: one egress-load run with the proxy's CPU and the
+# generator's and the sink's meanwhile; its JSON into $R/CUR.RUN.json.
+load() {
+    RUN=$1
+    shift
+    local out=$R/$CUR.$RUN t0 s0 rc
+    t0=$([ -n "$PROXY_PID" ] && tree_ticks "$PROXY_PID" || echo 0)
+    s0=$(($(tree_ticks $TLS_SINK_PID) + $(tree_ticks $HTTP_SINK_PID) + $(tree_ticks $BULK_SINK_PID)))
+    "$LOAD" --threads "$THREADS" --hello "$HELLO" --label "$CUR $RUN" "$@" >"$out.out" 2>"$out.err"
+    rc=$?
+    if [ -n "$PROXY_PID" ]; then
+        kill -0 "$PROXY_PID" 2>/dev/null || {
+            echo "run.sh: $CUR died during $RUN" >&2
+            failed=1
+        }
+        meta proxy_ticks $(($(tree_ticks "$PROXY_PID") - t0))
+    fi
+    meta sink_ticks $(($(tree_ticks $TLS_SINK_PID) + $(tree_ticks $HTTP_SINK_PID) + \
+        $(tree_ticks $BULK_SINK_PID) - s0))
+    grep '^{' "$out.out" | tail -n 1 >"$out.json"
+    grep -v '^{' "$out.out" | sed "s/^/  $CUR: /"
+    if [ "$rc" -ne 0 ]; then
+        failed=1
+        sed "s/^/  $CUR $RUN: /" "$out.err" | head -n 5
+    fi
+    [ -s "$out.json" ] || {
+        echo "run.sh: egress-load $CUR $RUN gave no result (exit $rc)" >&2
+        failed=1
+    }
+}
+# idle ARGS...: hold IDLE tunnels; the proxy's VmRSS before and while.
+idle() {
+    RUN=idle
+    local out=$R/$CUR.idle before pid rc
+    before=$(tree_rss_kib "$PROXY_PID")
+    "$LOAD" --mode idle --threads "$THREADS" --hello "$HELLO" --label "$CUR idle" \
+        --conns "$IDLE" "$@" >"$out.out" 2>"$out.err" &
+    pid=$!
+    for _ in $(seq 1200); do
+        grep -q 'up:' "$out.out" 2>/dev/null && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.05
+    done
+    sleep 0.5 # let the proxy settle (logging, buffers) before reading
+    meta rss_before "$before"
+    meta rss_held "$(tree_rss_kib "$PROXY_PID")"
+    kill -INT $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    grep '^{' "$out.out" | tail -n 1 >"$out.json"
+    grep -v '^{' "$out.out" | sed "s/^/  $CUR: /"
+    if [ "$rc" -ne 0 ]; then
+        failed=1
+        sed "s/^/  $CUR idle: /" "$out.err" | head -n 5
+    fi
+}
+can() { case " $CAN " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# direct: the same exchanges without a proxy; connect stands for sni too.
+run_direct() {
+    CAN="connect sni http bulk"
+    load connect --mode connect --direct $SINK_ADDR:4443 --target sink.test:4443 \
+        --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
+    load http --mode http --direct $SINK_ADDR:8000 --target sink.test:8000 \
+        --conns "$CONNS" --duration "$SECONDS_RUN"
+    load bulk --mode bulk --direct $SINK_ADDR:9000 --target sink.test:9000 \
+        --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
+}
+run_proxy() {
+    local explicit=$ADDR:3128 tls=$ADDR:8443 bulk_tls=$ADDR:8444 via
+    # A few connections first, so what every worker sets up once is not
+    # counted as the tunnels' memory.
+    if can connect; then
+        via=(--proxy "$explicit")
+        load warmup --mode connect --proxy "$explicit" --target sink.test:4443 --conns 4 \
+            --total 200 --reply-bytes "$REPLY" >/dev/null
+    else
+        via=(--transparent --proxy "$tls")
+        load warmup --mode sni --proxy "$tls" --target sink.test:4443 --conns 4 \
+            --total 200 --reply-bytes "$REPLY" >/dev/null
+    fi
+    idle "${via[@]}" --target sink.test:4443 --reply-bytes "$REPLY"
+    can connect && load connect --mode connect --proxy "$explicit" --target sink.test:4443 \
+        --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
+    can sni && load sni --mode sni --proxy "$tls" --target sink.test:4443 \
+        --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
+    can http && load http --mode http --proxy "$explicit" --target sink.test:8000 \
+        --conns "$CONNS" --duration "$SECONDS_RUN"
+    if can connect; then
+        load bulk --mode bulk --proxy "$explicit" --target sink.test:9000 \
+            --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
+    else
+        load bulk --mode bulk --transparent --proxy "$bulk_tls" --target sink.test:9000 \
+            --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
+    fi
+    can deny && load deny --mode deny --proxy "$explicit" --target denied.test:4443 \
+        --conns "$CONNS" --duration "$SECONDS_RUN"
+    can denysni && load denysni --mode deny --transparent --proxy "$tls" \
+        --target denied.test:4443 --conns "$CONNS" --duration "$SECONDS_RUN"
+}
+
+echo "# $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), kernel $(uname -r);" \
+    "workers $WORKERS; egress-load $THREADS thread(s), sinks $SINK_THREADS;" \
+    "concurrency $CONNS, $REPLY-byte answers, ${SECONDS_RUN}s per run; hello $(basename "$HELLO")"
+for CUR in $PROXIES; do
+    CAN=
+    VERSION=$CUR
+    if [ "$CUR" = direct ]; then
+        echo "$CUR: no proxy"
+        run_direct
+        echo "$CUR direct - $CAN" >>"$R/columns"
+        continue
+    fi
+    ADDR=$(address_of "$CUR")
+    [ -n "$ADDR" ] || die "unknown proxy '$CUR' in BENCH_PROXIES"
+    if ! command -v "$(binary_of "$CUR")" >/dev/null; then
+        echo "run.sh: $CUR is not installed: left out" >&2
+        echo "$CUR not-installed -" >>"$R/columns"
+        continue
+    fi
+    DIR=$T/$CUR
+    mkdir -p "$DIR"
+    "start_$CUR"
+    port=3128
+    case " $CAN " in *" connect "*) ;; *) port=8443 ;; esac
+    if ! wait_port "$ADDR" $port; then
+        echo "run.sh: $CUR did not start (no listener on $ADDR:$port within 10 s):" >&2
+        tail -n 20 "$DIR/out" "$DIR"/*.log 2>/dev/null | sed 's/^/  /' >&2
+        failed=1
+        stop_proxy
+        echo "$CUR failed-to-start -" >>"$R/columns"
+        continue
+    fi
+    sleep 0.5 # every worker up, not only the first
+    echo "$CUR: $VERSION, pid $PROXY_PID, $ADDR"
+    echo "$CUR $(echo "$VERSION" | tr ' ' '_') $CAN" >>"$R/columns"
+    run_proxy
+    stop_proxy || failed=1
+    if grep -q 'AddressSanitizer\|runtime error:' "$DIR/out" 2>/dev/null; then
+        echo "run.sh: $CUR reported a sanitizer error:" >&2
+        grep -m 5 'AddressSanitizer\|runtime error:' "$DIR/out" >&2
+        failed=1
+    fi
+    # Access logs are part of the work: say how many lines each proxy wrote.
+    RUN=all meta log_lines "$(cat "$DIR"/access.log 2>/dev/null | wc -l)"
+    [ "$smoke" = 1 ] || [ -n "${BENCH_KEEP_LOGS:-}" ] || rm -f "$DIR"/access.log
+done
+
+CLK_TCK=$CLK_TCK python3 - "$R" <<'EOF' || {
+import json, os, sys
+r = sys.argv[1]
+tck = int(os.environ["CLK_TCK"])
+cols, meta, notes = [], {}, []
+for line in open(os.path.join(r, "columns")):
+    name, version, *can = line.split()
+    cols.append((name, version, set(can)))
+try:
+    for line in open(os.path.join(r, "meta")):
+        name, run, key, value = line.split()
+        meta[name, run, key] = float(value)
+except OSError:
+    pass
+
+def res(name, run):
+    if name == "direct" and run == "sni":
+        run = "connect"  # the same exchange without a proxy
+    try:
+        with open(os.path.join(r, "%s.%s.json" % (name, run))) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+def ok(j):
+    return j is not None and j["error_total"] == 0
+
+def errs(j):
+    return ",".join("%s=%d" % kv for kv in j["errors"].items() if kv[1])
+
+def ticks(name, run):
+    return meta.get((name, run, "proxy_ticks"))
+
+def exchanges(j):
+    return j["total"] + j["error_total"]
+
+# Each row: label, and a function of (column name, its abilities) giving a
+# number (for the ratios) and its text; None: the proxy cannot do it.
+def rate(run):
+    def f(name, can):
+        j = res(name, run)
+        if run not in can or j is None:
+            return None
+        if run.startswith("deny") and j["errors"].get("let_through"):
+            return (0, "LET THROUGH")
+        v = j["gbit_s"] if run == "bulk" else j["rate"]
+        t = ("%.2f" % v) if run == "bulk" else ("%.0f" % v)
+        if j.get("reconnects"):
+            t += " (new conn each)" if j["reconnects"] * 2 > j["total"] else " (reconnects)"
+        if not ok(j):
+            t += " *"
+            notes.append("%s %s: errors %s" % (name, run, errs(j)))
+        return (v, t)
+    return f
+
+def p99(run):
+    def f(name, can):
+        j = res(name, run)
+        if run not in can or j is None or not j["total"]:
+            return None
+        return (j["p99_us"], "%.1f" % (j["p99_us"] / 1000))
+    return f
+
+def cpu(run, per):
+    def f(name, can):
+        j, t = res(name, run), ticks(name, run)
+        if name == "direct" or run not in can or j is None or t is None or not exchanges(j):
+            return None
+        if per == "GiB":
+            gib = (j["bytes_up"] + j["bytes_down"]) / 2**30
+            return (t / tck / gib, "%.2f" % (t / tck / gib)) if gib else None
+        v = t * 1e6 / tck / exchanges(j)
+        return (v, "%.0f" % v)
+    return f
+
+def rss(name, can):
+    j = res(name, "idle")
+    b, h = meta.get((name, "idle", "rss_before")), meta.get((name, "idle", "rss_held"))
+    if name == "direct" or j is None or b is None or h is None or not j["total"]:
+        return None
+    v = (h - b) / j["total"]
+    t = "%.1f" % v
+    if not ok(j):
+        t += " *"
+        notes.append("%s idle: %d of the tunnels up; errors %s" % (name, j["total"], errs(j)))
+    return (v, t)
+
+def busy(who):
+    def f(name, can):
+        run = "connect" if "connect" in can else "sni"
+        j = res(name, run)
+        if j is None or not j["seconds"]:
+            return None
+        if who == "load":
+            v = 100 * j["cpu_s"] / j["seconds"]
+        else:
+            t = meta.get((name, run, "sink_ticks"))
+            if t is None:
+                return None
+            v = 100 * t / tck / j["seconds"]
+        return (v, "%.0f%%" % v)
+    return f
+
+rows = [
+    ("connect (conn/s)", rate("connect")),
+    ("connect p99 (ms)", p99("connect")),
+    ("sni (conn/s)", rate("sni")),
+    ("sni p99 (ms)", p99("sni")),
+    ("http keep-alive (req/s)", rate("http")),
+    ("http p99 (ms)", p99("http")),
+    ("bulk (Gbit/s each way)", rate("bulk")),
+    ("deny CONNECT (conn/s)", rate("deny")),
+    ("deny SNI (conn/s)", rate("denysni")),
+    ("idle RSS (KiB/tunnel)", rss),
+    ("CPU connect (us/conn)", cpu("connect", "conn")),
+    ("CPU sni (us/conn)", cpu("sni", "conn")),
+    ("CPU http (us/req)", cpu("http", "req")),
+    ("CPU bulk (s/GiB)", cpu("bulk", "GiB")),
+    ("egress-load busy", busy("load")),
+    ("sinks busy", busy("sink")),
+]
+val = {}
+w0 = max(len(l) for l, _ in rows) + 1
+widths = [max(10, len(n) + 1) for n, _, _ in cols]
+out = ["%-*s" % (w0, "") + "".join("%*s" % (w, n) for (n, _, _), w in zip(cols, widths))]
+for label, f in rows:
+    cells = []
+    for (name, version, can), w in zip(cols, widths):
+        v = f(name, can) if version not in ("not-installed", "failed-to-start") else None
+        val[label, name] = v[0] if v else None
+        cells.append("%*s" % (max(w, len(v[1]) + 1 if v else 0), v[1] if v else "-"))
+    out.append("%-*s" % (w0, label) + "".join(cells))
+print("\n".join(out))
+for name, version, can in cols:
+    if version in ("not-installed", "failed-to-start"):
+        print("%s: %s" % (name, version.replace("-", " ")))
+for n in notes:
+    print("* " + n)
+print("workers/threads: egressd, squid (workers), haproxy (nbthread), nginx"
+      " (worker_processes) as BENCH_WORKERS; tinyproxy and sniproxy as they come."
+      " bulk and idle of sniproxy, haproxy, nginx: through their TLS port;"
+      " direct sni = direct connect (the same exchange).")
+
+# egressd's targets, as ratios.
+def v(label, name):
+    return val.get((label, name))
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+names = [c[0] for c in cols]
+def best(label, peers):
+    got = [(v(label, p), p) for p in peers if p in names and v(label, p) is not None]
+    return max(got) if got else (None, None)
+
+checks = []
+d = "direct"
+c, bc = v("connect (conn/s)", "egressd"), best("connect (conn/s)", ["squid", "tinyproxy"])
+s, bs = v("sni (conn/s)", "egressd"), best("sni (conn/s)", ["sniproxy", "haproxy", "nginx"])
+checks += [
+    ("CONNECT conn/s vs direct", ratio(c, v("connect (conn/s)", d)), ">=", 0.75, "x"),
+    ("CONNECT conn/s vs best CONNECT peer (%s)" % bc[1], ratio(c, bc[0]), ">=", 1.5, "x"),
+    ("CONNECT p99 vs direct", ratio(v("connect p99 (ms)", "egressd"), v("connect p99 (ms)", d)), "<=", 1.3, "x"),
+    ("SNI conn/s vs direct", ratio(s, v("sni (conn/s)", d)), ">=", 0.85, "x"),
+    ("SNI conn/s vs best SNI peer (%s)" % bs[1], ratio(s, bs[0]), ">", 1.0, "x"),
+    ("bulk vs direct", ratio(v("bulk (Gbit/s each way)", "egressd"),
+                             v("bulk (Gbit/s each way)", d)), ">=", 0.8, "x"),
+    ("HTTP req/s vs direct", ratio(v("http keep-alive (req/s)", "egressd"),
+                                   v("http keep-alive (req/s)", d)), ">=", 0.4, "x"),
+    ("RSS per idle tunnel (KiB)", v("idle RSS (KiB/tunnel)", "egressd"), "<=", 3, ""),
+    ("CPU per CONNECT connection (us)", v("CPU connect (us/conn)", "egressd"), "<=", 80, ""),
+]
+if "egressd" in names:
+    print("\negressd against its targets:")
+    for what, x, op, goal, unit in checks:
+        if x is None:
+            print("  %-44s %10s   target %s %g%s   not measured" % (what, "-", op, goal, unit))
+            continue
+        met = {">=": x >= goal, "<=": x <= goal, ">": x > goal}[op]
+        print("  %-44s %9.2f%s   target %s %g%s   %s"
+              % (what, x, unit or " ", op, goal, unit, "met" if met else "MISSED"))
+EOF
+    echo "run.sh: the table could not be printed" >&2
+    failed=1
+}
+if [ "$failed" -ne 0 ]; then
+    echo "run.sh: some runs failed (see above and the table's notes)" >&2
+    exit 1
+fi
