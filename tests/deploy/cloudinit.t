@@ -92,6 +92,7 @@ creds() {
 bad=$(creds "$UD")
 ok "$([ -z "$bad" ]; echo $?)" "no password, hash, SSH key, token or secret in the user data"
 [ -z "$bad" ] || diag "$bad"
+# shellcheck disable=SC2016 # a password hash, literally
 for leak in '    passwd: $6$rounds=4096$abc$def' '    ssh_authorized_keys: [ssh-ed25519 AAAAC3Nz]' \
             '  - path: /root/.config/token'; do
     { cat "$UD"; echo "$leak"; } >"$T/leak.yaml"
