@@ -226,16 +226,16 @@ static void settle(struct px_relay *r)
 {
     struct px_conn *c = r->c;
 
+    if (dir_done(&r->d[0]) && dir_done(&r->d[1])) {
+        px_conn_close(c, "both sides ended"); /* close() sends what shutdown would */
+        return;
+    }
     for (int i = 0; i < 2; i++) {
         struct dir *d = &r->d[i];
         if (dir_done(d) && !d->shut) {
             shutdown(d->to, SHUT_WR);
             d->shut = true;
         }
-    }
-    if (dir_done(&r->d[0]) && dir_done(&r->d[1])) {
-        px_conn_close(c, "both sides ended");
-        return;
     }
     rewatch(r, 0);
     rewatch(r, 1);
