@@ -82,8 +82,10 @@ fi
 
 ip link set lo up || exit 1
 # Many short connections on one loopback: more source ports, TIME_WAIT ports
-# reused for new connections, a longer accept queue.  All per namespace.
-sysctl -qw net.ipv4.ip_local_port_range="1024 65535" net.ipv4.tcp_tw_reuse=1 \
+# reused for new connections, a longer accept queue.  All per namespace.  The
+# source ports start above every listening port here: a client socket in
+# TIME_WAIT on 127.0.0.1:3128 would keep the next proxy from binding it.
+sysctl -qw net.ipv4.ip_local_port_range="10000 65535" net.ipv4.tcp_tw_reuse=1 \
     net.core.somaxconn=8192 net.ipv4.tcp_max_syn_backlog=8192 2>/dev/null
 ulimit -n 200000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 NOFILE=$(ulimit -n)
