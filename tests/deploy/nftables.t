@@ -19,6 +19,9 @@ TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 WALL=$TOP/deploy/nftables/egressd-wall.nft
 ISOLATE=$TOP/deploy/nftables/isolate-ports.sh
 PROBE=$TOP/tests/deploy/netprobe.py
+# Debian's python3 without a version manager's start-up time.
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 T=$(mktemp -d /tmp/deploy-nft.XXXXXX)
 ns_h=egw$$h ns_l=egw$$l ns_s1=egw$$s1 ns_s2=egw$$s2
 pids=()
@@ -76,7 +79,7 @@ serve() {
     local n=$1 name=$2
     shift 2
     : >"$T/$name.log"
-    nsx "$n" python3 "$PROBE" listen "$name" "$T/$name.log" "$@" >"$T/$name.out" 2>&1 &
+    nsx "$n" "$PY" "$PROBE" listen "$name" "$T/$name.log" "$@" >"$T/$name.out" 2>&1 &
     pids+=($!)
     for _ in $(seq 50); do
         grep -q ready "$T/$name.out" && return 0
@@ -93,7 +96,7 @@ serve "$ns_l" L tcp:0.0.0.0:443 tcp:0.0.0.0:80 tcp:0.0.0.0:9999 udp:0.0.0.0:53 |
 serve "$ns_s2" S2 tcp:0.0.0.0:7000 udp:0.0.0.0:7001 || bail "set-up: sandbox 2's listener"
 
 # probe NS PROTO ADDR PORT: who answered ("NAME:PORT"), or "none".
-probe() { nsx "$1" python3 "$PROBE" probe "$2" "$3" "$4" 1; }
+probe() { nsx "$1" "$PY" "$PROBE" probe "$2" "$3" "$4" 1; }
 
 # --- before the wall: everything is reachable (the checks below can fail)
 declare -A before=(
@@ -140,22 +143,31 @@ check "tcp/443 to a LAN address is redirected to egressd too, never reaches the 
     test "$(probe "$ns_s1" tcp 192.168.50.2 443)" = H:8443
 
 # unreachable NS PROTO ADDR PORT TEXT
-unreachable() {
-    local got
-    got=$(probe "$1" "$2" "$3" "$4")
+# The probes that must fail wait out their timeout: all at once.
+unreachable_probes=(
+    "tcp 203.0.113.10 9999|other ports of the far address: not forwarded"
+    "tcp 192.168.50.2 9999|the LAN behind the host: not forwarded"
+    "udp 192.168.50.2 53|DNS on the LAN: not forwarded"
+    "udp 10.99.0.1 53|DNS on the host: unreachable"
+    "tcp 10.99.0.1 22|the host's ssh (10.99.0.1:22): unreachable"
+    "tcp 10.99.0.1 8006|the host's management port 8006: unreachable"
+    "tcp 192.168.50.1 22|the host's ssh on its LAN address: unreachable"
+    "tcp 10.99.0.12 7000|sandbox 2's tcp port from sandbox 1: unreachable"
+    "udp 10.99.0.12 7001|sandbox 2's udp port from sandbox 1: unreachable"
+)
+for i in "${!unreachable_probes[@]}"; do
+    # shellcheck disable=SC2086 # "PROTO ADDR PORT"
+    probe "$ns_s1" ${unreachable_probes[$i]%%|*} >"$T/probe$i" 2>&1 &
+done
+wait_probes=$(jobs -p | grep -vxF -f <(printf '%s\n' "${pids[@]}"))
+# shellcheck disable=SC2086 # a list of pids
+wait $wait_probes
+for i in "${!unreachable_probes[@]}"; do
+    got=$(cat "$T/probe$i")
     [ "$got" = none ]
-    ok $? "$5"
-    [ "$got" = none ] || diag "$2 $3:$4 answered by $got"
-}
-unreachable "$ns_s1" tcp 203.0.113.10 9999 "other ports of the far address: not forwarded"
-unreachable "$ns_s1" tcp 192.168.50.2 9999 "the LAN behind the host: not forwarded"
-unreachable "$ns_s1" udp 192.168.50.2 53 "DNS on the LAN: not forwarded"
-unreachable "$ns_s1" udp 10.99.0.1 53 "DNS on the host: unreachable"
-unreachable "$ns_s1" tcp 10.99.0.1 22 "the host's ssh (10.99.0.1:22): unreachable"
-unreachable "$ns_s1" tcp 10.99.0.1 8006 "the host's management port 8006: unreachable"
-unreachable "$ns_s1" tcp 192.168.50.1 22 "the host's ssh on its LAN address: unreachable"
-unreachable "$ns_s1" tcp 10.99.0.12 7000 "sandbox 2's tcp port from sandbox 1: unreachable"
-unreachable "$ns_s1" udp 10.99.0.12 7001 "sandbox 2's udp port from sandbox 1: unreachable"
+    ok $? "${unreachable_probes[$i]#*|}"
+    [ "$got" = none ] || diag "${unreachable_probes[$i]%%|*} answered by $got"
+done
 check "the LAN's listeners saw nothing once the wall was up" test ! -s "$T/L.log"
 check "sandbox 2's listeners saw nothing once the wall was up" test ! -s "$T/S2.log"
 check "the host's 22, 8006 and 53 saw nothing once the wall was up" \
