@@ -56,11 +56,17 @@ case $proxy in
     *[!0-9.:]* | :* | *:) echo "build-template: --proxy wants IPV4:PORT, found '$proxy'" >&2; exit 2 ;;
 esac
 
-# run CMD...: print it, then run it (not with --dry-run).
+# run CMD...: print it (quoted as a shell reads it), then run it (not with
+# --dry-run).
 run() {
-    printf '+'
-    printf ' %q' "$@"
-    printf '\n'
+    local w line=+
+    for w in "$@"; do
+        case $w in
+            '' | *[!A-Za-z0-9_@%+=:,./!-]*) line+=" '${w//\'/\'\\\'\'}'" ;;
+            *) line+=" $w" ;;
+        esac
+    done
+    printf '%s\n' "$line"
     [ -n "$dry" ] || "$@"
 }
 

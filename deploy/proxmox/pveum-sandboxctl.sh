@@ -83,11 +83,17 @@ case $pve in
     *) echo "pveum-sandboxctl: --pve wants 8 or 9, found '$pve'" >&2; exit 2 ;;
 esac
 
-# run CMD...: print it, then run it (not with --dry-run).
+# run CMD...: print it (quoted as a shell reads it), then run it (not with
+# --dry-run).
 run() {
-    printf '+'
-    printf ' %q' "$@"
-    printf '\n'
+    local w line=+
+    for w in "$@"; do
+        case $w in
+            '' | *[!A-Za-z0-9_@%+=:,./!-]*) line+=" '${w//\'/\'\\\'\'}'" ;;
+            *) line+=" $w" ;;
+        esac
+    done
+    printf '%s\n' "$line"
     [ -n "$dry" ] || "$@"
 }
 # exists KIND NAME: whether pveum lists it (nothing exists without pveum).
