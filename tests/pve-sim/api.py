@@ -281,7 +281,7 @@ def clone(sim, p, ctx):
         vm.fw_options = copy.deepcopy(src.fw_options)
         vm.fw_ipsets = copy.deepcopy(src.fw_ipsets)
         vm.fw_rules = copy.deepcopy(src.fw_rules)
-        vm.guest = guestmod.Guest(sim.world.state_dir + "/vms/%d" % newid, sim.world.output_cap)
+        vm.guest = guestmod.Guest(sim.world.state_dir + "/vms/%d" % newid, sim.world.output_cap, sim.world.vm_net)
         vm.guest.clone_disk_from(src.guest)
         w.vms[newid] = vm
         w.used_ids.add(newid)
@@ -308,7 +308,9 @@ def _boot(sim, vm):
     for k, bridge in _nets(vm.config):
         if bridge not in sim.world.bridges:
             raise ApiError(500, "bridge '%s' does not exist" % bridge)
-    vm.guest.boot()
+        if sim.world.vm_net and not guestmod.linux_bridge(bridge):
+            raise ApiError(500, "bridge '%s' does not exist" % bridge)
+    vm.guest.boot(sim.world.net_spec(vm))
     vm.status = "running"
     vm.started_at = time.time()
     vm.agent_ready_at = time.monotonic() + sim.task_ms / 1000.0
@@ -431,6 +433,26 @@ def _priv_for_key(key, value):
     return "VM.Config.Options"
 
 
+_NIC_MODELS = ("virtio", "e1000", "e1000e", "rtl8139", "vmxnet3")
+
+
+def _net_with_mac(value, old, vmid):
+    """A net[n] without a MAC gets one, as qemu-server's parse_net does (it
+    draws a random one; here the one the NIC had, else one from the vmid)."""
+    parts = value.split(",")
+    if parts[0] not in _NIC_MODELS and "model=" not in value:
+        return value
+    if any(re.match(r"^(%s)=" % "|".join(_NIC_MODELS), x) or x.startswith("macaddr=") for x in parts):
+        return value
+    m = re.search(r"=(([0-9A-Fa-f]{2}:){5}[0-9A-Fa-f]{2})", old or "")
+    mac = m.group(1).upper() if m else "BC:24:11:%02X:%02X:%02X" % ((vmid >> 16) & 255, (vmid >> 8) & 255, vmid & 255)
+    if parts[0] in _NIC_MODELS:
+        parts[0] = "%s=%s" % (parts[0], mac)
+    else:
+        parts.append("macaddr=" + mac)
+    return ",".join(parts)
+
+
 def _store_value(key, value):
     if key == "description":
         return value.rstrip()
@@ -477,6 +499,8 @@ def _config_update(sim, p, ctx, sync):
             new.pop(k, None)
         for k, v in p.items():
             sv = _store_value(k, v)
+            if re.match(r"^net\d+$", k):
+                sv = _net_with_mac(sv, vm.config.get(k), vm.vmid)
             if sv == "" and k in ("description", "tags"):
                 new.pop(k, None)
             else:

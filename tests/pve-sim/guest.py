@@ -12,9 +12,15 @@ When the VM starts, an "init" process is started in a new mount namespace
 /proc and /sys, chroots into the merged tree and sleeps. Every agent call then
 runs through nsenter into that namespace and root, so exec, file-read and
 file-write all see one and the same file system. Stopping the VM kills init;
-the mount namespace goes away with it, the disk stays. A later step can add
---net to the unshare call (and -n to nsenter) to give each VM its own network
-namespace.
+the mount namespace goes away with it, the disk stays.
+
+With --vm-net the init also gets a network namespace of its own (unshare
+--net; agent calls nsenter -n too), wired as a VM's NIC would be: a veth pair
+tap{vmid}i0 (in the simulator's namespace, attached to the Linux bridge named
+in net0) and eth0 in the guest (net0's MAC), with the address and default
+route of ipconfig0, as cloud-init would set them. Stopping the VM kills every
+process in that namespace (also daemons started through exec) and removes
+the tap.
 """
 
 import os
@@ -28,23 +34,45 @@ PRIVATE = {"tmp": ("/tmp", 0o1777), "var-tmp": ("/var/tmp", 0o1777), "root": ("/
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def linux_bridge(name):
+    """Whether a Linux bridge of that name exists in this network namespace
+    (not /sys: it shows the namespace that mounted it)."""
+    p = subprocess.run(["ip", "-d", "link", "show", "dev", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return p.returncode == 0 and b" bridge " in p.stdout
+
+
 class GuestError(Exception):
     """An error the guest agent reports (PVE turns it into a 500)."""
 
 
-def check_host():
-    """'' when overlay-in-a-mount-namespace works here, else why not."""
+def check_host(vm_net=False):
+    """'' when overlay-in-a-mount-namespace works here (and with vm_net,
+    veth, bridges and nftables with br_netfilter), else why not."""
     if os.geteuid() != 0:
         return "the guest model needs root (unshare --mount, overlayfs)"
-    for tool in ("unshare", "nsenter", "chroot"):
+    for tool in ("unshare", "nsenter", "chroot") + (("ip", "nft") if vm_net else ()):
         if shutil.which(tool) is None:
             return "%s not found" % tool
+    if vm_net:
+        # pve-firewall's conntrack sees bridged traffic through br_netfilter;
+        # a Proxmox host turns these on, and so does the simulator (in its
+        # own network namespace).
+        for fam in ("iptables", "ip6tables"):
+            p = "/proc/sys/net/bridge/bridge-nf-call-" + fam
+            try:
+                with open(p, "w") as f:
+                    f.write("1\n")
+            except OSError as e:
+                return "--vm-net needs br_netfilter (%s: %s)" % (p, e.strerror)
     return ""
 
 
 class Guest:
-    def __init__(self, vmdir, output_cap):
+    def __init__(self, vmdir, output_cap, vm_net=False):
         self.vmdir = vmdir
+        self.vm_net = vm_net
+        self.tap = None  # the host side of the NIC while it exists
+        self.netns_ino = None  # the guest's network namespace (inode)
         self.disk = os.path.join(vmdir, "disk")
         self.output_cap = output_cap
         self.init = None  # Popen of unshare
@@ -71,8 +99,10 @@ class Guest:
     def running(self):
         return self.init is not None and self.init.poll() is None
 
-    def boot(self):
-        """Start the VM's namespace; GuestError when it cannot."""
+    def boot(self, net=None):
+        """Start the VM's namespace; GuestError when it cannot. With vm_net,
+        net is {"tap", "bridge", "mac", "cidr", "gw"} (cidr and gw may be
+        None: no address) or None (no NIC)."""
         if self.running():
             return
         d = self.disk
@@ -99,7 +129,7 @@ class Guest:
         ]
         err = open(os.path.join(self.vmdir, "init.log"), "wb")
         self.init = subprocess.Popen(
-            ["unshare", "--mount", "--fork", "--kill-child", "--", "/bin/sh", "-c", "\n".join(script), "init", d, m, pidfile],
+            ["unshare", "--mount"] + (["--net"] if self.vm_net else []) + ["--fork", "--kill-child", "--", "/bin/sh", "-c", "\n".join(script), "init", d, m, pidfile],
             stdin=subprocess.DEVNULL,
             stdout=err,
             stderr=err,
@@ -113,9 +143,12 @@ class Guest:
                 try:
                     with open(pidfile) as f:
                         self.init_pid = int(f.read().strip())
-                    return
                 except ValueError:
-                    pass
+                    time.sleep(0.01)
+                    continue
+                if self.vm_net:
+                    self._wire(net)
+                return
             if self.init.poll() is not None:
                 break
             time.sleep(0.01)
@@ -124,8 +157,69 @@ class Guest:
         self.shutdown()
         raise GuestError("guest file system did not come up: %s" % (log or "timeout"))
 
+    def _wire(self, net):
+        """The NIC (see the module doc); GuestError, after a shutdown, when
+        it cannot be made."""
+        try:
+            self.netns_ino = os.stat("/proc/%d/ns/net" % self.init_pid).st_ino
+        except OSError as e:
+            self.shutdown()
+            raise GuestError("guest network namespace: %s" % e)
+        steps = [["ip", "link", "set", "lo", "up"]]
+        host = []
+        if net:
+            host = [
+                ["ip", "link", "add", net["tap"], "type", "veth", "peer", "name", "eth0", "netns", str(self.init_pid)],
+                ["ip", "link", "set", net["tap"], "master", net["bridge"]],
+                ["ip", "link", "set", net["tap"], "up"],
+            ]
+            if net.get("mac"):
+                steps.append(["ip", "link", "set", "eth0", "address", net["mac"]])
+            steps.append(["ip", "link", "set", "eth0", "up"])
+            if net.get("cidr"):
+                steps.append(["ip", "addr", "add", net["cidr"], "dev", "eth0"])
+                if net.get("gw"):
+                    steps.append(["ip", "route", "add", "default", "via", net["gw"], "dev", "eth0"])
+        ns = ["nsenter", "-t", str(self.init_pid), "-n", "--"]
+        for argv in host + [ns + a for a in steps]:
+            if argv[:3] == ["ip", "link", "add"]:
+                self.tap = net["tap"]
+            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/")
+            if p.returncode != 0:
+                out = p.stdout.decode("utf-8", "replace").strip()
+                self.shutdown()
+                raise GuestError("guest network: '%s' failed: %s" % (" ".join(argv[-6:]), out))
+
+    def _netns_pids(self):
+        """Every process in the guest's network namespace."""
+        pids = []
+        if self.netns_ino is None:
+            return pids
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                if os.stat("/proc/%s/ns/net" % d).st_ino == self.netns_ino:
+                    pids.append(int(d))
+            except OSError:
+                pass
+        return pids
+
     def shutdown(self):
         """Kill every guest process and the namespace (a hard stop)."""
+        if self.vm_net:
+            # Daemons an exec left behind in their own session are in no
+            # process group of ours: the namespace names them all.
+            for _ in range(3):
+                pids = [p for p in self._netns_pids() if p != os.getpid()]
+                if not pids:
+                    break
+                for p in pids:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except OSError:
+                        pass
+                time.sleep(0.05)
         with self.lock:
             for rec in self.procs.values():
                 if rec["popen"].poll() is None:
@@ -145,9 +239,15 @@ class Guest:
                 pass
         self.init = None
         self.init_pid = None
+        if self.tap:
+            # gone with the namespace already, unless something held it
+            subprocess.run(["ip", "link", "del", self.tap], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.tap = None
+        self.netns_ino = None
 
     def _nsenter(self, argv):
-        return ["nsenter", "-t", str(self.init_pid), "-m", "-r", "-w", "--"] + argv
+        net = ["-n"] if self.vm_net else []
+        return ["nsenter", "-t", str(self.init_pid), "-m", "-r"] + net + ["-w", "--"] + argv
 
     def _run(self, argv, data=b"", limit=None):
         p = subprocess.run(

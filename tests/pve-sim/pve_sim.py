@@ -27,6 +27,7 @@ import urllib.parse
 sys.dont_write_bytecode = True  # keep the checkout clean of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import firewall  # noqa: E402
 import guest as guestmod  # noqa: E402
 from common import ApiError, Drop, perm_denied  # noqa: E402
 from schema import ParamError, Schema, split_tags  # noqa: E402
@@ -152,8 +153,9 @@ class VM:
 
 
 class World:
-    def __init__(self, data, version, state_dir, output_cap):
+    def __init__(self, data, version, state_dir, output_cap, vm_net=False):
         self.version = version
+        self.vm_net = vm_net
         self.state_dir = state_dir
         self.output_cap = output_cap
         self.nodes = {}
@@ -225,7 +227,7 @@ class World:
         vm.fw_rules = list(fw.get("rules", []))
         for name, entries in fw.get("ipsets", {}).items():
             vm.fw_ipsets[name] = {"comment": "", "entries": [{"cidr": e} for e in entries]}
-        vm.guest = guestmod.Guest(os.path.join(self.state_dir, "vms", str(vmid)), self.output_cap)
+        vm.guest = guestmod.Guest(os.path.join(self.state_dir, "vms", str(vmid)), self.output_cap, self.vm_net)
         for path, content in spec.get("files", {}).items():
             _seed_file(vm.guest, path, content)
         self.vms[vmid] = vm
@@ -235,7 +237,25 @@ class World:
             vm.started_at = time.time()
             vm.agent_ready_at = time.monotonic()
             self.nodes[node]["mem"] += vm.memory_bytes()
-            vm.guest.boot()
+            vm.guest.boot(self.net_spec(vm))
+
+    def net_spec(self, vm):
+        """What --vm-net wires for the VM's net0 (see guest.py), or None."""
+        if not self.vm_net:
+            return None
+        v = vm.config.get("net0")
+        if not v:
+            return None
+        m = re.search(r"(?:^|,)bridge=([^,]+)", v)
+        if not m:
+            return None
+        mac, _ = firewall.net0_of(vm.config)
+        spec = {"tap": firewall.tap_name(vm.vmid), "bridge": m.group(1), "mac": mac, "cidr": None, "gw": None}
+        ipc = dict(kv.split("=", 1) for kv in vm.config.get("ipconfig0", "").split(",") if "=" in kv)
+        if ipc.get("ip") and ipc["ip"] != "dhcp":
+            spec["cidr"] = ipc["ip"]
+            spec["gw"] = ipc.get("gw")
+        return spec
 
 
 def _seed_file(g, path, content):
@@ -288,12 +308,33 @@ class Sim:
         if not isinstance(data, dict):
             raise ValueError("%s: the world must be a JSON object" % args.world)
         try:
-            self.world = World(data, self.version, args.state_dir, args.agent_output_cap)
+            self.world = World(data, self.version, args.state_dir, args.agent_output_cap, args.vm_net)
         except (KeyError, TypeError, ValueError) as e:
             what = "missing key %s" % e if isinstance(e, KeyError) else str(e)
             raise ValueError("%s: %s" % (args.world, what))
         self.VM = VM
         self.FILE_READ_MAX = FILE_READ_MAX
+        self.fw_text = None  # the ruleset in force (--vm-net)
+        self.fw_sync()
+
+    def fw_sync(self):
+        """--vm-net: compile the firewall of every VM and apply it when it
+        changed (pve-firewall recompiles every 10 s; this at once)."""
+        if not self.args.vm_net:
+            return
+        warnings = []
+        text = firewall.compile_world(self.world, warnings.append)
+        if text == self.fw_text:
+            return
+        for w in warnings:
+            sys.stderr.write("pve-sim: firewall: %s\n" % w)
+        err = firewall.apply(text)
+        if err:
+            # A firewall that cannot be applied must not look applied.
+            sys.stderr.write("pve-sim: firewall: nft refused the ruleset: %s\n%s" % (err, text))
+            self.fw_text = None
+            return
+        self.fw_text = text
 
     # -- permissions ---------------------------------------------------------
 
@@ -386,6 +427,7 @@ class Sim:
         except guestmod.GuestError as e:
             err = str(e)
         t.status = "stopped"
+        self.fw_sync()
         if err:
             t.exitstatus = err
             t.log.append("TASK ERROR: " + err)
@@ -460,7 +502,7 @@ def state_dump(sim):
     return {
         "version": sim.version, "nodes": list(w.nodes.values()), "pools": {p: sorted(v.vmid for v in w.vms.values() if v.pool == p) for p in w.pools},
         "vms": vms, "used_ids": sorted(w.used_ids), "tasks": [t.public() for t in sim.tasks.values()],
-        "cluster_firewall": w.cluster_firewall, "bridges": w.bridges,
+        "cluster_firewall": w.cluster_firewall, "bridges": w.bridges, "vm_net": w.vm_net, "firewall_nft": sim.fw_text,
     }
 
 
@@ -636,6 +678,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if handler is None:
             raise ApiError(501, "Method '%s %s' not implemented" % (method, path))
         data = handler(sim, params, ctx)
+        if method != "GET":
+            with sim.lock:
+                sim.fw_sync()
         if ctx.get("fault") == "drop_after":
             raise Drop()  # the call took effect; its answer is lost
         return 200, {"data": data}, "OK"
@@ -746,6 +791,7 @@ def parse_args(argv):
     ap.add_argument("--state-dir", help="guest file systems and logs (default: a temp dir removed at exit)")
     ap.add_argument("--agent-output-cap", type=int, default=16 * 1024 * 1024, metavar="BYTES", help="exec-status output cap per stream (default 16 MiB)")
     ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    ap.add_argument("--vm-net", action="store_true", help="give each running VM a network namespace on the Linux bridge of its net0 (tap{vmid}i0), with ipconfig0's address, and apply the VM firewalls with nftables (see README.md)")
     args = ap.parse_args(argv)
     if args.pve is None:
         m = re.search(r"pve-(\d+)\.", os.path.basename(args.schema))
@@ -761,7 +807,7 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    why = guestmod.check_host()
+    why = guestmod.check_host(args.vm_net)
     if why:
         print("pve_sim: %s" % why, file=sys.stderr)
         return 2
@@ -798,6 +844,8 @@ def main(argv):
         for vm in sim.world.vms.values():
             if vm.guest:
                 vm.guest.shutdown()
+        if args.vm_net:
+            firewall.apply("")
         if tmp:
             import shutil
 
