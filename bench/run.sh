@@ -13,8 +13,9 @@
 #
 # Sinks on 127.0.0.16 (sink.test): TLS-like answers :4443, HTTP :8000, bulk
 # :9000; and a TLS-like sink on 127.0.0.18 (denied.test), so a proxy that let
-# the denied name through would be seen doing it.  One proxy runs at a time,
-# each on its own address with the configuration in bench/peers/:
+# the denied name through would be seen doing it.  Every proxy is started at
+# the beginning, each on its own address with its configuration from
+# bench/peers/, and stays up (idle, it costs nothing):
 #
 #   direct     no proxy: the same exchanges straight to the sinks (the limit)
 #   egressd    127.0.0.1  CONNECT/HTTP :3128, transparent TLS :8443
@@ -24,10 +25,14 @@
 #   haproxy    127.0.0.5  the same
 #   nginx      127.0.0.6  the same
 #
-# Workloads, each where the proxy can do it (else "-" in the table):
+# First, one proxy at a time, a warm-up and the idle workload; then
+# BENCH_ROUNDS rounds, each going through every proxy's rate workloads in
+# turn, so that a change in the machine's load is spread over all of them;
+# each cell of the table is the median round.  Workloads, each where the
+# proxy can do it (else "-" in the table):
 #   idle     BENCH_IDLE tunnels held (CONNECT, or the TLS port); the VmRSS of
 #            all the proxy's processes while they are held minus before, per
-#            tunnel.  Run first, after a warm-up, while the heap is fresh.
+#            tunnel.
 #   connect  CONNECT + ClientHello + a BENCH_REPLY-byte answer, close.
 #   sni      the same to the transparent TLS port.
 #   http     keep-alive absolute-URI GETs.
@@ -38,11 +43,12 @@
 # The proxy's CPU (utime+stime of all its processes and threads, reaped
 # children included) is read from /proc before and after each run.
 #
-# --smoke runs every proxy x workload for about half a second with small
+# --smoke runs every proxy x workload once for about half a second with small
 # numbers and fails when any exchange fails or the table is not printed (for
 # tests/run.sh).  A peer that is not installed is left out with a note.
 # Knobs (environment): BENCH_PROXIES (default "direct egressd squid tinyproxy
-# sniproxy haproxy nginx"), BENCH_SECONDS (per rate run, 5; smoke 0.5),
+# sniproxy haproxy nginx"), BENCH_SECONDS (per rate run, 4; smoke 0.5),
+# BENCH_ROUNDS (3; smoke 1),
 # BENCH_WORKERS (2: egressd workers, squid workers, haproxy nbthread, nginx
 # worker_processes), BENCH_THREADS (egress-load threads, 1),
 # BENCH_SINK_THREADS (1), BENCH_CONNS (concurrency, 50), BENCH_REPLY (4096),
@@ -103,9 +109,11 @@ REPLY=${BENCH_REPLY:-4096}
 PROXIES=${BENCH_PROXIES:-direct egressd squid tinyproxy sniproxy haproxy nginx}
 if [ "$smoke" = 1 ]; then
     SECONDS_RUN=${BENCH_SECONDS:-0.5} CONNS=${BENCH_CONNS:-10} IDLE=${BENCH_IDLE:-100}
+    ROUNDS=${BENCH_ROUNDS:-1}
     BULK_CONNS=${BENCH_BULK_CONNS:-2} BULK_BYTES=${BENCH_BULK_BYTES:-8m}
 else
-    SECONDS_RUN=${BENCH_SECONDS:-5} CONNS=${BENCH_CONNS:-50} IDLE=${BENCH_IDLE:-5000}
+    SECONDS_RUN=${BENCH_SECONDS:-4} CONNS=${BENCH_CONNS:-50} IDLE=${BENCH_IDLE:-5000}
+    ROUNDS=${BENCH_ROUNDS:-3}
     BULK_CONNS=${BENCH_BULK_CONNS:-4} BULK_BYTES=${BENCH_BULK_BYTES:-256m}
 fi
 # Every proxy's connection limit: two descriptors per tunnel, some spare.
@@ -124,6 +132,7 @@ R=$T/results
 mkdir -p "$R"
 SINK_PIDS=()
 PROXY_PID=
+declare -A PID_OF CAN_OF # the proxies started, and what each can do
 
 stop_proxy() {
     [ -n "$PROXY_PID" ] || return 0
@@ -145,13 +154,24 @@ stop_proxy() {
 cleanup() {
     local p
     stop_proxy
+    for p in "${!PID_OF[@]}"; do
+        PROXY_PID=${PID_OF[$p]} CUR=$p
+        stop_proxy
+    done
     for p in "${SINK_PIDS[@]}"; do
         kill "$p" 2>/dev/null
         wait "$p" 2>/dev/null
     done
     umount /run/squid 2>/dev/null
     umount /etc/hosts /etc/resolv.conf 2>/dev/null
-    umount "$T" && rmdir "$T"
+    # A proxy's last process may still be closing its files: wait for it,
+    # then detach the tmpfs lazily rather than leave it behind.
+    for _ in 1 2 3 4 5; do
+        umount "$T" 2>/dev/null && break
+        sleep 0.2
+    done
+    mountpoint -q "$T" && umount -l "$T"
+    rmdir "$T"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP # so that cleanup runs then too
@@ -374,59 +394,74 @@ idle() {
 }
 can() { case " $CAN " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# direct: the same exchanges without a proxy; connect stands for sni too.
-run_direct() {
-    CAN="connect sni http bulk"
-    load connect --mode connect --direct $SINK_ADDR:4443 --target sink.test:4443 \
-        --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
-    load http --mode http --direct $SINK_ADDR:8000 --target sink.test:8000 \
-        --conns "$CONNS" --duration "$SECONDS_RUN"
-    load bulk --mode bulk --direct $SINK_ADDR:9000 --target sink.test:9000 \
-        --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
-}
-run_proxy() {
-    local explicit=$ADDR:3128 tls=$ADDR:8443 bulk_tls=$ADDR:8444 via
+# warm_idle: a warm-up, then the idle tunnels (through CONNECT when the proxy
+# has it, else its TLS port).
+warm_idle() {
+    local via
     # A few connections first, so what every worker sets up once is not
     # counted as the tunnels' memory.
     if can connect; then
-        via=(--proxy "$explicit")
-        load warmup --mode connect --proxy "$explicit" --target sink.test:4443 --conns 4 \
+        via=(--proxy "$ADDR:3128")
+        load warmup --mode connect --proxy "$ADDR:3128" --target sink.test:4443 --conns 4 \
             --total 200 --reply-bytes "$REPLY" >/dev/null
     else
-        via=(--transparent --proxy "$tls")
-        load warmup --mode sni --proxy "$tls" --target sink.test:4443 --conns 4 \
+        via=(--transparent --proxy "$ADDR:8443")
+        load warmup --mode sni --proxy "$ADDR:8443" --target sink.test:4443 --conns 4 \
             --total 200 --reply-bytes "$REPLY" >/dev/null
     fi
     idle "${via[@]}" --target sink.test:4443 --reply-bytes "$REPLY"
-    can connect && load connect --mode connect --proxy "$explicit" --target sink.test:4443 \
+}
+# rates ROUND: every rate workload the proxy can do, once.
+rates() {
+    local r=.r$1 explicit=$ADDR:3128 tls=$ADDR:8443 bulk_tls=$ADDR:8444
+    can connect && load connect$r --mode connect --proxy "$explicit" --target sink.test:4443 \
         --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
-    can sni && load sni --mode sni --proxy "$tls" --target sink.test:4443 \
+    can sni && load sni$r --mode sni --proxy "$tls" --target sink.test:4443 \
         --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
-    can http && load http --mode http --proxy "$explicit" --target sink.test:8000 \
+    can http && load http$r --mode http --proxy "$explicit" --target sink.test:8000 \
         --conns "$CONNS" --duration "$SECONDS_RUN"
     if can connect; then
-        load bulk --mode bulk --proxy "$explicit" --target sink.test:9000 \
+        load bulk$r --mode bulk --proxy "$explicit" --target sink.test:9000 \
             --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
     else
-        load bulk --mode bulk --transparent --proxy "$bulk_tls" --target sink.test:9000 \
+        load bulk$r --mode bulk --transparent --proxy "$bulk_tls" --target sink.test:9000 \
             --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
     fi
-    can deny && load deny --mode deny --proxy "$explicit" --target denied.test:4443 \
+    can deny && load deny$r --mode deny --proxy "$explicit" --target denied.test:4443 \
         --conns "$CONNS" --duration "$SECONDS_RUN"
-    can denysni && load denysni --mode deny --transparent --proxy "$tls" \
+    can denysni && load denysni$r --mode deny --transparent --proxy "$tls" \
         --target denied.test:4443 --conns "$CONNS" --duration "$SECONDS_RUN"
+}
+# rates_direct ROUND: the same exchanges without a proxy; connect is sni too.
+rates_direct() {
+    local r=.r$1
+    load connect$r --mode connect --direct $SINK_ADDR:4443 --target sink.test:4443 \
+        --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
+    load http$r --mode http --direct $SINK_ADDR:8000 --target sink.test:8000 \
+        --conns "$CONNS" --duration "$SECONDS_RUN"
+    load bulk$r --mode bulk --direct $SINK_ADDR:9000 --target sink.test:9000 \
+        --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
+}
+# use NAME: make NAME the current proxy (CUR, ADDR, PROXY_PID, CAN).
+use() {
+    CUR=$1
+    ADDR=$(address_of "$1")
+    PROXY_PID=${PID_OF[$1]:-}
+    CAN=${CAN_OF[$1]}
 }
 
 echo "# $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), kernel $(uname -r);" \
     "workers $WORKERS; egress-load $THREADS thread(s), sinks $SINK_THREADS;" \
-    "concurrency $CONNS, $REPLY-byte answers, ${SECONDS_RUN}s per run; hello $(basename "$HELLO")"
+    "concurrency $CONNS, $REPLY-byte answers, ${SECONDS_RUN}s per run, $ROUNDS round(s);" \
+    "hello $(basename "$HELLO")"
+# Every proxy is started first and stays up: the rounds go from one to the
+# next, so a change in the machine's load spreads over all of them.
+UP=()
 for CUR in $PROXIES; do
-    CAN=
-    VERSION=$CUR
     if [ "$CUR" = direct ]; then
-        echo "$CUR: no proxy"
-        run_direct
-        echo "$CUR direct - $CAN" >>"$R/columns"
+        CAN_OF[direct]="connect sni http bulk"
+        echo "direct direct ${CAN_OF[direct]}" >>"$R/columns"
+        UP+=(direct)
         continue
     fi
     ADDR=$(address_of "$CUR")
@@ -438,6 +473,8 @@ for CUR in $PROXIES; do
     fi
     DIR=$T/$CUR
     mkdir -p "$DIR"
+    CAN=
+    VERSION=$CUR
     "start_$CUR"
     port=3128
     case " $CAN " in *" connect "*) ;; *) port=8443 ;; esac
@@ -449,20 +486,41 @@ for CUR in $PROXIES; do
         echo "$CUR failed-to-start -" >>"$R/columns"
         continue
     fi
-    sleep 0.5 # every worker up, not only the first
     echo "$CUR: $VERSION, pid $PROXY_PID, $ADDR"
     echo "$CUR $(echo "$VERSION" | tr ' ' '_') $CAN" >>"$R/columns"
-    run_proxy
+    PID_OF[$CUR]=$PROXY_PID
+    CAN_OF[$CUR]=$CAN
+    PROXY_PID=
+    UP+=("$CUR")
+done
+sleep 1 # every worker up, not only the first
+# Memory, one proxy at a time, while every heap is fresh.
+for name in "${UP[@]}"; do
+    [ "$name" = direct ] && continue
+    use "$name"
+    warm_idle
+done
+for round in $(seq "$ROUNDS"); do
+    for name in "${UP[@]}"; do
+        use "$name"
+        if [ "$name" = direct ]; then rates_direct "$round"; else rates "$round"; fi
+    done
+done
+for name in "${UP[@]}"; do
+    [ "$name" = direct ] && continue
+    use "$name"
+    DIR=$T/$name
     stop_proxy || failed=1
+    unset "PID_OF[$name]"
+    # The access log is part of each proxy's work: show that it was written.
+    echo "$name: $(cat "$DIR/access.log" 2>/dev/null | wc -l) lines in its access log"
     if grep -q 'AddressSanitizer\|runtime error:' "$DIR/out" 2>/dev/null; then
-        echo "run.sh: $CUR reported a sanitizer error:" >&2
+        echo "run.sh: $name reported a sanitizer error:" >&2
         grep -m 5 'AddressSanitizer\|runtime error:' "$DIR/out" >&2
         failed=1
     fi
-    # Access logs are part of the work: say how many lines each proxy wrote.
-    RUN=all meta log_lines "$(cat "$DIR"/access.log 2>/dev/null | wc -l)"
-    [ "$smoke" = 1 ] || [ -n "${BENCH_KEEP_LOGS:-}" ] || rm -f "$DIR"/access.log
 done
+PROXY_PID=
 
 CLK_TCK=$CLK_TCK python3 - "$R" <<'EOF' || {
 import json, os, sys
@@ -479,14 +537,35 @@ try:
 except OSError:
     pass
 
-def res(name, run):
-    if name == "direct" and run == "sni":
-        run = "connect"  # the same exchange without a proxy
+def load(name, key):
     try:
-        with open(os.path.join(r, "%s.%s.json" % (name, run))) as f:
+        with open(os.path.join(r, "%s.%s.json" % (name, key))) as f:
             return json.loads(f.read())
     except (OSError, ValueError):
         return None
+
+def rounds(name, run):
+    """Every round's result of a run, as (json, key); key names its meta."""
+    if name == "direct" and run == "sni":
+        run = "connect"  # the same exchange without a proxy
+    if run == "idle":
+        return [(load(name, run), run)]
+    got, k = [], 1
+    while os.path.exists(os.path.join(r, "%s.%s.r%d.out" % (name, run, k))):
+        got.append((load(name, "%s.r%d" % (run, k)), "%s.r%d" % (run, k)))
+        k += 1
+    return got
+
+def metric(j):
+    return j.get("gbit_s", 0) if j["mode"] == "bulk" else j["rate"]
+
+def pick(name, run):
+    """The median round by rate (its latency and CPU go with it)."""
+    got = sorted((x for x in rounds(name, run) if x[0] is not None), key=lambda x: metric(x[0]))
+    return got[len(got) // 2] if got else (None, None)
+
+def res(name, run):
+    return pick(name, run)[0]
 
 def ok(j):
     return j is not None and j["error_total"] == 0
@@ -495,7 +574,18 @@ def errs(j):
     return ",".join("%s=%d" % kv for kv in j["errors"].items() if kv[1])
 
 def ticks(name, run):
-    return meta.get((name, run, "proxy_ticks"))
+    return meta.get((name, pick(name, run)[1], "proxy_ticks"))
+
+def trouble(name, run):
+    """Errors of every round, for the notes; and whether any let a denial through."""
+    leak = False
+    for j, key in rounds(name, run):
+        if j is None:
+            notes.append("%s %s: no result" % (name, key))
+        elif j["error_total"]:
+            notes.append("%s %s: errors %s" % (name, key, errs(j)))
+            leak = leak or j["errors"].get("let_through", 0) > 0
+    return leak
 
 def exchanges(j):
     return j["total"] + j["error_total"]
@@ -507,15 +597,15 @@ def rate(run):
         j = res(name, run)
         if run not in can or j is None:
             return None
-        if run.startswith("deny") and j["errors"].get("let_through"):
+        bad = len(notes)
+        if trouble(name, run) and run.startswith("deny"):
             return (0, "LET THROUGH")
-        v = j["gbit_s"] if run == "bulk" else j["rate"]
+        v = metric(j)
         t = ("%.2f" % v) if run == "bulk" else ("%.0f" % v)
         if j.get("reconnects"):
             t += " (new conn each)" if j["reconnects"] * 2 > j["total"] else " (reconnects)"
-        if not ok(j):
+        if len(notes) > bad:
             t += " *"
-            notes.append("%s %s: errors %s" % (name, run, errs(j)))
         return (v, t)
     return f
 
@@ -560,7 +650,7 @@ def busy(who):
         if who == "load":
             v = 100 * j["cpu_s"] / j["seconds"]
         else:
-            t = meta.get((name, run, "sink_ticks"))
+            t = meta.get((name, pick(name, run)[1], "sink_ticks"))
             if t is None:
                 return None
             v = 100 * t / tck / j["seconds"]
@@ -602,6 +692,8 @@ for name, version, can in cols:
         print("%s: %s" % (name, version.replace("-", " ")))
 for n in notes:
     print("* " + n)
+print("median of %d round(s) per cell (p99 and CPU from the median round)."
+      % max([len(rounds(n, "connect")) for n, _, _ in cols] + [1]))
 print("workers/threads: egressd, squid (workers), haproxy (nbthread), nginx"
       " (worker_processes) as BENCH_WORKERS; tinyproxy and sniproxy as they come."
       " bulk and idle of sniproxy, haproxy, nginx: through their TLS port;"
