@@ -414,32 +414,32 @@ warm_idle() {
 # rates ROUND: every rate workload the proxy can do, once.
 rates() {
     local r=.r$1 explicit=$ADDR:3128 tls=$ADDR:8443 bulk_tls=$ADDR:8444
-    can connect && load connect$r --mode connect --proxy "$explicit" --target sink.test:4443 \
+    can connect && load "connect$r" --mode connect --proxy "$explicit" --target sink.test:4443 \
         --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
-    can sni && load sni$r --mode sni --proxy "$tls" --target sink.test:4443 \
+    can sni && load "sni$r" --mode sni --proxy "$tls" --target sink.test:4443 \
         --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
-    can http && load http$r --mode http --proxy "$explicit" --target sink.test:8000 \
+    can http && load "http$r" --mode http --proxy "$explicit" --target sink.test:8000 \
         --conns "$CONNS" --duration "$SECONDS_RUN"
     if can connect; then
-        load bulk$r --mode bulk --proxy "$explicit" --target sink.test:9000 \
+        load "bulk$r" --mode bulk --proxy "$explicit" --target sink.test:9000 \
             --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
     else
-        load bulk$r --mode bulk --transparent --proxy "$bulk_tls" --target sink.test:9000 \
+        load "bulk$r" --mode bulk --transparent --proxy "$bulk_tls" --target sink.test:9000 \
             --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
     fi
-    can deny && load deny$r --mode deny --proxy "$explicit" --target denied.test:4443 \
+    can deny && load "deny$r" --mode deny --proxy "$explicit" --target denied.test:4443 \
         --conns "$CONNS" --duration "$SECONDS_RUN"
-    can denysni && load denysni$r --mode deny --transparent --proxy "$tls" \
+    can denysni && load "denysni$r" --mode deny --transparent --proxy "$tls" \
         --target denied.test:4443 --conns "$CONNS" --duration "$SECONDS_RUN"
 }
 # rates_direct ROUND: the same exchanges without a proxy; connect is sni too.
 rates_direct() {
     local r=.r$1
-    load connect$r --mode connect --direct $SINK_ADDR:4443 --target sink.test:4443 \
+    load "connect$r" --mode connect --direct $SINK_ADDR:4443 --target sink.test:4443 \
         --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
-    load http$r --mode http --direct $SINK_ADDR:8000 --target sink.test:8000 \
+    load "http$r" --mode http --direct $SINK_ADDR:8000 --target sink.test:8000 \
         --conns "$CONNS" --duration "$SECONDS_RUN"
-    load bulk$r --mode bulk --direct $SINK_ADDR:9000 --target sink.test:9000 \
+    load "bulk$r" --mode bulk --direct $SINK_ADDR:9000 --target sink.test:9000 \
         --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
 }
 # use NAME: make NAME the current proxy (CUR, ADDR, PROXY_PID, CAN).
@@ -513,7 +513,7 @@ for name in "${UP[@]}"; do
     stop_proxy || failed=1
     unset "PID_OF[$name]"
     # The access log is part of each proxy's work: show that it was written.
-    echo "$name: $(cat "$DIR/access.log" 2>/dev/null | wc -l) lines in its access log"
+    echo "$name: $(wc -l 2>/dev/null <"$DIR/access.log" || echo 0) lines in its access log"
     if grep -q 'AddressSanitizer\|runtime error:' "$DIR/out" 2>/dev/null; then
         echo "run.sh: $name reported a sanitizer error:" >&2
         grep -m 5 'AddressSanitizer\|runtime error:' "$DIR/out" >&2
