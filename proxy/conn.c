@@ -161,7 +161,8 @@ static const char *rule_text(const struct px_conn *c, char *buf, size_t len)
 /* Anything worth a line: a request was read, or a decision was made. */
 static bool has_request(const struct px_conn *c)
 {
-    return c->decided || c->raw_host[0] != '\0' || c->method[0] != '\0' || c->bytes_up > 0;
+    return c->decided || c->relaying || c->raw_host[0] != '\0' || c->method[0] != '\0' ||
+           c->bytes_up > 0;
 }
 
 void px_conn_log(struct px_conn *c)
@@ -185,7 +186,7 @@ void px_conn_log(struct px_conn *c)
         .src = c->src,
         .mode = px_mode_str(c->mode),
         .method = c->method[0] ? c->method : NULL,
-        .host = c->host.len ? c->host.text : (c->raw_host[0] ? c->raw_host : NULL),
+        .host = c->host.len ? c->host.text : (!c->relaying && c->raw_host[0] ? c->raw_host : NULL),
         .port = c->port,
         .sni = c->have_sni ? c->sni : NULL,
         .decision = policy_decision_str(c->decision),
@@ -230,8 +231,8 @@ void px_conn_close(struct px_conn *c, const char *why)
         bufferevent_free(c->up);
     if (c->cli != NULL)
         bufferevent_free(c->cli);
-    if (c->relay != NULL)
-        px_relay_free(c->relay);
+    if (c->relaying)
+        px_relay_free(c);
     event_free(c->timer);
     if (c->counted_active)
         px_metrics_active(c->msb, -1);

@@ -12,6 +12,7 @@
 #define PX_CONN_H
 
 #include <event2/bufferevent.h>
+#include <event2/event_struct.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,28 @@
 #include "sni.h"
 #include "verdict.h"
 #include "world.h"
+
+/* One direction of a tunnel: bytes read from `from`, written to `to`
+ * (relay.c). */
+struct px_relay_dir {
+    int from, to;   /* sockets */
+    int pipe[2];    /* splice: [0] read end, [1] write end; -1 when not used */
+    size_t in_pipe; /* bytes in the pipe, not yet written to `to` */
+    uint8_t *held;  /* read but not yet written (copy path) */
+    size_t held_off, held_len;
+    uint64_t total; /* bytes read from `from` */
+    bool no_pipe;   /* pipe2 failed (out of descriptors): keep copying */
+    bool eof;       /* `from` has ended */
+    bool shut;      /* `to` has been shut for writing */
+};
+
+/* A tunnel: it owns both sockets once started (relay.c). */
+struct px_relay {
+    int fd[2]; /* 0: client, 1: upstream */
+    struct event ev[2];
+    short watching[2];        /* EV_READ|EV_WRITE the socket's event waits for */
+    struct px_relay_dir d[2]; /* 0: client -> upstream, 1: upstream -> client */
+};
 
 /* States; the comment says what the connection waits for.  Changed only by
  * conn_set_state(), which checks the transition. */
@@ -65,7 +88,6 @@ struct px_conn {
 
     /* What: the current request or tunnel. */
     char method[24];
-    char raw_host[256]; /* the host as asked for, for the log when it is bad */
     struct policy_host host;
     uint16_t port;
     char sni[SNI_HOST_MAX + 1];
@@ -79,8 +101,6 @@ struct px_conn {
 
     /* Where: the checked addresses and the one connected to. */
     struct px_dns_req *dns;
-    struct px_dns_answer ans;
-    size_t ans_next;
     char upstream[INET6_ADDRSTRLEN + 8];
     struct sockaddr_storage up_ss;
     socklen_t up_len;
@@ -103,9 +123,18 @@ struct px_conn {
     uint64_t bytes_up, bytes_down;
     uint64_t quota_counted; /* of those, already counted by the relay */
 
-    /* The tunnel, once relaying: it owns both sockets then (cli and up
-     * are NULL). */
-    struct px_relay *relay;
+    /* What a request needs until its tunnel starts, and the tunnel: the
+     * two never live at once, so they share the memory (an idle tunnel is
+     * mostly this struct).  Once `relaying`, cli and up are NULL. */
+    bool relaying;
+    union {
+        struct {
+            char raw_host[256]; /* the host as asked for, for the log when it is bad */
+            struct px_dns_answer ans;
+            size_t ans_next;
+        };
+        struct px_relay relay;
+    };
 };
 
 /* conn.c */
@@ -147,6 +176,6 @@ void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next r
 
 /* relay.c: the tunnel. */
 void px_relay_start(struct px_conn *c); /* may close */
-void px_relay_free(struct px_relay *r); /* closes both sockets */
+void px_relay_free(struct px_conn *c);  /* closes both sockets */
 
 #endif

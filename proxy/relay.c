@@ -43,45 +43,29 @@
 #define PIPE_SIZE    (256 * 1024)  /* asked for; the kernel may give less */
 #define ROUND_MAX    (1024 * 1024) /* bytes per direction per wakeup (fairness) */
 
-struct dir {
-    int from, to;   /* sockets */
-    int pipe[2];    /* splice: [0] read end, [1] write end; -1 when not used */
-    size_t in_pipe; /* bytes in the pipe, not yet written to `to` */
-    uint8_t *held;  /* read but not yet written (copy path) */
-    size_t held_off, held_len;
-    uint64_t total; /* bytes read from `from` */
-    bool no_pipe;   /* pipe2 failed (out of descriptors): keep copying */
-    bool eof;       /* `from` has ended */
-    bool shut;      /* `to` has been shut for writing */
-};
-
-struct px_relay {
-    struct px_conn *c;
-    int fd[2]; /* 0: client, 1: upstream */
-    struct event ev[2];
-    short watching[2]; /* EV_READ|EV_WRITE the socket's event waits for */
-    struct dir d[2];   /* 0: client -> upstream, 1: upstream -> client */
-};
+/* struct px_relay and struct px_relay_dir are in conn.h: the tunnel lives
+ * inside its connection, in the memory the request phase used. */
 
 static _Thread_local uint8_t scratch[SCRATCH_SIZE];
 
 static void on_socket(evutil_socket_t fd, short what, void *arg);
 
-static bool dir_pending(const struct dir *d)
+static bool dir_pending(const struct px_relay_dir *d)
 {
     return d->in_pipe > 0 || d->held_len > d->held_off;
 }
 
-static bool dir_done(const struct dir *d)
+static bool dir_done(const struct px_relay_dir *d)
 {
     return d->eof && !dir_pending(d);
 }
 
 /* What socket `s`'s event must wait for: reading when its outgoing
  * direction may read, writing when its incoming direction is blocked. */
-static void rewatch(struct px_relay *r, int s)
+static void rewatch(struct px_conn *c, int s)
 {
-    const struct dir *out = &r->d[s], *in = &r->d[1 - s];
+    struct px_relay *r = &c->relay;
+    const struct px_relay_dir *out = &r->d[s], *in = &r->d[1 - s];
     short want = 0;
 
     if (!out->eof && !dir_pending(out))
@@ -94,14 +78,14 @@ static void rewatch(struct px_relay *r, int s)
         event_del(&r->ev[s]);
     r->watching[s] = want;
     if (want) {
-        event_assign(&r->ev[s], r->c->w->base, r->fd[s], want | EV_PERSIST, on_socket, r);
+        event_assign(&r->ev[s], c->w->base, r->fd[s], want | EV_PERSIST, on_socket, c);
         event_add(&r->ev[s], NULL);
     }
 }
 
 /* Write what direction d holds; 1 when all is out, 0 when the socket is
  * full, -1 on an error. */
-static int flush_dir(struct dir *d)
+static int flush_dir(struct px_relay_dir *d)
 {
     while (d->in_pipe > 0) {
         ssize_t n =
@@ -123,7 +107,7 @@ static int flush_dir(struct dir *d)
 }
 
 /* Keep bytes the peer did not take. */
-static void hold(struct dir *d, const uint8_t *p, size_t n)
+static void hold(struct px_relay_dir *d, const uint8_t *p, size_t n)
 {
     d->held = malloc(n);
     if (d->held == NULL)
@@ -133,7 +117,7 @@ static void hold(struct dir *d, const uint8_t *p, size_t n)
     d->held_len = n;
 }
 
-static void start_splice(struct dir *d)
+static void start_splice(struct px_relay_dir *d)
 {
     if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) == -1) {
         d->pipe[0] = d->pipe[1] = -1;
@@ -144,9 +128,9 @@ static void start_splice(struct dir *d)
 }
 
 /* Account n bytes read in direction i; false when the tunnel was closed. */
-static bool count(struct px_relay *r, int i, size_t n)
+static bool count(struct px_conn *c, int i, size_t n)
 {
-    struct px_conn *c = r->c;
+    struct px_relay *r = &c->relay;
 
     if (i == 0)
         c->bytes_up += n;
@@ -165,9 +149,9 @@ static bool count(struct px_relay *r, int i, size_t n)
 /* Read from d->from and write on at once, until the socket has no more,
  * the peer is full, or this wakeup's share is moved.  0, or -1 when the
  * tunnel was closed. */
-static int pump(struct px_relay *r, int i)
+static int pump(struct px_conn *c, int i)
 {
-    struct dir *d = &r->d[i];
+    struct px_relay_dir *d = &c->relay.d[i];
     size_t moved = 0;
 
     while (!d->eof && !dir_pending(d) && moved < ROUND_MAX) {
@@ -186,15 +170,15 @@ static int pump(struct px_relay *r, int i)
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return 0;
-            px_conn_close(r->c, i == 0 ? "client error" : "upstream error");
+            px_conn_close(c, i == 0 ? "client error" : "upstream error");
             return -1;
         }
         if (n == 0) {
             d->eof = true;
             break;
         }
-        r->c->t_active_ms = px_now_ms();
-        if (!count(r, i, (size_t)n))
+        c->t_active_ms = px_now_ms();
+        if (!count(c, i, (size_t)n))
             return -1;
         moved += (size_t)n;
         if (d->pipe[0] != -1) {
@@ -202,14 +186,14 @@ static int pump(struct px_relay *r, int i)
         } else {
             ssize_t w = send(d->to, scratch, (size_t)n, MSG_NOSIGNAL);
             if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                px_conn_close(r->c, i == 0 ? "upstream error" : "client error");
+                px_conn_close(c, i == 0 ? "upstream error" : "client error");
                 return -1;
             }
             if (w < n)
                 hold(d, scratch + (w < 0 ? 0 : w), (size_t)(n - (w < 0 ? 0 : w)));
         }
         if (flush_dir(d) < 0) {
-            px_conn_close(r->c, i == 0 ? "upstream error" : "client error");
+            px_conn_close(c, i == 0 ? "upstream error" : "client error");
             return -1;
         }
         /* A short read emptied the socket: wait for the next wakeup
@@ -222,43 +206,44 @@ static int pump(struct px_relay *r, int i)
 
 /* After any progress: pass on ends, close when both ways are done, and
  * watch for what is needed next. */
-static void settle(struct px_relay *r)
+static void settle(struct px_conn *c)
 {
-    struct px_conn *c = r->c;
+    struct px_relay *r = &c->relay;
 
     if (dir_done(&r->d[0]) && dir_done(&r->d[1])) {
         px_conn_close(c, "both sides ended"); /* close() sends what shutdown would */
         return;
     }
     for (int i = 0; i < 2; i++) {
-        struct dir *d = &r->d[i];
+        struct px_relay_dir *d = &r->d[i];
         if (dir_done(d) && !d->shut) {
             shutdown(d->to, SHUT_WR);
             d->shut = true;
         }
     }
-    rewatch(r, 0);
-    rewatch(r, 1);
+    rewatch(c, 0);
+    rewatch(c, 1);
 }
 
 static void on_socket(evutil_socket_t fd, short what, void *arg)
 {
-    struct px_relay *r = arg;
+    struct px_conn *c = arg;
+    struct px_relay *r = &c->relay;
     int s = fd == r->fd[0] ? 0 : 1;
 
     if (what & EV_WRITE) {
-        struct dir *in = &r->d[1 - s];
+        struct px_relay_dir *in = &r->d[1 - s];
         if (flush_dir(in) < 0) {
-            px_conn_close(r->c, s == 0 ? "client error" : "upstream error");
+            px_conn_close(c, s == 0 ? "client error" : "upstream error");
             return;
         }
         /* Drained: read again at once, what waits is already there. */
-        if (!dir_pending(in) && pump(r, 1 - s) < 0)
+        if (!dir_pending(in) && pump(c, 1 - s) < 0)
             return;
     }
-    if ((what & EV_READ) && pump(r, s) < 0)
+    if ((what & EV_READ) && pump(c, s) < 0)
         return;
-    settle(r);
+    settle(c);
 }
 
 /* Take a bufferevent's socket and free the bufferevent. */
@@ -274,7 +259,7 @@ static int take_socket(struct bufferevent *bev)
 /* Bytes the bufferevents still hold for direction d: first what was
  * queued for output on `to`, then what was read from `from`.  Returns the
  * number of the latter: read from the tunnel's side, not yet counted. */
-static size_t take_bytes(struct dir *d, struct bufferevent *from, struct bufferevent *to)
+static size_t take_bytes(struct px_relay_dir *d, struct bufferevent *from, struct bufferevent *to)
 {
     struct evbuffer *out = bufferevent_get_output(to), *in = bufferevent_get_input(from);
     size_t a = evbuffer_get_length(out), b = evbuffer_get_length(in);
@@ -296,29 +281,30 @@ static size_t take_bytes(struct dir *d, struct bufferevent *from, struct buffere
 
 void px_relay_start(struct px_conn *c)
 {
-    struct px_relay *r = calloc(1, sizeof(*r));
+    struct px_relay *r = &c->relay;
+    struct px_relay_dir d[2] = {0};
 
-    if (r == NULL)
-        abort();
     px_conn_set_state(c, PX_S_RELAY);
     c->t_start_ms = c->t_start_ms ? c->t_start_ms : px_now_ms();
     c->t_active_ms = px_now_ms();
-    r->c = c;
     /* What was read before the tunnel started (the ClientHello, an answer
      * already in) is relayed and counted like the rest. */
-    size_t early[2] = {take_bytes(&r->d[0], c->cli, c->up), take_bytes(&r->d[1], c->up, c->cli)};
-    r->fd[0] = take_socket(c->cli);
-    r->fd[1] = take_socket(c->up);
+    size_t early[2] = {take_bytes(&d[0], c->cli, c->up), take_bytes(&d[1], c->up, c->cli)};
+    int fd[2] = {take_socket(c->cli), take_socket(c->up)};
     c->cli = c->up = NULL;
+    /* From here on the request phase's memory is the tunnel's. */
+    memset(r, 0, sizeof(*r));
+    c->relaying = true;
     for (int i = 0; i < 2; i++) {
-        r->d[i].from = r->fd[i];
-        r->d[i].to = r->fd[1 - i];
+        r->fd[i] = fd[i];
+        r->d[i] = d[i];
+        r->d[i].from = fd[i];
+        r->d[i].to = fd[1 - i];
         r->d[i].pipe[0] = r->d[i].pipe[1] = -1;
     }
-    c->relay = r;
     px_conn_timeout(c, 1); /* rearm_idle sets the real deadline */
     for (int i = 0; i < 2; i++)
-        if (early[i] > 0 && !count(r, i, early[i]))
+        if (early[i] > 0 && !count(c, i, early[i]))
             return;
     /* Send what the bufferevents held, then read both sides. */
     for (int i = 0; i < 2; i++) {
@@ -327,15 +313,17 @@ void px_relay_start(struct px_conn *c)
             return;
         }
     }
-    settle(r);
+    settle(c);
 }
 
-void px_relay_free(struct px_relay *r)
+void px_relay_free(struct px_conn *c)
 {
+    struct px_relay *r = &c->relay;
+
     for (int s = 0; s < 2; s++) {
         if (r->watching[s])
             event_del(&r->ev[s]);
-        struct dir *d = &r->d[s];
+        struct px_relay_dir *d = &r->d[s];
         if (d->pipe[0] != -1) {
             close(d->pipe[0]);
             close(d->pipe[1]);
@@ -343,5 +331,5 @@ void px_relay_free(struct px_relay *r)
         free(d->held);
         close(r->fd[s]);
     }
-    free(r);
+    c->relaying = false;
 }
