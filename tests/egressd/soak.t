@@ -25,7 +25,8 @@ SOAK_RELEASE_BIN=${SOAK_RELEASE_BIN:-$(dirname "$BUILD_DIR")/gcc/proxy/egressd}
 # In a sanitizer build, freed memory waits in ASan's quarantine (256 MiB by
 # default) before it is reused: RSS would grow by that much whatever
 # egressd does.  A 16 MiB quarantine fills during the warm-up.
-if grep -q AddressSanitizer "$EGD_BIN" 2>/dev/null; then
+# (clang links the ASan runtime in; gcc links libasan.so.)
+if grep -q AddressSanitizer "$EGD_BIN" 2>/dev/null || ldd "$EGD_BIN" 2>/dev/null | grep -q libasan; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16
     diag "soak: sanitizer build; ASAN_OPTIONS=$ASAN_OPTIONS"
 fi
