@@ -18,7 +18,9 @@ With --vm-net the init also gets a network namespace of its own (unshare
 --net; agent calls nsenter -n too), wired as a VM's NIC would be: a veth pair
 tap{vmid}i0 (in the simulator's namespace, attached to the Linux bridge named
 in net0) and eth0 in the guest (net0's MAC), with the address and default
-route of ipconfig0, as cloud-init would set them. Stopping the VM kills every
+route of ipconfig0, as cloud-init would set them; cloud-init's /etc/hosts
+(the VM's name) and /etc/resolv.conf (nameserver and searchdomain of the
+config, else none: not the host's) are written at each start. Stopping the VM kills every
 process in that namespace (also daemons started through exec) and removes
 the tap.
 """
@@ -101,8 +103,9 @@ class Guest:
 
     def boot(self, net=None):
         """Start the VM's namespace; GuestError when it cannot. With vm_net,
-        net is {"tap", "bridge", "mac", "cidr", "gw"} (cidr and gw may be
-        None: no address) or None (no NIC)."""
+        net is {"tap", "bridge", "mac", "cidr", "gw", "hostname", "nameserver",
+        "searchdomain"} (all but tap and bridge may be None; no cidr: no
+        address) or None (no NIC)."""
         if self.running():
             return
         d = self.disk
@@ -110,6 +113,8 @@ class Guest:
         if os.path.exists(pidfile):
             os.unlink(pidfile)
         m = os.path.join(d, "merged")
+        if self.vm_net and net:
+            self._cloud_init_files(net)
         script = [
             "set -e",
             'mount -t overlay overlay -o lowerdir=/,upperdir="$1/upper",workdir="$1/work" "$2"',
@@ -156,6 +161,34 @@ class Guest:
             log = f.read().decode("utf-8", "replace").strip()
         self.shutdown()
         raise GuestError("guest file system did not come up: %s" % (log or "timeout"))
+
+    def _cloud_init_files(self, net):
+        """/etc/hosts and /etc/resolv.conf as cloud-init writes them at each
+        boot: the VM's name on its address, and the nameserver/searchdomain
+        of its config. Without a nameserver the file names none (a real PVE
+        would copy the host's; here that is the machine's resolver, which a
+        guest on its own network must not use): the C library then asks
+        127.0.0.1, the guest's own loopback, and fails at once instead of
+        waiting for a server the firewall hides (reverse lookups such as
+        Python's http.server makes would stall a listener for seconds).
+        Written into the overlay's upper dir before it is mounted."""
+        etc = os.path.join(self.disk, "upper", "etc")
+        os.makedirs(etc, exist_ok=True)
+        hosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+        if net.get("cidr") and net.get("hostname"):
+            hosts += "%s %s\n" % (net["cidr"].split("/")[0], net["hostname"])
+        resolv = "# cloud-init: the VM's nameserver and searchdomain\n"
+        if net.get("searchdomain"):
+            resolv += "search %s\n" % " ".join(net["searchdomain"].split())
+        for ns in (net.get("nameserver") or "").replace(",", " ").split():
+            resolv += "nameserver %s\n" % ns
+        for name, text in (("hosts", hosts), ("resolv.conf", resolv)):
+            path = os.path.join(etc, name)
+            if os.path.lexists(path) and not os.path.isfile(path):
+                os.unlink(path)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(path, 0o644)
 
     def _wire(self, net):
         """The NIC (see the module doc); GuestError, after a shutdown, when

@@ -251,6 +251,7 @@ class World:
             return None
         mac, _ = firewall.net0_of(vm.config)
         spec = {"tap": firewall.tap_name(vm.vmid), "bridge": m.group(1), "mac": mac, "cidr": None, "gw": None}
+        spec.update(hostname=vm.config.get("name"), nameserver=vm.config.get("nameserver"), searchdomain=vm.config.get("searchdomain"))
         ipc = dict(kv.split("=", 1) for kv in vm.config.get("ipconfig0", "").split(",") if "=" in kv)
         if ipc.get("ip") and ipc["ip"] != "dhcp":
             spec["cidr"] = ipc["ip"]

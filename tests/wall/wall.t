@@ -161,13 +161,17 @@ ok "$(grep -q '^X-Egress-Deny: private_range' <<<"$resp"; echo $?)" \
 [ $? -eq 0 ] || sed 's/^/#   /' <<<"$resp"
 
 section "the walls, from alice-1"
-sbx exec bob-1 -- sh -c "setsid python3 -m http.server 8080 --bind $B_IP </dev/null >/dev/null 2>&1 &"
-for ((i = 0; i < 40; i++)); do
+# (http.server binds, then looks its address up, then listens: the guest's
+# resolv.conf names no server, so that lookup fails at once)
+sbx exec bob-1 -- sh -c "setsid python3 -m http.server 8080 --bind $B_IP </dev/null >/tmp/http.log 2>&1 &"
+deadline=$((SECONDS + 15))
+while :; do
     code=$(sbx exec bob-1 -- curl -q -s --noproxy '*' -m 2 -o /dev/null -w '%{http_code}' "http://$B_IP:8080/" 2>/dev/null)
-    [ "$code" = 200 ] && break
+    [ "$code" = 200 ] || [ $SECONDS -ge $deadline ] && break
     sleep 0.1
 done
-ok "$([ "$code" = 200 ]; echo $?)" "bob-1 serves http://$B_IP:8080/ (seen from inside bob-1: the listener is up)"
+ok "$([ "$code" = 200 ]; echo $?)" "bob-1 serves http://$B_IP:8080/ (seen from inside bob-1: the listener is up) (${code:-000})"
+[ "$code" = 200 ] || sbx exec bob-1 -- sh -c 'ss -ltnp; tail -n 5 /tmp/http.log' 2>&1 | sed 's/^/#   /'
 dns_host=$(lines_of "$T/dns-host.log") dns_inet=$(lines_of "$T/dns-inet.log")
 probe alice-1 1 tcp:$PROXY tcp:$ALLOWED_IP:443 tcp:$ALLOWED_IP:80 tcp:$LAN_IP:8006 tcp:$LAN_IP:22 \
     tcp:10.99.0.1:8006 tcp:10.99.0.1:22 tcp:$B_IP:8080 tcp:$METRICS \
@@ -242,8 +246,9 @@ section "deploy/wall-test inside a sandbox, and where there is no wall"
 # (the targets are a few of the above: wall-test tries them one by one)
 WT_ARGS=(--proxy "$PROXY" --allowed http://allowed.test/hello --denied http://denied.test/
     --direct 10.99.0.1:8006 --direct "$ALLOWED_IP:443" --dns "$INET_DNS" --peer "$B_IP:8080" --timeout 1)
-# The guest's resolver is the gateway, as cloud-init would set it (the
-# guest's file system is the host's seen through an overlay).
+# The guest's resolver is the gateway, as cloud-init would set it from a
+# nameserver option (the sandbox's config names none, so its resolv.conf
+# names no server).
 echo "nameserver 10.99.0.1" >"$T/resolv.conf"
 sbx write alice-1 /etc/resolv.conf <"$T/resolv.conf" >/dev/null &&
     sbx write alice-1 /usr/local/bin/wall-test <"$TOP/deploy/wall-test" >/dev/null
