@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,57 +37,130 @@ static bool warned_write_error; /* under lock: one warning per run of failures *
 
 /* ------------------------------------------------------------- formatting */
 
-/* A JSON string for s, or null.  jansson refuses text that is not UTF-8,
- * and a client may send any bytes as a host or SNI: when the text is not
- * valid UTF-8, every byte >= 0x80 becomes U+FFFD, so the line stays valid
- * JSON and still shows where the odd bytes were.  Control characters,
- * quotes and backslashes are escaped by jansson itself. */
-static json_t *str_or_null(const char *s)
-{
-    static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD in UTF-8 */
-    size_t n;
-    json_t *j;
+/* The longest line: twelve string fields of FIELD_MAX bytes, each byte at
+ * worst six bytes escaped ("\u0001"), plus names and numbers. */
+#define LINE_MAX_BYTES (12 * (FIELD_MAX * 6 + 32) + 1024)
 
-    if (s == NULL)
-        return json_null();
-    n = strnlen(s, FIELD_MAX + 1);
+struct line {
+    char *p;
+    size_t len;
+};
+
+static void put(struct line *l, const char *s, size_t n)
+{
+    memcpy(l->p + l->len, s, n);
+    l->len += n;
+}
+
+#define PUT_LIT(l, lit) put((l), (lit), sizeof(lit) - 1)
+
+/* The length of the UTF-8 sequence at s (at most n bytes), or 0 when it is
+ * not a valid one: the rules jansson checks (no overlong forms, no
+ * surrogates, nothing past U+10FFFF), so a line stays what it was when
+ * jansson wrote it. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], v;
+    size_t len;
+
+    if (c < 0x80)
+        return 1;
+    if (c < 0xc2 || c > 0xf4)
+        return 0;
+    len = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    if (len > n)
+        return 0;
+    v = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff) || (len == 3 && v < 0x800) ||
+        (len == 4 && v < 0x10000))
+        return 0;
+    return len;
+}
+
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0, k; i < n; i += k)
+        if ((k = utf8_seq(s + i, n - i)) == 0)
+            return false;
+    return true;
+}
+
+/* A JSON string for s, or null.  A client may send any bytes as a host or
+ * SNI: when the text is not valid UTF-8, every byte >= 0x80 becomes U+FFFD,
+ * so the line stays valid JSON and still shows where the odd bytes were.
+ * Quotes, backslashes and control characters are escaped as jansson
+ * escapes them. */
+static void put_str(struct line *l, const char *str)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n;
+    bool valid;
+
+    if (s == NULL) {
+        PUT_LIT(l, "null");
+        return;
+    }
+    n = strnlen(str, FIELD_MAX + 1);
     if (n > FIELD_MAX) {
         n = FIELD_MAX;
         /* do not cut a multi-byte character in two */
-        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        while (n > 0 && (s[n] & 0xc0) == 0x80)
             n--;
     }
-    j = json_stringn(s, n);
-    if (j != NULL)
-        return j;
-
-    char *clean = malloc(n * 3 + 1);
-    size_t k = 0;
-    if (clean == NULL)
-        abort();
+    valid = utf8_valid(s, n);
+    l->p[l->len++] = '"';
     for (size_t i = 0; i < n; i++) {
-        if ((unsigned char)s[i] >= 0x80) {
-            memcpy(clean + k, replacement, 3);
-            k += 3;
+        unsigned char c = s[i];
+        switch (c) {
+        case '"': PUT_LIT(l, "\\\""); continue;
+        case '\\': PUT_LIT(l, "\\\\"); continue;
+        case '\b': PUT_LIT(l, "\\b"); continue;
+        case '\f': PUT_LIT(l, "\\f"); continue;
+        case '\n': PUT_LIT(l, "\\n"); continue;
+        case '\r': PUT_LIT(l, "\\r"); continue;
+        case '\t': PUT_LIT(l, "\\t"); continue;
+        default: break;
+        }
+        if (c < 0x20) {
+            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(l, u, sizeof(u));
+        } else if (c >= 0x80 && !valid) {
+            PUT_LIT(l, "\xef\xbf\xbd"); /* U+FFFD in UTF-8 */
         } else {
-            clean[k++] = s[i];
+            l->p[l->len++] = (char)c;
         }
     }
-    j = json_stringn(clean, k);
-    free(clean);
-    return j;
+    l->p[l->len++] = '"';
 }
 
-static json_t *uint_or_null(uint64_t v)
+/* Counters never get near 2^63, but a wrapped value must not come out
+ * negative (as jansson's signed integers would). */
+static void put_uint(struct line *l, uint64_t v)
 {
-    return v == 0 ? json_null() : json_integer((json_int_t)v);
+    char buf[24];
+    size_t i = sizeof(buf);
+
+    if (v > INT64_MAX)
+        v = INT64_MAX;
+    do {
+        buf[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    put(l, buf + i, sizeof(buf) - i);
 }
 
-/* json_int_t is signed 64 bits; counters never get near 2^63, but a
- * wrapped value must not come out negative. */
-static json_t *uint_json(uint64_t v)
+static void put_uint_or_null(struct line *l, uint64_t v)
 {
-    return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+    if (v == 0)
+        PUT_LIT(l, "null");
+    else
+        put_uint(l, v);
 }
 
 /* RFC 3339 in UTC with milliseconds: "2026-11-30T09:00:00.123Z". */
@@ -111,41 +183,70 @@ static void format_ts(int64_t ts_ms, char *out, size_t outlen)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)ms);
 }
 
+/* The line into buf (LINE_MAX_BYTES), without a newline; its length.  The
+ * fields in the order of DESIGN.md. */
+static size_t format_line(const struct px_log_entry *e, char *buf)
+{
+    struct line l = {buf, 0};
+    char ts[48];
+
+    format_ts(e->ts_ms, ts, sizeof(ts));
+    PUT_LIT(&l, "{\"ts\":");
+    put_str(&l, ts);
+    PUT_LIT(&l, ",\"id\":");
+    put_uint(&l, e->id);
+    PUT_LIT(&l, ",\"sandbox\":");
+    put_str(&l, e->sandbox);
+    PUT_LIT(&l, ",\"owner\":");
+    put_str(&l, e->owner);
+    PUT_LIT(&l, ",\"src\":");
+    put_str(&l, e->src);
+    PUT_LIT(&l, ",\"mode\":");
+    put_str(&l, e->mode);
+    PUT_LIT(&l, ",\"method\":");
+    put_str(&l, e->method);
+    PUT_LIT(&l, ",\"host\":");
+    put_str(&l, e->host);
+    PUT_LIT(&l, ",\"port\":");
+    put_uint_or_null(&l, e->port);
+    PUT_LIT(&l, ",\"sni\":");
+    put_str(&l, e->sni);
+    PUT_LIT(&l, ",\"decision\":");
+    put_str(&l, e->decision);
+    PUT_LIT(&l, ",\"reason\":");
+    put_str(&l, e->reason);
+    PUT_LIT(&l, ",\"rule\":");
+    put_str(&l, e->rule);
+    PUT_LIT(&l, ",\"upstream\":");
+    put_str(&l, e->upstream);
+    PUT_LIT(&l, ",\"country\":");
+    put_str(&l, e->country != NULL && e->country[0] ? e->country : NULL);
+    PUT_LIT(&l, ",\"asn\":");
+    put_uint_or_null(&l, e->asn);
+    PUT_LIT(&l, ",\"bytes_up\":");
+    put_uint(&l, e->bytes_up);
+    PUT_LIT(&l, ",\"bytes_down\":");
+    put_uint(&l, e->bytes_down);
+    PUT_LIT(&l, ",\"duration_ms\":");
+    put_uint(&l, e->duration_ms);
+    PUT_LIT(&l, ",\"status\":");
+    put_uint_or_null(&l, e->status);
+    PUT_LIT(&l, "}");
+    return l.len;
+}
+
+/* Each thread formats its lines here (no allocation per line). */
+static _Thread_local char line_buf[LINE_MAX_BYTES + 1];
+
 char *px_accesslog_format(const struct px_log_entry *e)
 {
-    char ts[48];
-    json_t *o = json_object();
-    char *line;
+    size_t n = format_line(e, line_buf);
+    char *line = malloc(n + 1);
 
-    if (o == NULL)
-        abort();
-    format_ts(e->ts_ms, ts, sizeof(ts));
-    /* the order of DESIGN.md; jansson keeps insertion order */
-    json_object_set_new(o, "ts", json_string(ts));
-    json_object_set_new(o, "id", uint_json(e->id));
-    json_object_set_new(o, "sandbox", str_or_null(e->sandbox));
-    json_object_set_new(o, "owner", str_or_null(e->owner));
-    json_object_set_new(o, "src", str_or_null(e->src));
-    json_object_set_new(o, "mode", str_or_null(e->mode));
-    json_object_set_new(o, "method", str_or_null(e->method));
-    json_object_set_new(o, "host", str_or_null(e->host));
-    json_object_set_new(o, "port", uint_or_null(e->port));
-    json_object_set_new(o, "sni", str_or_null(e->sni));
-    json_object_set_new(o, "decision", str_or_null(e->decision));
-    json_object_set_new(o, "reason", str_or_null(e->reason));
-    json_object_set_new(o, "rule", str_or_null(e->rule));
-    json_object_set_new(o, "upstream", str_or_null(e->upstream));
-    json_object_set_new(o, "country",
-                        str_or_null(e->country != NULL && e->country[0] ? e->country : NULL));
-    json_object_set_new(o, "asn", uint_or_null(e->asn));
-    json_object_set_new(o, "bytes_up", uint_json(e->bytes_up));
-    json_object_set_new(o, "bytes_down", uint_json(e->bytes_down));
-    json_object_set_new(o, "duration_ms", uint_json(e->duration_ms));
-    json_object_set_new(o, "status", uint_or_null(e->status));
-    line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
     if (line == NULL)
-        abort(); /* only allocation fails here: every value above is valid */
+        abort();
+    memcpy(line, line_buf, n);
+    line[n] = '\0';
     return line;
 }
 
@@ -232,22 +333,20 @@ static int write_all(int fd, const char *buf, size_t len)
 
 void px_accesslog_write(const struct px_log_entry *e)
 {
-    char *line = px_accesslog_format(e);
-    size_t len = strlen(line);
+    size_t len = format_line(e, line_buf);
     int rc = 0, saved = 0;
     bool warn = false;
 
-    line[len] = '\n'; /* replaces the NUL: the line goes out in one write */
+    line_buf[len] = '\n'; /* the line goes out in one write */
     pthread_mutex_lock(&lock);
     if (log_fd != -1) {
-        rc = write_all(log_fd, line, len + 1);
+        rc = write_all(log_fd, line_buf, len + 1);
         saved = errno;
         /* a full disk would otherwise warn once per connection */
         warn = rc == -1 && !warned_write_error;
         warned_write_error = rc == -1;
     }
     pthread_mutex_unlock(&lock);
-    free(line);
     if (warn) {
         errno = saved;
         px_log_warn("access log: write failed, lines are lost until a write succeeds");

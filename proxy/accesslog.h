@@ -1,6 +1,6 @@
 /*
  * accesslog.h - the access log: one JSON object per line (DESIGN.md,
- * "Access log"), written with jansson, one write(2) per line on a file
+ * "Access log"), one write(2) per line on a file
  * opened O_APPEND, so lines from worker threads never interleave.
  * SIGUSR1 -> px_accesslog_reopen() (logrotate).
  */

@@ -197,6 +197,166 @@ static void test_format_long_host(void)
     free(host);
 }
 
+/* ------------------------------------------- the formatter against jansson */
+
+/* The line as jansson writes it (how egressd wrote it before it formatted
+ * lines itself): the reference the formatter must match byte for byte. */
+static json_t *ref_str(const char *s)
+{
+    size_t n;
+    json_t *j;
+
+    if (s == NULL)
+        return json_null();
+    n = strnlen(s, 1025);
+    if (n > 1024) {
+        n = 1024;
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    if ((j = json_stringn(s, n)) != NULL)
+        return j;
+    char *clean = malloc(n * 3 + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] >= 0x80) {
+            memcpy(clean + k, "\xef\xbf\xbd", 3);
+            k += 3;
+        } else {
+            clean[k++] = s[i];
+        }
+    }
+    j = json_stringn(clean, k);
+    free(clean);
+    return j;
+}
+
+static json_t *ref_num(uint64_t v, bool zero_is_null)
+{
+    if (v == 0 && zero_is_null)
+        return json_null();
+    return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+static char *ref_line(const struct px_log_entry *e, const char *ts)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "ts", json_string(ts));
+    json_object_set_new(o, "id", ref_num(e->id, false));
+    json_object_set_new(o, "sandbox", ref_str(e->sandbox));
+    json_object_set_new(o, "owner", ref_str(e->owner));
+    json_object_set_new(o, "src", ref_str(e->src));
+    json_object_set_new(o, "mode", ref_str(e->mode));
+    json_object_set_new(o, "method", ref_str(e->method));
+    json_object_set_new(o, "host", ref_str(e->host));
+    json_object_set_new(o, "port", ref_num(e->port, true));
+    json_object_set_new(o, "sni", ref_str(e->sni));
+    json_object_set_new(o, "decision", ref_str(e->decision));
+    json_object_set_new(o, "reason", ref_str(e->reason));
+    json_object_set_new(o, "rule", ref_str(e->rule));
+    json_object_set_new(o, "upstream", ref_str(e->upstream));
+    json_object_set_new(o, "country", ref_str(e->country && e->country[0] ? e->country : NULL));
+    json_object_set_new(o, "asn", ref_num(e->asn, true));
+    json_object_set_new(o, "bytes_up", ref_num(e->bytes_up, false));
+    json_object_set_new(o, "bytes_down", ref_num(e->bytes_down, false));
+    json_object_set_new(o, "duration_ms", ref_num(e->duration_ms, false));
+    json_object_set_new(o, "status", ref_num(e->status, true));
+    char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return line;
+}
+
+/* A random string: bytes drawn so that every class shows up (controls,
+ * quotes, ASCII, valid and broken UTF-8 sequences, surrogates, overlongs),
+ * sometimes past the 1 KiB cut; or NULL. */
+static char *rand_str(unsigned *seed)
+{
+    static const char *pieces[] = {"\"",
+                                   "\\",
+                                   "\n",
+                                   "\x01",
+                                   "\x1f",
+                                   "\x7f",
+                                   "/",
+                                   "a",
+                                   "Z",
+                                   "~",
+                                   "\xc3\xa9",
+                                   "\xe2\x82\xac",
+                                   "\xf0\x9f\x98\x80",
+                                   "\xc3",
+                                   "\xa9",
+                                   "\xff",
+                                   "\xc0\x80",
+                                   "\xed\xa0\x80",
+                                   "\xf4\x90\x80\x80",
+                                   "\xe0\x80\xaf",
+                                   "\xf5\x80\x80\x80",
+                                   "\xe2\x82"};
+    size_t npieces = sizeof(pieces) / sizeof(pieces[0]);
+    if (rand_r(seed) % 10 == 0)
+        return NULL;
+    size_t want =
+        rand_r(seed) % 4 == 0 ? 1000 + (size_t)rand_r(seed) % 100 : (size_t)rand_r(seed) % 40;
+    char *s = malloc(want * 4 + 8);
+    size_t k = 0;
+    while (k < want) {
+        const char *p = pieces[(size_t)rand_r(seed) % npieces];
+        size_t m = strlen(p);
+        memcpy(s + k, p, m);
+        k += m;
+    }
+    s[k] = '\0';
+    return s;
+}
+
+static void test_format_against_jansson(void)
+{
+    unsigned seed = 20261130;
+    int same = 0, n = 3000;
+    char first_diff[2][200] = {"", ""};
+
+    for (int i = 0; i < n; i++) {
+        struct px_log_entry e = full_entry();
+        char *str[12];
+        const char **field[] = {&e.sandbox, &e.owner, &e.src,      &e.mode,
+                                &e.method,  &e.host,  &e.sni,      &e.decision,
+                                &e.reason,  &e.rule,  &e.upstream, &e.country};
+        for (int f = 0; f < 12; f++) {
+            str[f] = rand_str(&seed);
+            *field[f] = str[f];
+        }
+        uint64_t nums[] = {0, 1, 9, 10, 65535, UINT32_MAX, (uint64_t)INT64_MAX, UINT64_MAX};
+        e.id = nums[(size_t)rand_r(&seed) % 8];
+        e.port = (unsigned)(nums[(size_t)rand_r(&seed) % 5]);
+        e.asn = (uint32_t)nums[(size_t)rand_r(&seed) % 6];
+        e.bytes_up = nums[(size_t)rand_r(&seed) % 8];
+        e.bytes_down = nums[(size_t)rand_r(&seed) % 8];
+        e.duration_ms = nums[(size_t)rand_r(&seed) % 8];
+        e.status = (unsigned)(nums[(size_t)rand_r(&seed) % 5]);
+        char *got = px_accesslog_format(&e);
+        char ts[40];
+        /* the ts field as the formatter wrote it: "{\"ts\":\"" + 24 chars */
+        snprintf(ts, sizeof(ts), "%.24s", got + 7);
+        char *want = ref_line(&e, ts);
+        if (want != NULL && strcmp(got, want) == 0)
+            same++;
+        else if (first_diff[0][0] == '\0') {
+            snprintf(first_diff[0], sizeof(first_diff[0]), "%s", got);
+            snprintf(first_diff[1], sizeof(first_diff[1]), "%s", want ? want : "(null)");
+        }
+        free(got);
+        free(want);
+        for (int f = 0; f < 12; f++)
+            free(str[f]);
+    }
+    if (!ok(same == n,
+            "%d random entries (hostile bytes, cut fields, extreme numbers): each line is "
+            "byte for byte what jansson writes (%d are)",
+            n, same))
+        diag("got  %s\nwant %s", first_diff[0], first_diff[1]);
+}
+
 static void test_ts(void)
 {
     static const struct {
@@ -914,6 +1074,7 @@ int main(void)
     test_format_nulls();
     test_format_hostile();
     test_format_long_host();
+    test_format_against_jansson();
     test_ts();
     test_file_and_reopen();
     test_open_errors();
