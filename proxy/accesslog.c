@@ -5,8 +5,8 @@
  * to guess whether a field is missing or empty.
  *
  * Concurrency: one mutex guards the descriptor and is held across the
- * write(2) of one line.  Holding it for the write is what keeps lines whole
- * even where O_APPEND alone does not (a pipe to the journal takes at most
+ * write(2) of one line (or of one worker's batch of whole lines).  Holding it for the write is what
+ * keeps lines whole even where O_APPEND alone does not (a pipe to the journal takes at most
  * PIPE_BUF bytes atomically, and a partial write has to be finished before
  * another thread's line may start).  A reopen opens the new file first,
  * swaps the descriptor under the same mutex and closes the old one after,
@@ -331,16 +331,15 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
-void px_accesslog_write(const struct px_log_entry *e)
+/* Write buf under the lock; one warning per run of failures. */
+static void write_locked(const char *buf, size_t len)
 {
-    size_t len = format_line(e, line_buf);
     int rc = 0, saved = 0;
     bool warn = false;
 
-    line_buf[len] = '\n'; /* the line goes out in one write */
     pthread_mutex_lock(&lock);
     if (log_fd != -1) {
-        rc = write_all(log_fd, line_buf, len + 1);
+        rc = write_all(log_fd, buf, len);
         saved = errno;
         /* a full disk would otherwise warn once per connection */
         warn = rc == -1 && !warned_write_error;
@@ -351,6 +350,59 @@ void px_accesslog_write(const struct px_log_entry *e)
         errno = saved;
         px_log_warn("access log: write failed, lines are lost until a write succeeds");
     }
+}
+
+/* A worker thread's lines wait here until its event loop has run the
+ * callbacks of one round, then go out in one write (whole lines only). */
+#define BATCH_BYTES (64 * 1024)
+struct batch {
+    char buf[BATCH_BYTES];
+    size_t len;
+    void (*wake)(void *);
+    void *arg;
+};
+static _Thread_local struct batch *batch; /* NULL: each line at once */
+
+void px_accesslog_batch_start(void (*wake)(void *), void *arg)
+{
+    batch = calloc(1, sizeof(*batch));
+    if (batch == NULL)
+        abort();
+    batch->wake = wake;
+    batch->arg = arg;
+}
+
+void px_accesslog_flush(void)
+{
+    if (batch == NULL || batch->len == 0)
+        return;
+    write_locked(batch->buf, batch->len);
+    batch->len = 0;
+}
+
+void px_accesslog_batch_stop(void)
+{
+    px_accesslog_flush();
+    free(batch);
+    batch = NULL;
+}
+
+void px_accesslog_write(const struct px_log_entry *e)
+{
+    size_t len = format_line(e, line_buf);
+
+    line_buf[len++] = '\n';
+    if (batch == NULL || len > BATCH_BYTES) {
+        px_accesslog_flush(); /* keep the order of this thread's lines */
+        write_locked(line_buf, len);
+        return;
+    }
+    if (len > BATCH_BYTES - batch->len)
+        px_accesslog_flush();
+    memcpy(batch->buf + batch->len, line_buf, len);
+    batch->len += len;
+    if (batch->len == len)
+        batch->wake(batch->arg);
 }
 
 void px_accesslog_close(void)

@@ -1,6 +1,6 @@
 /*
  * accesslog.h - the access log: one JSON object per line (DESIGN.md,
- * "Access log"), one write(2) per line on a file
+ * "Access log"), one write(2) per line (or per batch of whole lines) on a file
  * opened O_APPEND, so lines from worker threads never interleave.
  * SIGUSR1 -> px_accesslog_reopen() (logrotate).
  */
@@ -43,8 +43,18 @@ int px_accesslog_open(const char *path, char *err, size_t errlen);
  * old file stays in use and the reason goes to the diagnostics log). */
 int px_accesslog_reopen(void);
 
-/* Write one line.  Never blocks on a lock longer than one write(2). */
+/* Write one line.  Never blocks on a lock longer than one write(2).  In a
+ * thread that batches (below), the line waits for px_accesslog_flush(). */
 void px_accesslog_write(const struct px_log_entry *e);
+
+/* Batching, per thread: from now on this thread's lines are gathered, and
+ * wake(arg) is called when the first one arrives; the thread then calls
+ * px_accesslog_flush() soon (a worker: once its event loop has run the
+ * round's callbacks), which writes them in one write(2).  Lines stay in
+ * this thread's order.  _stop flushes and ends batching. */
+void px_accesslog_batch_start(void (*wake)(void *), void *arg);
+void px_accesslog_flush(void);
+void px_accesslog_batch_stop(void);
 
 void px_accesslog_close(void);
 

@@ -64,6 +64,7 @@ struct px_worker {
     size_t n_lis;
     struct event *backoff; /* re-enables the listeners after EMFILE */
     struct event *wake;    /* the main thread pokes it: drain or stop */
+    struct event *flush;   /* writes the access-log lines of a round */
     struct px_conn *conns; /* every open connection of this worker */
     long n_conns;
 };

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accesslog.h"
 #include "conn.h"
 #include "log.h"
 
@@ -68,6 +69,22 @@ static void close_listeners(struct px_worker *w)
     w->n_lis = 0;
 }
 
+/* Access-log lines of this round's callbacks: the flush event was made
+ * active by the first of them, so it runs after the callbacks already
+ * queued in this round and writes all their lines at once. */
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+    px_accesslog_flush();
+}
+
+static void wake_flush(void *arg)
+{
+    struct px_worker *w = arg;
+
+    event_active(w->flush, 0, 0);
+}
+
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
     struct px_worker *w = arg;
@@ -105,6 +122,7 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
         return -1;
     w->backoff = evtimer_new(w->base, on_backoff_over, w);
     w->wake = event_new(w->base, -1, 0, on_wake, w);
+    w->flush = event_new(w->base, -1, 0, on_flush, w);
     for (size_t i = 0; i < px_d.n_listeners; i++) {
         const struct px_listener_spec *l = &px_d.listeners[i];
         struct listener_arg *a = &largs[index % 64][i];
@@ -127,7 +145,9 @@ static void *worker_main(void *arg)
 {
     struct px_worker *w = arg;
 
+    px_accesslog_batch_start(wake_flush, w);
     event_base_dispatch(w->base);
+    px_accesslog_batch_stop();
     return NULL;
 }
 
@@ -147,6 +167,7 @@ void px_worker_join(struct px_worker *w)
     close_listeners(w);
     event_free(w->backoff);
     event_free(w->wake);
+    event_free(w->flush);
     px_resolver_free(w->resolver);
     event_base_loop(w->base, EVLOOP_NONBLOCK); /* evdns' last callbacks */
     event_base_free(w->base);
