@@ -17,6 +17,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent_struct.h>
 #include <linux/netfilter_ipv4.h>
 #include <linux/netfilter_ipv6/ip6_tables.h>
 #include <netinet/tcp.h>
@@ -31,6 +32,8 @@
 #include "metrics.h"
 
 /* A fatal TLS alert, access_denied (RFC 8446 section 6.2). */
+#define READ_NOW_MAX (64 * 1024)
+
 static const uint8_t tls_alert_denied[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31};
 
 /* How long a final answer may take to be read before the socket closes. */
@@ -795,6 +798,40 @@ static void start_hello(struct px_conn *c)
     bufferevent_setwatermark(c->cli, EV_READ, 0, 6 * SNI_HANDSHAKE_MAX);
     bufferevent_enable(c->cli, EV_READ);
     on_hello_bytes(c);
+}
+
+void px_conn_write_now(struct bufferevent *bev)
+{
+    struct evbuffer *out = bufferevent_get_output(bev);
+
+    if (evbuffer_get_length(out) == 0)
+        return;
+    /* A socket bufferevent freezes its output's front: only it takes from
+     * there, in its write callback.  Take over that one write. */
+    evbuffer_unfreeze(out, 1);
+    (void)evbuffer_write(out, bufferevent_getfd(bev)); /* an error shows in the next write */
+    evbuffer_freeze(out, 1);
+    /* All out: the write event queued with the bytes is not needed (its
+     * epoll change had not been made yet, so none is).  Writing stays
+     * enabled: new output queues the event again. */
+    if (evbuffer_get_length(out) == 0)
+        event_del(&bev->ev_write);
+}
+
+void px_conn_read_now(struct bufferevent *bev)
+{
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer_iovec v;
+
+    /* The input's end is frozen: only the bufferevent adds there. */
+    evbuffer_unfreeze(in, 0);
+    if (evbuffer_reserve_space(in, READ_NOW_MAX, &v, 1) == 1) {
+        ssize_t n = recv(bufferevent_getfd(bev), v.iov_base, v.iov_len, MSG_DONTWAIT);
+        /* An end or an error stays for the bufferevent's own next read. */
+        v.iov_len = n > 0 ? (size_t)n : 0;
+        evbuffer_commit_space(in, &v, 1);
+    }
+    evbuffer_freeze(in, 0);
 }
 
 static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";

@@ -152,6 +152,13 @@ void px_conn_flush_close(struct px_conn *c);
 /* Give the client socket back to conn.c's callbacks (between requests). */
 void px_conn_watch_client(struct px_conn *c);
 void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg);
+/* Write bev's output now instead of in the event loop's next round (saves
+ * a round and two epoll changes per answer).  What the socket does not
+ * take is written later as usual.  Call before any back-pressure check on
+ * bev's output: its write callback does not run for what this writes. */
+void px_conn_write_now(struct bufferevent *bev);
+/* Read what bev's socket holds now (up to 64 KiB) into its input. */
+void px_conn_read_now(struct bufferevent *bev);
 /* Answer an error status (400, 414, 431, 502, 503, ...) and close. */
 void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail);
 /* Set the state's timeout (ms from now; 0: none). */

@@ -337,6 +337,7 @@ static void forward_request_body(struct px_conn *c)
         return;
     }
     c->t_active_ms = px_now_ms();
+    px_conn_write_now(c->up);
     if (r == 1) {
         c->req_done = true;
         bufferevent_disable(c->cli, EV_READ); /* a pipelined request waits */
@@ -409,11 +410,21 @@ static void on_up_read(struct bufferevent *bev, void *arg)
     (void)bev;
 
     c->t_active_ms = px_now_ms();
+    /* libevent reads at most 4 KiB at a time: when that much came, take
+     * what else is there now rather than in another round. */
+    if (evbuffer_get_length(bufferevent_get_input(c->up)) >= 4096 &&
+        evbuffer_get_length(bufferevent_get_output(c->cli)) < EX_HIGH)
+        px_conn_read_now(c->up);
     if (!c->resp_head_done) {
         int r = response_head(c);
-        if (r <= 0)
+        if (r < 0)
             return;
+        if (r == 0) {
+            px_conn_write_now(c->cli); /* an interim (1xx) head */
+            return;
+        }
         if (c->resp_body == PX_BODY_NONE || (c->resp_body == PX_BODY_LENGTH && c->resp_left == 0)) {
+            px_conn_write_now(c->cli);
             response_done(c);
             return;
         }
@@ -425,6 +436,7 @@ static void on_up_read(struct bufferevent *bev, void *arg)
         px_conn_close(c, "broken chunked response");
         return;
     }
+    px_conn_write_now(c->cli);
     if (r == 1) {
         response_done(c);
         return;
@@ -489,6 +501,7 @@ void px_exchange_start(struct px_conn *c)
     evbuffer_add_buffer(bufferevent_get_output(c->up), c->pending);
     px_conn_timeout(c, px_d.cfg->timeout_idle_ms);
     if (c->req_done) {
+        px_conn_write_now(c->up);
         bufferevent_disable(c->cli, EV_READ);
         px_conn_set_state(c, PX_S_RESPONSE);
     } else {
