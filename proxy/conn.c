@@ -33,6 +33,8 @@
 
 /* A fatal TLS alert, access_denied (RFC 8446 section 6.2). */
 #define READ_NOW_MAX (64 * 1024)
+/* What a client may send ahead while its request is decided. */
+#define EARLY_MAX (64 * 1024)
 
 static const uint8_t tls_alert_denied[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31};
 
@@ -609,7 +611,6 @@ void px_conn_decide(struct px_conn *c)
         return;
     }
     px_conn_set_state(c, PX_S_RESOLVE);
-    bufferevent_disable(c->cli, EV_READ);
     px_conn_timeout(c, 30000); /* the resolver's own timeouts end sooner */
     c->dns = px_resolve(c->w->resolver, c->world->hosts, c->host.text, on_dns, c);
 }
@@ -884,7 +885,13 @@ static void on_cli_read(struct bufferevent *bev, void *arg)
     switch (c->state) {
     case PX_S_HEAD: px_exchange_on_head(c); return;
     case PX_S_HELLO: on_hello_bytes(c); return;
-    default: return; /* bytes wait in the input buffer for their turn */
+    default:
+        /* Deciding, resolving, connecting: bytes wait in the input for
+         * their turn.  Reading stays on (an end of the client is seen at
+         * once, and no epoll change is spent), up to a bound. */
+        if (evbuffer_get_length(bufferevent_get_input(c->cli)) >= EARLY_MAX)
+            bufferevent_disable(c->cli, EV_READ);
+        return;
     }
 }
 
@@ -932,7 +939,6 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
                     const struct sockaddr *sa, int salen)
 {
     struct px_conn *c = calloc(1, sizeof(*c));
-    int one = 1;
     (void)salen;
 
     if (c == NULL)
@@ -948,7 +954,7 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
     w->conns = c;
     w->n_conns++;
     long open = atomic_fetch_add(&px_d.conns, 1) + 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* TCP_NODELAY comes from the listener (worker.c). */
     c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     c->timer = evtimer_new(w->base, on_timer, c);
     c->world = px_world_get();

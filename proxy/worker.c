@@ -10,6 +10,8 @@
  * (closes everything and leaves its loop).
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,6 +138,10 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
             return -1;
         }
         evconnlistener_set_error_cb(w->lis[i], on_accept_error);
+        /* Accepted sockets inherit TCP_NODELAY from their listener (Linux):
+         * one setsockopt here instead of one per connection. */
+        int one = 1;
+        setsockopt(evconnlistener_get_fd(w->lis[i]), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         w->n_lis++;
     }
     return 0;
