@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# relay.t - the tunnel relay under pressure: through a CONNECT tunnel to an
+# echo origin, a client sends 12 MiB while it reads the echo back slowly at
+# first (nothing for half a second, then in small reads: egressd's sends to
+# it block, bytes are held and the upstream side must stop reading), then
+# fast.  Past 256 KiB a direction is moved
+# with splice(2); before that by copying.  Every byte must come back in
+# order (SHA-256 of what was sent = of what came back), the client's
+# half-close must reach the origin and the origin's end come back, and the
+# log line must count exactly what each way carried.  Also a tunnel whose
+# client sends before the 200 arrives (the bytes wait in egressd until the
+# tunnel starts).  TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in
+# its own netns.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-more.sh"
+egd_netns "$@"
+egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
+egd_host 127.0.0.25 echo.test
+egd_allow 'echo.test:7000 raw'
+egm_server "$T/echo.out" python3 -u "$EGD_DIR/tunnels.py" echo 127.0.0.25:7000 ||
+    egm_bail "the echo server starts"
+# Small socket send buffers (this namespace only), so that egressd's sends
+# block while a direction is still copied (before 256 KiB) and not only
+# once it splices.
+sysctl -qw net.ipv4.tcp_wmem="4096 8192 16384" || egm_bail "sysctl net.ipv4.tcp_wmem in the test's namespace"
+egd_start || egm_bail "egressd starts and answers /healthz"
+
+# relay_client MODE: one tunnel; prints a JSON result.
+#   slow   12 MiB up, the echo read slowly for the first 2 MiB
+#   early  the first bytes sent together with the CONNECT, before the 200
+relay_client() {
+    py - "$EGD_PROXY" "$1" <<'EOF'
+import hashlib, json, os, socket, sys, threading, time
+proxy, mode = sys.argv[1], sys.argv[2]
+host, _, port = proxy.rpartition(":")
+total = 12 * 1024 * 1024 if mode == "slow" else 300 * 1024
+data = hashlib.shake_256(b"relay.t").digest(total)
+s = socket.create_connection((host, int(port)), timeout=30)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+head = b"CONNECT echo.test:7000 HTTP/1.1\r\nHost: echo.test:7000\r\n\r\n"
+early = data[:1000] if mode == "early" else b""
+s.sendall(head + early)
+buf = b""
+while b"\r\n\r\n" not in buf:
+    chunk = s.recv(1)
+    if not chunk:
+        print(json.dumps({"error": "closed before the 200"}))
+        sys.exit(0)
+    buf += chunk
+status = buf.split(b" ", 2)[1].decode()
+
+def send():
+    off = len(early)
+    while off < total:
+        n = s.send(data[off:off + 65536])
+        off += n
+    s.shutdown(socket.SHUT_WR)
+
+t = threading.Thread(target=send)
+t.start()
+h = hashlib.sha256()
+got = 0
+if mode == "slow":
+    time.sleep(0.5)  # nothing read yet: egressd's sends to us must block
+while True:
+    want = 4096 if (mode == "slow" and got < 2 * 1024 * 1024) else 262144
+    chunk = s.recv(want)
+    if not chunk:
+        break
+    h.update(chunk)
+    got += len(chunk)
+    if mode == "slow" and got < 2 * 1024 * 1024:
+        time.sleep(0.001)
+t.join()
+s.close()
+print(json.dumps({"status": status, "sent": total, "got": got,
+                  "same": h.hexdigest() == hashlib.sha256(data).hexdigest()}))
+EOF
+}
+
+egd_log_mark
+out=$(relay_client slow 2>&1)
+diag "slow reader: $out"
+ok_json "slow reader: 200, 12 MiB up, every byte echoed back in order (SHA-256), the end passed both ways" \
+    "$out" 'l.get("status") == "200" and l["got"] == l["sent"] == 12 * 1024 * 1024 and l["same"]'
+egd_log_ok "slow reader: logged allow with exactly 12 MiB each way" 'l["host"] == "echo.test"' \
+    'l["decision"] == "allow" and l["bytes_up"] == 12 * 1024 * 1024 and l["bytes_down"] == 12 * 1024 * 1024'
+
+egd_log_mark
+out=$(relay_client early 2>&1)
+diag "early bytes: $out"
+ok_json "bytes sent with the CONNECT, before its 200: relayed first, in order, with the rest (300 KiB)" \
+    "$out" 'l.get("status") == "200" and l["got"] == l["sent"] == 300 * 1024 and l["same"]'
+egd_log_ok "early bytes: logged with every byte counted" 'l["host"] == "echo.test"' \
+    'l["bytes_up"] == 300 * 1024 and l["bytes_down"] == 300 * 1024'
+
+egd_finish
+tap_end
