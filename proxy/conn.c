@@ -926,7 +926,16 @@ static void original_dst(struct px_conn *c, evutil_socket_t fd)
         r = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &c->orig_dst, &len);
     else
         r = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &c->orig_dst, &len);
-    if (r == -1 || getsockname(fd, (struct sockaddr *)&local, &llen) == -1)
+    if (r == -1)
+        return;
+    /* The listener's own address, unless it listens on all of them. */
+    const struct sockaddr_storage *lss = &c->l->addr->ss;
+    bool any = lss->ss_family == AF_INET6
+                   ? IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)lss)->sin6_addr)
+                   : ((const struct sockaddr_in *)lss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (!any)
+        local = *lss;
+    else if (getsockname(fd, (struct sockaddr *)&local, &llen) == -1)
         return;
     uint8_t a[16], b[16];
     char t[80];
