@@ -28,6 +28,10 @@ pids=()
 cleanup() {
     local p n
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    # and whatever else still runs in the namespaces
+    for n in "$ns_h" "$ns_l" "$ns_s1" "$ns_s2"; do
+        ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null
+    done
     wait 2>/dev/null
     for n in "$ns_h" "$ns_l" "$ns_s1" "$ns_s2"; do ip netns del "$n" 2>/dev/null; done
     rm -rf "$T"
@@ -79,7 +83,9 @@ serve() {
     local n=$1 name=$2
     shift 2
     : >"$T/$name.log"
-    nsx "$n" "$PY" "$PROBE" listen "$name" "$T/$name.log" "$@" >"$T/$name.out" 2>&1 &
+    # ip itself, not the nsx function: $! is then the listener's own pid
+    # (ip execs it), which the EXIT trap can kill.
+    ip netns exec "$n" "$PY" "$PROBE" listen "$name" "$T/$name.log" "$@" >"$T/$name.out" 2>&1 &
     pids+=($!)
     for _ in $(seq 50); do
         grep -q ready "$T/$name.out" && return 0
