@@ -9,7 +9,9 @@
 # half-close must reach the origin and the origin's end come back, and the
 # log line must count exactly what each way carried.  Also a tunnel whose
 # client sends before the 200 arrives (the bytes wait in egressd until the
-# tunnel starts).  TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in
+# tunnel starts), and a client that sends ahead while its CONNECT waits for
+# a name that does not resolve (egressd keeps at most 64 KiB of it).  TAP on
+# stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in
 # its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
@@ -19,11 +21,17 @@ egd_host 127.0.0.25 echo.test
 egd_allow 'echo.test:7000 raw'
 egm_server "$T/echo.out" python3 -u "$EGD_DIR/tunnels.py" echo 127.0.0.25:7000 ||
     egm_bail "the echo server starts"
+# A DNS server that never answers for slow.test: its CONNECT stays in the
+# decision while the client sends.
+echo 'slow.test TIMEOUT' >"$T/zone"
+egd_allow 'slow.test:7000 raw'
+egm_server "$T/dnsd.out" python3 -u "$EGD_DIR/dnsd.py" --listen 127.0.0.53:53 --zone "$T/zone" ||
+    egm_bail "the DNS server starts"
 # Small socket send buffers (this namespace only), so that egressd's sends
 # block while a direction is still copied (before 256 KiB) and not only
 # once it splices.
 sysctl -qw net.ipv4.tcp_wmem="4096 8192 16384" || egm_bail "sysctl net.ipv4.tcp_wmem in the test's namespace"
-egd_start || egm_bail "egressd starts and answers /healthz"
+egd_start 'resolver 127.0.0.53' || egm_bail "egressd starts and answers /healthz"
 
 # relay_client MODE: one tunnel; prints a JSON result.
 #   slow   12 MiB up, the echo read slowly for the first 2 MiB
@@ -93,6 +101,28 @@ ok_json "bytes sent with the CONNECT, before its 200: relayed first, in order, w
     "$out" 'l.get("status") == "200" and l["got"] == l["sent"] == 300 * 1024 and l["same"]'
 egd_log_ok "early bytes: logged with every byte counted" 'l["host"] == "echo.test"' \
     'l["bytes_up"] == 300 * 1024 and l["bytes_down"] == 300 * 1024'
+
+# While its request is decided, a client may send ahead, but egressd keeps
+# at most 64 KiB of it: then it stops reading, and the kernel's (small)
+# buffers fill.  Without the bound it would take all the client sends.
+out=$(py - "$EGD_PROXY" <<'EOF'
+import json, socket, sys, time
+host, _, port = sys.argv[1].rpartition(":")
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(b"CONNECT slow.test:7000 HTTP/1.1\r\nHost: slow.test:7000\r\n\r\n")
+s.setblocking(False)
+sent, end, chunk = 0, time.monotonic() + 1.5, b"x" * 65536
+while time.monotonic() < end:
+    try:
+        sent += s.send(chunk)
+    except BlockingIOError:
+        time.sleep(0.01)
+print(json.dumps({"sent": sent}))
+EOF
+)
+diag "sending ahead while the name does not resolve: $out"
+ok_json "a client sending ahead of an undecided CONNECT: egressd stops taking bytes (under 1 MiB taken in 1.5 s)" \
+    "$out" 'l["sent"] < 1024 * 1024'
 
 egd_finish
 tap_end
