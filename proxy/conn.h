@@ -30,10 +30,11 @@
 /* One direction of a tunnel: bytes read from `from`, written to `to`
  * (relay.c). */
 struct px_relay_dir {
-    int from, to;   /* sockets */
-    int pipe[2];    /* splice: [0] read end, [1] write end; -1 when not used */
-    size_t in_pipe; /* bytes in the pipe, not yet written to `to` */
-    uint8_t *held;  /* read but not yet written (copy path) */
+    int from, to;     /* sockets */
+    int pipe[2];      /* splice: [0] read end, [1] write end; -1 when not used */
+    size_t in_pipe;   /* bytes in the pipe, not yet written to `to` */
+    size_t pipe_size; /* what the kernel gave the pipe */
+    uint8_t *held;    /* read but not yet written (copy path) */
     size_t held_off, held_len;
     uint64_t total; /* bytes read from `from` */
     bool no_pipe;   /* pipe2 failed (out of descriptors): keep copying */

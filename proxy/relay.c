@@ -124,7 +124,10 @@ static void start_splice(struct px_relay_dir *d)
         d->no_pipe = true;
         return;
     }
-    (void)fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+    int size = fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+    if (size <= 0)
+        size = fcntl(d->pipe[1], F_GETPIPE_SZ);
+    d->pipe_size = size > 0 ? (size_t)size : 65536;
 }
 
 /* Account n bytes read in direction i; false when the tunnel was closed. */
@@ -161,7 +164,7 @@ static int pump(struct px_conn *c, int i)
         if (d->pipe[0] == -1 && !d->no_pipe && d->total >= SPLICE_AFTER)
             start_splice(d);
         if (d->pipe[0] != -1) {
-            want = PIPE_SIZE;
+            want = d->pipe_size;
             n = splice(d->from, NULL, d->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         } else {
             want = sizeof(scratch);
