@@ -203,11 +203,12 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
 }
 
 # Integration scripts: TAP on stdout, run against the sanitizer build so a
-# memory error in a real run fails the suite too.  egressd's scripts
-# (tests/egressd/), deploy/'s and the wall test each run in network
-# namespaces of their own and share nothing with the others, so they run in
-# a second lane beside the rest, whose scripts mostly wait on the Proxmox
-# simulator; the results are counted afterwards, in order.
+# memory error in a real run fails the suite too.  The scripts share
+# nothing (egressd's, deploy/'s and the wall test run in network namespaces
+# of their own; the others use ports they pick), so they run in two lanes of
+# about equal length: egressd, deploy, wall and mcp in one, the Proxmox
+# simulator's and sandboxctl's (which mostly wait on the simulator) in the
+# other; the results are counted afterwards, in order.
 script_log() {
     local name=${1#tests/}
     name=${name%.t}
@@ -225,7 +226,7 @@ if [ -f build/asan/build.ninja ]; then
     while IFS= read -r t; do
         [ -x "$t" ] || continue
         scripts+=("$t")
-        case $t in tests/egressd/* | tests/deploy/* | tests/wall/*) lane1+=("$t") ;; *) lane2+=("$t") ;; esac
+        case $t in tests/egressd/* | tests/deploy/* | tests/wall/* | tests/mcp/*) lane1+=("$t") ;; *) lane2+=("$t") ;; esac
     done < <(find tests -name '*.t' -type f | sort)
     run_scripts "${lane1[@]}" &
     lane1_pid=$!
