@@ -31,11 +31,12 @@
 #include "log.h"
 #include "metrics.h"
 
-/* A fatal TLS alert, access_denied (RFC 8446 section 6.2). */
+/* The most px_conn_read_now() takes at once. */
 #define READ_NOW_MAX (64 * 1024)
 /* What a client may send ahead while its request is decided. */
 #define EARLY_MAX (64 * 1024)
 
+/* A fatal TLS alert, access_denied (RFC 8446 section 6.2). */
 static const uint8_t tls_alert_denied[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31};
 
 /* How long a final answer may take to be read before the socket closes. */
@@ -835,32 +836,15 @@ void px_conn_read_now(struct bufferevent *bev)
     evbuffer_freeze(in, 0);
 }
 
-static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-
-/* Write to the client at once when nothing is queued before it (a fresh
- * socket takes a short answer whole): saves the bufferevent's round
- * through the event loop.  What the socket does not take is queued. */
-static void send_now(struct px_conn *c, const void *p, size_t n)
-{
-    struct evbuffer *out = bufferevent_get_output(c->cli);
-    ssize_t w = 0;
-
-    if (evbuffer_get_length(out) == 0) {
-        w = send(bufferevent_getfd(c->cli), p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0)
-            w = 0; /* an error shows at the next read or write */
-    }
-    if ((size_t)w < n)
-        evbuffer_add(out, (const char *)p + w, n - (size_t)w);
-}
-
 void px_conn_upstream_ready(struct px_conn *c)
 {
     c->t_active_ms = px_now_ms();
     switch (c->mode) {
     case PX_MODE_CONNECT:
         c->status = 200;
-        send_now(c, connect_ok, sizeof(connect_ok) - 1);
+        evbuffer_add_printf(bufferevent_get_output(c->cli),
+                            "HTTP/1.1 200 Connection established\r\n\r\n");
+        px_conn_write_now(c->cli);
         if (c->v.raw) {
             px_relay_start(c);
             return;
