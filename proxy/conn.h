@@ -158,6 +158,8 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg);
  * take is written later as usual.  Call before any back-pressure check on
  * bev's output: its write callback does not run for what this writes. */
 void px_conn_write_now(struct bufferevent *bev);
+/* libevent 2.1 reads at most this much into a bufferevent per callback. */
+#define PX_BEV_READ_MAX 4096
 /* Read what bev's socket holds now (up to 64 KiB) into its input. */
 void px_conn_read_now(struct bufferevent *bev);
 /* Answer an error status (400, 414, 431, 502, 503, ...) and close. */

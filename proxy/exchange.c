@@ -412,7 +412,7 @@ static void on_up_read(struct bufferevent *bev, void *arg)
     c->t_active_ms = px_now_ms();
     /* libevent reads at most 4 KiB at a time: when that much came, take
      * what else is there now rather than in another round. */
-    if (evbuffer_get_length(bufferevent_get_input(c->up)) >= 4096 &&
+    if (evbuffer_get_length(bufferevent_get_input(c->up)) >= PX_BEV_READ_MAX &&
         evbuffer_get_length(bufferevent_get_output(c->cli)) < EX_HIGH)
         px_conn_read_now(c->up);
     if (!c->resp_head_done) {

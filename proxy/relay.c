@@ -106,15 +106,21 @@ static int flush_dir(struct px_relay_dir *d)
     return 1;
 }
 
-/* Keep bytes the peer did not take. */
-static void hold(struct px_relay_dir *d, const uint8_t *p, size_t n)
+/* Room for n bytes to be written later (the direction holds none). */
+static uint8_t *hold_space(struct px_relay_dir *d, size_t n)
 {
     d->held = malloc(n);
     if (d->held == NULL)
         abort();
-    memcpy(d->held, p, n);
     d->held_off = 0;
     d->held_len = n;
+    return d->held;
+}
+
+/* Keep bytes the peer did not take. */
+static void hold(struct px_relay_dir *d, const uint8_t *p, size_t n)
+{
+    memcpy(hold_space(d, n), p, n);
 }
 
 static void start_splice(struct px_relay_dir *d)
@@ -269,16 +275,12 @@ static size_t take_bytes(struct px_relay_dir *d, struct bufferevent *from, struc
 
     if (a + b == 0)
         return 0;
-    d->held = malloc(a + b);
-    if (d->held == NULL)
-        abort();
+    uint8_t *p = hold_space(d, a + b);
     /* A socket bufferevent freezes its output's front (only it may take
      * from there): thaw it to take the bytes over. */
     evbuffer_unfreeze(out, 1);
-    evbuffer_remove(out, d->held, a);
-    evbuffer_remove(in, d->held + a, b);
-    d->held_off = 0;
-    d->held_len = a + b;
+    evbuffer_remove(out, p, a);
+    evbuffer_remove(in, p + a, b);
     return b;
 }
 
