@@ -113,8 +113,9 @@ class Guest:
         if os.path.exists(pidfile):
             os.unlink(pidfile)
         m = os.path.join(d, "merged")
-        if self.vm_net and net:
-            self._cloud_init_files(net)
+        # Every start, with or without --vm-net: a guest never sees the
+        # machine's resolver.
+        self._cloud_init_files(net or {})
         script = [
             "set -e",
             'mount -t overlay overlay -o lowerdir=/,upperdir="$1/upper",workdir="$1/work" "$2"',

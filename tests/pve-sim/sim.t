@@ -329,6 +329,10 @@ def run_scenario(sim, V, version, task_ms):
     ok(r.get("out-data") == "golden-1\n", V + "linked clone sees the template's files", r)
     st, data, _ = sim.call("GET", "/nodes/pve1/qemu/%d/agent/exec-status" % 100, {"pid": r.get("_pid", 0)})
     ok(st == 500 and "Invalid parameter 'pid'" in str(data), V + "the first exited answer frees the pid", (st, data))
+    r = sim.exec_wait(100, ["cat", "/etc/resolv.conf"])
+    servers = [l for l in r.get("out-data", "").splitlines() if l.split()[:1] == ["nameserver"]]
+    ok(r.get("exitcode") == 0 and r.get("out-data", "").startswith("# cloud-init") and servers == [],
+       V + "the guest's resolv.conf is its own (the VM sets no nameserver: it names none), never the machine's", r)
     r = sim.exec_wait(100, ["sh", "-c", "cat; echo oops >&2; exit 3"], stdin="line1\nline2\n")
     ok(r.get("exitcode") == 3 and r.get("out-data") == "line1\nline2\n" and r.get("err-data") == "oops\n", V + "exec: stdin from input-data, stdout, stderr, exit code", r)
     blob = bytes(range(256)) * 2
