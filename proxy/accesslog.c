@@ -163,9 +163,13 @@ static void put_uint_or_null(struct line *l, uint64_t v)
         put_uint(l, v);
 }
 
-/* RFC 3339 in UTC with milliseconds: "2026-11-30T09:00:00.123Z". */
+/* RFC 3339 in UTC with milliseconds: "2026-11-30T09:00:00.123Z".  The
+ * part up to the seconds changes once a second, so each thread keeps the
+ * last one it made. */
 static void format_ts(int64_t ts_ms, char *out, size_t outlen)
 {
+    static _Thread_local int64_t last_secs = INT64_MIN;
+    static _Thread_local char last[80]; /* room for any int the fields hold */
     int64_t secs = ts_ms / 1000, ms = ts_ms % 1000;
     struct tm tm;
     time_t t;
@@ -174,13 +178,27 @@ static void format_ts(int64_t ts_ms, char *out, size_t outlen)
         ms += 1000;
         secs--;
     }
-    t = (time_t)secs;
-    if (gmtime_r(&t, &tm) == NULL) {
-        snprintf(out, outlen, "1970-01-01T00:00:00.000Z");
+    if (secs != last_secs) {
+        t = (time_t)secs;
+        if (gmtime_r(&t, &tm) == NULL) {
+            snprintf(out, outlen, "1970-01-01T00:00:00.000Z");
+            return;
+        }
+        snprintf(last, sizeof(last), "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        last_secs = secs;
+    }
+    size_t n = strlen(last);
+    if (n + 5 > outlen) {
+        out[0] = '\0';
         return;
     }
-    snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)ms);
+    memcpy(out, last, n);
+    out[n] = (char)('0' + ms / 100);
+    out[n + 1] = (char)('0' + ms / 10 % 10);
+    out[n + 2] = (char)('0' + ms % 10);
+    out[n + 3] = 'Z';
+    out[n + 4] = '\0';
 }
 
 /* The line into buf (LINE_MAX_BYTES), without a newline; its length.  The

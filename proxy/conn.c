@@ -150,6 +150,20 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ----------------------------------------------------------- logging */
 
+/* `v` in decimal at p; the end. */
+static char *put_dec(char *p, unsigned v)
+{
+    char tmp[10];
+    size_t n = 0;
+
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n > 0)
+        *p++ = tmp[--n];
+    return p;
+}
+
 /* "FILE:LINE" of the rule that decided, FILE without its directory (the
  * preset's file name, or "sandbox ID"): what the log line, the
  * X-Egress-Deny header and the 403 body all say. */
@@ -160,7 +174,13 @@ static const char *rule_text(const struct px_conn *c, char *buf, size_t len)
     if (file == NULL || c->reason > PX_R_BAD_HOST)
         return NULL;
     slash = strrchr(file, '/');
-    snprintf(buf, len, "%s:%u", slash ? slash + 1 : file, c->v.rule.line);
+    file = slash ? slash + 1 : file;
+    size_t n = strlen(file);
+    if (n > len - 12) /* room for ":" and a line number */
+        n = len - 12;
+    memcpy(buf, file, n);
+    buf[n] = ':';
+    *put_dec(buf + n + 1, c->v.rule.line) = '\0';
     return buf;
 }
 
@@ -430,26 +450,45 @@ static void addr_to_sockaddr(const uint8_t a[16], uint16_t port, struct sockaddr
     }
 }
 
-/* "ADDR:PORT" ("[v6]:PORT") and the 16-byte form of a socket address. */
-static void sockaddr_text(const struct sockaddr *sa, char *out, size_t len, uint8_t a16[16])
+/* The 16-byte form of a socket address (IPv4 as ::ffff:a.b.c.d); zeros
+ * for any other family. */
+static void sockaddr_to16(const struct sockaddr *sa, uint8_t a16[16])
 {
-    char ip[INET6_ADDRSTRLEN] = "?";
-
     memset(a16, 0, 16);
     if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
         a16[10] = a16[11] = 0xff;
-        memcpy(a16 + 12, &s4->sin_addr, 4);
-        snprintf(out, len, "%s:%u", ip, ntohs(s4->sin_port));
+        memcpy(a16 + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
     } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
-        memcpy(a16, &s6->sin6_addr, 16);
-        snprintf(out, len, "[%s]:%u", ip, ntohs(s6->sin6_port));
-    } else {
-        snprintf(out, len, "?");
+        memcpy(a16, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
     }
+}
+
+/* "ADDR:PORT" ("[v6]:PORT") and the 16-byte form of a socket address.
+ * Written out by hand: it runs twice per connection, and printf was a
+ * visible part of a short tunnel's user time. */
+static void sockaddr_text(const struct sockaddr *sa, char out[INET6_ADDRSTRLEN + 8],
+                          uint8_t a16[16])
+{
+    char *p = out;
+
+    sockaddr_to16(sa, a16);
+    if (sa->sa_family == AF_INET) {
+        for (int i = 12; i < 16; i++) {
+            p = put_dec(p, a16[i]);
+            *p++ = i < 15 ? '.' : ':';
+        }
+        p = put_dec(p, ntohs(((const struct sockaddr_in *)sa)->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        *p++ = '[';
+        inet_ntop(AF_INET6, a16, p, INET6_ADDRSTRLEN);
+        p += strlen(p);
+        *p++ = ']';
+        *p++ = ':';
+        p = put_dec(p, ntohs(((const struct sockaddr_in6 *)sa)->sin6_port));
+    } else {
+        *p++ = '?';
+    }
+    *p = '\0';
 }
 
 static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
@@ -486,7 +525,7 @@ static void try_connect(struct px_conn *c)
     while (c->ans_next < c->ans.n) {
         const uint8_t *a = c->ans.addr[c->ans_next++];
         addr_to_sockaddr(a, c->port, &c->up_ss, &c->up_len);
-        sockaddr_text((struct sockaddr *)&c->up_ss, c->upstream, sizeof(c->upstream), dummy);
+        sockaddr_text((struct sockaddr *)&c->up_ss, c->upstream, dummy);
         c->up = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
         bufferevent_setcb(c->up, NULL, NULL, on_up_connect, c);
         c->t_connect_ms = px_now_ms();
@@ -508,9 +547,8 @@ static void try_connect(struct px_conn *c)
 
 static bool same_addr(const uint8_t a[16], const struct sockaddr_storage *ss)
 {
-    char text[80];
     uint8_t b[16];
-    sockaddr_text((const struct sockaddr *)ss, text, sizeof(text), b);
+    sockaddr_to16((const struct sockaddr *)ss, b);
     return memcmp(a, b, 16) == 0;
 }
 
@@ -689,11 +727,10 @@ static bool literal_allowed(struct px_conn *c)
     struct policy_verdict v;
     char ip[INET6_ADDRSTRLEN + 2];
     uint8_t a[16];
-    char text[80];
 
     if (c->host.kind != POLICY_HOST_NAME || !px_d.cfg->require_sni)
         return true;
-    sockaddr_text((struct sockaddr *)&c->up_ss, text, sizeof(text), a);
+    sockaddr_to16((struct sockaddr *)&c->up_ss, a);
     if (c->up_ss.ss_family == AF_INET)
         inet_ntop(AF_INET, a + 12, ip, sizeof(ip));
     else {
@@ -756,7 +793,8 @@ static void hello_done(struct px_conn *c, enum sni_result r)
         px_conn_deny(c, PX_R_NO_SNI);
         return;
     }
-    snprintf(c->raw_host, sizeof(c->raw_host), "%s", c->sni);
+    _Static_assert(sizeof(c->raw_host) > SNI_HOST_MAX, "an SNI fits in raw_host");
+    memcpy(c->raw_host, c->sni, strlen(c->sni) + 1);
     c->port = c->redirected ? sockaddr_port(&c->orig_dst) : c->l->upstream_port;
     if (policy_host_normalize(c->sni, strlen(c->sni), &c->host) != POLICY_HOST_OK) {
         c->host.len = 0;
@@ -922,9 +960,8 @@ static void original_dst(struct px_conn *c, evutil_socket_t fd)
     else if (getsockname(fd, (struct sockaddr *)&local, &llen) == -1)
         return;
     uint8_t a[16], b[16];
-    char t[80];
-    sockaddr_text((struct sockaddr *)&c->orig_dst, t, sizeof(t), a);
-    sockaddr_text((struct sockaddr *)&local, t, sizeof(t), b);
+    sockaddr_to16((struct sockaddr *)&c->orig_dst, a);
+    sockaddr_to16((struct sockaddr *)&local, b);
     c->redirected = memcmp(a, b, 16) != 0 || sockaddr_port(&c->orig_dst) != sockaddr_port(&local);
 }
 
@@ -940,7 +977,7 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
     c->l = l;
     c->id = atomic_fetch_add(&px_d.next_id, 1);
     c->t_accept_ms = c->t_start_ms = c->t_active_ms = px_now_ms();
-    sockaddr_text(sa, c->src, sizeof(c->src), c->src_addr);
+    sockaddr_text(sa, c->src, c->src_addr);
     c->next = w->conns;
     if (w->conns != NULL)
         w->conns->prev = c;
