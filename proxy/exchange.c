@@ -197,6 +197,13 @@ static void on_request(struct px_conn *c, const struct px_http_request *req)
     }
     if (c->mode == PX_MODE_CONNECT) {
         evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
+        /* An upstream kept from an earlier request on this connection is
+         * of no use to the tunnel. */
+        if (c->up != NULL) {
+            bufferevent_free(c->up);
+            c->up = NULL;
+            c->upstream[0] = '\0';
+        }
         px_conn_decide(c);
         return;
     }

@@ -10,7 +10,9 @@
 # log line must count exactly what each way carried.  Also a tunnel whose
 # client sends before the 200 arrives (the bytes wait in egressd until the
 # tunnel starts), and a client that sends ahead while its CONNECT waits for
-# a name that does not resolve (egressd keeps at most 64 KiB of it).  TAP on
+# a name that does not resolve (egressd keeps at most 64 KiB of it).  Last,
+# a CONNECT after a kept-alive GET on the same client connection: the idle
+# upstream the GET left must be closed, not leaked.  TAP on
 # stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in
 # its own netns.
 . "$(dirname "$0")/lib.sh"
@@ -19,6 +21,9 @@ egd_netns "$@"
 egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
 egd_host 127.0.0.25 echo.test
 egd_allow 'echo.test:7000 raw'
+egd_host 127.0.0.26 web.test
+egd_allow "web.test:$EGD_HTTP_PORT"
+egd_origin web.test || egm_bail "the web origin starts"
 egm_server "$T/echo.out" python3 -u "$EGD_DIR/tunnels.py" echo 127.0.0.25:7000 ||
     egm_bail "the echo server starts"
 # A DNS server that never answers for slow.test: its CONNECT stays in the
@@ -123,6 +128,47 @@ EOF
 diag "sending ahead while the name does not resolve: $out"
 ok_json "a client sending ahead of an undecided CONNECT: egressd stops taking bytes (under 1 MiB taken in 1.5 s)" \
     "$out" 'l["sent"] < 1024 * 1024'
+
+# A CONNECT on a client connection whose previous request (a kept-alive
+# GET) left an idle upstream connection: that upstream is let go, not
+# forgotten open.  Twenty such connections, then egressd's descriptors are
+# counted: none may be left over from them.
+fds() { find "/proc/$EGD_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+before=$(fds)
+out=$(py - "$EGD_PROXY" "$EGD_HTTP_PORT" <<'EOF'
+import json, socket, sys
+host, _, port = sys.argv[1].rpartition(":")
+web = ("web.test:%s" % sys.argv[2]).encode()
+done = 0
+for i in range(20):
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.sendall(b"GET http://" + web + b"/hello HTTP/1.1\r\nHost: " + web + b"\r\n\r\n")
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(4096)
+    head, _, body = buf.partition(b"\r\n\r\n")
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+    while n and len(body) < n[0]:
+        body += s.recv(4096)
+    s.sendall(b"CONNECT echo.test:7000 HTTP/1.1\r\nHost: echo.test:7000\r\n\r\n")
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(1)
+    s.sendall(b"ping")
+    got = b""
+    while len(got) < 4:
+        got += s.recv(4)
+    if head.startswith(b"HTTP/1.1 200 ") and buf.startswith(b"HTTP/1.1 200 ") and got == b"ping":
+        done += 1
+    s.close()
+print(json.dumps({"done": done}))
+EOF
+)
+sleep 0.5 # the last tunnel's close reaches egressd
+after=$(fds)
+diag "GET then CONNECT on one connection: $out; egressd's descriptors $before -> $after"
+ok_json "GET then CONNECT on one client connection: both answered, 20 times" "$out" 'l["done"] == 20'
+check "... and egressd holds no descriptor more than before ($before -> $after)" [ "$after" -le "$before" ]
 
 egd_finish
 tap_end
