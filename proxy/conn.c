@@ -10,6 +10,12 @@
  *                      └──────────────────── keep-alive ◀─────────────────────────┘
  *   transparent TLS: HELLO ─▶ RESOLVE ─▶ CONNECT ─▶ RELAY
  *   any state ─▶ FLUSH (a final answer is written) ─▶ closed
+ *
+ * Sockets: an HTTP client and an HTTP upstream are bufferevents (their
+ * bytes are parsed).  A tunnel's upstream is a plain socket with one event
+ * until its relay starts (it is only connected), and so is the client of a
+ * transparent TLS listener (only its ClientHello is read, into c->early):
+ * no bufferevent is made and freed for them (struct px_raw).
  */
 #include "conn.h"
 
@@ -82,6 +88,16 @@ void px_conn_set_state(struct px_conn *c, enum px_conn_state s)
     c->state = s;
 }
 
+/* Close a raw socket (and its event), if in use. */
+static void raw_free(struct px_raw *r)
+{
+    if (r->ev == NULL)
+        return;
+    event_free(r->ev);
+    close(r->fd);
+    r->ev = NULL;
+}
+
 /* ------------------------------------------------------------ timers */
 
 void px_conn_timeout(struct px_conn *c, uint64_t ms)
@@ -137,8 +153,11 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     case PX_S_RESOLVE: px_conn_fail(c, 504, PX_R_DNS_FAIL, "name resolution took too long"); return;
     case PX_S_CONNECT:
-        bufferevent_free(c->up);
-        c->up = NULL;
+        if (c->up != NULL) {
+            bufferevent_free(c->up);
+            c->up = NULL;
+        }
+        raw_free(&c->ru);
         try_connect(c);
         return;
     case PX_S_REQUEST:
@@ -257,8 +276,13 @@ void px_conn_close(struct px_conn *c, const char *why)
         bufferevent_free(c->up);
     if (c->cli != NULL)
         bufferevent_free(c->cli);
-    if (c->relaying)
+    if (c->relaying) {
         px_relay_free(c);
+    } else {
+        raw_free(&c->rc);
+        raw_free(&c->ru);
+        free(c->early);
+    }
     event_free(c->timer);
     if (c->counted_active)
         px_metrics_active(c->msb, -1);
@@ -309,20 +333,29 @@ static void on_flush_event(struct bufferevent *bev, short what, void *arg)
 
 void px_conn_flush_close(struct px_conn *c)
 {
+    assert(!c->relaying);
     if (c->up != NULL) {
         bufferevent_free(c->up);
         c->up = NULL;
     }
+    raw_free(&c->ru);
     px_resolve_cancel(c->dns);
     c->dns = NULL;
     px_conn_log(c);
     px_conn_set_state(c, PX_S_FLUSH);
+    px_conn_timeout(c, FLUSH_MS);
+    if (c->rc.ev != NULL) {
+        /* A raw client was answered (if at all) with one send: shut our
+         * side now, and read until the client ends (on_tls_client). */
+        shutdown(c->rc.fd, SHUT_WR);
+        event_add(c->rc.ev, NULL);
+        return;
+    }
     bufferevent_setcb(c->cli, on_flush_read, on_flush_written, on_flush_event, c);
     bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
     bufferevent_enable(c->cli, EV_READ | EV_WRITE);
     if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
         shutdown(bufferevent_getfd(c->cli), SHUT_WR);
-    px_conn_timeout(c, FLUSH_MS);
 }
 
 /* ------------------------------------------------------------ answers */
@@ -374,7 +407,11 @@ void px_conn_deny(struct px_conn *c, enum px_reason r)
     c->decision = POLICY_DENY;
     c->decided = true;
     if (!speaks_http(c)) {
-        bufferevent_write(c->cli, tls_alert_denied, sizeof(tls_alert_denied));
+        if (c->rc.ev != NULL) /* nothing was sent before: the socket takes 7 bytes */
+            (void)send(c->rc.fd, tls_alert_denied, sizeof(tls_alert_denied),
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+        else
+            bufferevent_write(c->cli, tls_alert_denied, sizeof(tls_alert_denied));
         px_conn_flush_close(c);
         return;
     }
@@ -498,23 +535,78 @@ static uint16_t sockaddr_port(const struct sockaddr_storage *ss)
     return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
 }
 
+/* The upstream socket fd is connected. */
+static void connected(struct px_conn *c, int fd)
+{
+    int one = 1;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    px_metrics_upstream_connect((double)(px_now_ms() - c->t_connect_ms) / 1000.0);
+    px_conn_timeout(c, 0);
+    px_conn_upstream_ready(c);
+}
+
 static void on_up_connect(struct bufferevent *bev, short what, void *arg)
 {
     struct px_conn *c = arg;
-    (void)bev;
 
     if (what & BEV_EVENT_CONNECTED) {
-        int one = 1;
-        setsockopt(bufferevent_getfd(c->up), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        px_metrics_upstream_connect((double)(px_now_ms() - c->t_connect_ms) / 1000.0);
-        px_conn_timeout(c, 0);
-        px_conn_upstream_ready(c);
+        connected(c, bufferevent_getfd(bev));
         return;
     }
     px_log_debug("conn %llu: connect to %s failed", (unsigned long long)c->id, c->upstream);
     bufferevent_free(c->up);
     c->up = NULL;
     try_connect(c);
+}
+
+static void on_raw_connect(evutil_socket_t fd, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    (void)what;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
+        err = errno;
+    if (err == 0) {
+        connected(c, fd);
+        return;
+    }
+    px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id, c->upstream,
+                 strerror(err));
+    raw_free(&c->ru);
+    try_connect(c);
+}
+
+/* Start connecting to c->up_ss; 0, or the errno of a failure at once. */
+static int start_connect(struct px_conn *c)
+{
+    if (c->mode != PX_MODE_CONNECT && c->mode != PX_MODE_TLS) {
+        /* HTTP: the upstream is parsed, so it is a bufferevent. */
+        c->up = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        bufferevent_setcb(c->up, NULL, NULL, on_up_connect, c);
+        if (bufferevent_socket_connect(c->up, (struct sockaddr *)&c->up_ss, (int)c->up_len) == 0)
+            return 0;
+        int err = errno;
+        bufferevent_free(c->up);
+        c->up = NULL;
+        return err;
+    }
+    int fd = socket(c->up_ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return errno;
+    if (connect(fd, (struct sockaddr *)&c->up_ss, c->up_len) == -1 && errno != EINPROGRESS) {
+        int err = errno;
+        close(fd);
+        return err;
+    }
+    c->ru.fd = fd;
+    c->ru.ev = event_new(c->w->base, fd, EV_WRITE, on_raw_connect, c);
+    if (c->ru.ev == NULL)
+        abort();
+    event_add(c->ru.ev, NULL);
+    return 0;
 }
 
 /* Connect to the next checked address; 502 when none is left. */
@@ -526,21 +618,19 @@ static void try_connect(struct px_conn *c)
         const uint8_t *a = c->ans.addr[c->ans_next++];
         addr_to_sockaddr(a, c->port, &c->up_ss, &c->up_len);
         sockaddr_text((struct sockaddr *)&c->up_ss, c->upstream, dummy);
-        c->up = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        bufferevent_setcb(c->up, NULL, NULL, on_up_connect, c);
         c->t_connect_ms = px_now_ms();
-        if (bufferevent_socket_connect(c->up, (struct sockaddr *)&c->up_ss, (int)c->up_len) == 0) {
+        int err = start_connect(c);
+        if (err == 0) {
             px_conn_timeout(c, px_d.cfg->timeout_connect_ms);
             return;
         }
-        int err = errno;
-        bufferevent_free(c->up);
-        c->up = NULL;
         if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
             /* Our limit, not the origin's fault. */
             px_conn_fail(c, 503, PX_R_LIMIT, "egressd is out of sockets");
             return;
         }
+        px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id, c->upstream,
+                     strerror(err));
     }
     px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "no address of the host accepted the connection");
 }
@@ -804,21 +894,27 @@ static void hello_done(struct px_conn *c, enum sni_result r)
     px_conn_decide(c);
 }
 
-/* Feed the bytes not yet seen by the parser; the bytes stay in the input
- * buffer, to be relayed once the hello passed. */
+/* Feed the bytes not yet seen by the parser; the bytes stay where they
+ * are (the client's input buffer, or c->early), to be relayed once the
+ * hello passed. */
 static void on_hello_bytes(struct px_conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->cli);
-    size_t len = evbuffer_get_length(in), seen = c->hello->consumed;
+    size_t len, seen = c->hello->consumed;
     enum sni_result r = c->hello->result;
+    const uint8_t *p;
 
-    if (len > seen) {
-        size_t want = len;
-        if (want > SNI_HANDSHAKE_MAX + 64 * 5 + seen)
-            want = SNI_HANDSHAKE_MAX + 64 * 5 + seen;
-        const uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)want);
-        r = sni_parser_feed(c->hello, p + seen, want - seen);
+    if (c->rc.ev != NULL) {
+        p = c->early;
+        len = c->early_len;
+    } else {
+        struct evbuffer *in = bufferevent_get_input(c->cli);
+        len = evbuffer_get_length(in);
+        if (len > SNI_HANDSHAKE_MAX + 64 * 5 + seen)
+            len = SNI_HANDSHAKE_MAX + 64 * 5 + seen;
+        p = len > seen ? evbuffer_pullup(in, (ev_ssize_t)len) : NULL;
     }
+    if (len > seen)
+        r = sni_parser_feed(c->hello, p + seen, len - seen);
     if (r == SNI_NEED_MORE)
         return;
     hello_done(c, r);
@@ -833,10 +929,12 @@ static void start_hello(struct px_conn *c)
     if (c->state != PX_S_HELLO)
         px_conn_set_state(c, PX_S_HELLO);
     px_conn_timeout(c, px_d.cfg->timeout_header_ms);
-    /* A hello is at most 16 KiB in records of at least one byte: what is
-     * buffered beyond this is not a hello, and is not read. */
-    bufferevent_setwatermark(c->cli, EV_READ, 0, 6 * SNI_HANDSHAKE_MAX);
-    bufferevent_enable(c->cli, EV_READ);
+    if (c->rc.ev == NULL) {
+        /* A hello is at most 16 KiB in records of at least one byte: what
+         * is buffered beyond this is not a hello, and is not read. */
+        bufferevent_setwatermark(c->cli, EV_READ, 0, 6 * SNI_HANDSHAKE_MAX);
+        bufferevent_enable(c->cli, EV_READ);
+    }
     on_hello_bytes(c);
 }
 
@@ -917,6 +1015,41 @@ static void on_cli_read(struct bufferevent *bev, void *arg)
     }
 }
 
+/* A transparent TLS client before its relay: what it sends is kept in
+ * c->early (at most EARLY_MAX; then reading waits for the relay) and fed to
+ * the ClientHello parser while that runs.  After a final answer (FLUSH),
+ * what it sends is dropped until it ends. */
+static void on_tls_client(evutil_socket_t fd, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    uint8_t buf[16384];
+    size_t room = c->state == PX_S_FLUSH ? sizeof(buf) : EARLY_MAX - c->early_len;
+    ssize_t n = recv(fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
+    (void)what;
+
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (c->state == PX_S_FLUSH) {
+        if (n <= 0)
+            px_conn_close(c, "client gone after the answer");
+        return;
+    }
+    if (n <= 0) {
+        px_conn_close(c, n == 0 ? "client closed" : "client error");
+        return;
+    }
+    uint8_t *p = realloc(c->early, c->early_len + (size_t)n);
+    if (p == NULL)
+        abort();
+    memcpy(p + c->early_len, buf, (size_t)n);
+    c->early = p;
+    c->early_len += (size_t)n;
+    if (c->early_len == EARLY_MAX)
+        event_del(c->rc.ev);
+    if (c->state == PX_S_HELLO)
+        on_hello_bytes(c);
+}
+
 void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
 {
     struct px_conn *c = arg;
@@ -985,10 +1118,18 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
     w->n_conns++;
     long open = atomic_fetch_add(&px_d.conns, 1) + 1;
     /* TCP_NODELAY comes from the listener (worker.c). */
-    c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (l->kind == PX_L_TLS) {
+        c->rc.fd = fd;
+        c->rc.ev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_tls_client, c);
+        if (c->rc.ev == NULL)
+            abort();
+        event_add(c->rc.ev, NULL);
+    } else {
+        c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        px_conn_watch_client(c);
+    }
     c->timer = evtimer_new(w->base, on_timer, c);
     c->world = px_world_get();
-    px_conn_watch_client(c);
     int who = px_conn_identify(c, NULL, 0);
     c->mode = l->kind == PX_L_TLS    ? PX_MODE_TLS
               : l->kind == PX_L_HTTP ? PX_MODE_PLAIN

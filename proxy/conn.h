@@ -50,6 +50,14 @@ struct px_relay {
     struct px_relay_dir d[2]; /* 0: client -> upstream, 1: upstream -> client */
 };
 
+/* A socket of a tunnel before its relay starts, without a bufferevent:
+ * the client of a transparent TLS listener (only its ClientHello is read)
+ * and a tunnel's upstream (only connected).  In use when `ev` is set. */
+struct px_raw {
+    int fd;
+    struct event *ev;
+};
+
 /* States; the comment says what the connection waits for.  Changed only by
  * conn_set_state(), which checks the transition. */
 enum px_conn_state {
@@ -70,7 +78,7 @@ struct px_conn {
     uint64_t id;
     enum px_conn_state state;
     enum px_mode mode;
-    struct bufferevent *cli, *up;
+    struct bufferevent *cli, *up; /* NULL where rc, ru are used, and once relaying */
     struct event *timer;
     int64_t t_accept_ms, t_start_ms, t_active_ms;
     uint64_t deadline_ms; /* the state's timeout, absolute; 0: none */
@@ -126,13 +134,17 @@ struct px_conn {
 
     /* What a request needs until its tunnel starts, and the tunnel: the
      * two never live at once, so they share the memory (an idle tunnel is
-     * mostly this struct).  Once `relaying`, cli and up are NULL. */
+     * mostly this struct).  Once `relaying`, cli and up are NULL and rc, ru
+ * are the relay's. */
     bool relaying;
     union {
         struct {
             char raw_host[256]; /* the host as asked for, for the log when it is bad */
             struct px_dns_answer ans;
             size_t ans_next;
+            struct px_raw rc, ru; /* client (transparent TLS), upstream (tunnels) */
+            uint8_t *early;       /* what rc sent: the ClientHello and what follows */
+            size_t early_len;
         };
         struct px_relay relay;
     };
@@ -185,7 +197,9 @@ void px_exchange_start(struct px_conn *c);   /* upstream is ready: send the requ
 void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next request */
 
 /* relay.c: the tunnel. */
-void px_relay_start(struct px_conn *c); /* may close */
+/* Start it with the connection's two sides, whichever way each is held
+ * (bufferevent or raw); what they still hold is sent first.  May close. */
+void px_relay_start(struct px_conn *c);
 void px_relay_free(struct px_conn *c);  /* closes both sockets */
 
 #endif

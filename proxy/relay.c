@@ -4,8 +4,9 @@
  *
  * Once a tunnel is decided nothing is parsed any more, so the relay leaves
  * libevent's bufferevents behind: it takes the two sockets, frees the
- * bufferevents (whatever they still held becomes the first bytes to send)
- * and moves bytes itself with one event per socket.  That saves, per
+ * bufferevents or the raw sockets' events (whatever they still held
+ * becomes the first bytes to send) and moves bytes itself with one event
+ * per socket.  That saves, per
  * chunk, the FIONREAD ioctl and the epoll changes a bufferevent makes, and
  * an idle tunnel holds no buffer at all (about 2 KiB less per tunnel).
  *
@@ -265,22 +266,35 @@ static int take_socket(struct bufferevent *bev)
     return fd;
 }
 
+/* Take a raw socket and free its event. */
+static int take_raw(struct px_raw *raw)
+{
+    event_free(raw->ev);
+    raw->ev = NULL;
+    return raw->fd;
+}
+
 /* Bytes the bufferevents still hold for direction d: first what was
- * queued for output on `to`, then what was read from `from`.  Returns the
- * number of the latter: read from the tunnel's side, not yet counted. */
+ * queued for output on `to`, then what was read from `from` (either may be
+ * NULL: a raw socket, which holds nothing).  Returns the number of the
+ * latter: read from the tunnel's side, not yet counted. */
 static size_t take_bytes(struct px_relay_dir *d, struct bufferevent *from, struct bufferevent *to)
 {
-    struct evbuffer *out = bufferevent_get_output(to), *in = bufferevent_get_input(from);
-    size_t a = evbuffer_get_length(out), b = evbuffer_get_length(in);
+    struct evbuffer *out = to ? bufferevent_get_output(to) : NULL;
+    struct evbuffer *in = from ? bufferevent_get_input(from) : NULL;
+    size_t a = out ? evbuffer_get_length(out) : 0, b = in ? evbuffer_get_length(in) : 0;
 
     if (a + b == 0)
         return 0;
     uint8_t *p = hold_space(d, a + b);
     /* A socket bufferevent freezes its output's front (only it may take
      * from there): thaw it to take the bytes over. */
-    evbuffer_unfreeze(out, 1);
-    evbuffer_remove(out, p, a);
-    evbuffer_remove(in, p + a, b);
+    if (a > 0) {
+        evbuffer_unfreeze(out, 1);
+        evbuffer_remove(out, p, a);
+    }
+    if (b > 0)
+        evbuffer_remove(in, p + a, b);
     return b;
 }
 
@@ -293,9 +307,19 @@ void px_relay_start(struct px_conn *c)
     c->t_start_ms = c->t_start_ms ? c->t_start_ms : px_now_ms();
     c->t_active_ms = px_now_ms();
     /* What was read before the tunnel started (the ClientHello, an answer
-     * already in) is relayed and counted like the rest. */
-    size_t early[2] = {take_bytes(&d[0], c->cli, c->up), take_bytes(&d[1], c->up, c->cli)};
-    int fd[2] = {take_socket(c->cli), take_socket(c->up)};
+     * already in) is relayed and counted like the rest.  A raw client's
+     * bytes (c->early) become the first to send as they are. */
+    size_t early[2];
+    if (c->rc.ev != NULL) {
+        d[0].held = c->early;
+        d[0].held_len = early[0] = c->early_len;
+        c->early = NULL;
+    } else {
+        early[0] = take_bytes(&d[0], c->cli, c->up);
+    }
+    early[1] = take_bytes(&d[1], c->up, c->cli);
+    int fd[2] = {c->cli ? take_socket(c->cli) : take_raw(&c->rc),
+                 c->up ? take_socket(c->up) : take_raw(&c->ru)};
     c->cli = c->up = NULL;
     /* From here on the request phase's memory is the tunnel's. */
     memset(r, 0, sizeof(*r));

@@ -10,7 +10,8 @@
 # log line must count exactly what each way carried.  Also a tunnel whose
 # client sends before the 200 arrives (the bytes wait in egressd until the
 # tunnel starts), and a client that sends ahead while its CONNECT waits for
-# a name that does not resolve (egressd keeps at most 64 KiB of it).  Last,
+# a name that does not resolve (egressd keeps at most 64 KiB of it), also
+# on the transparent TLS port; a name whose first address refuses.  Last,
 # a CONNECT after a kept-alive GET on the same client connection: the idle
 # upstream the GET left must be closed, not leaked.  TAP on
 # stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in
@@ -22,6 +23,10 @@ egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
 egd_host 127.0.0.25 echo.test
 egd_allow 'echo.test:7000 raw'
 egd_host 127.0.0.26 web.test
+# two.test: its first address refuses, its second is the echo server.
+egd_host 127.0.0.24 two.test
+egd_host 127.0.0.25 two.test
+egd_allow 'two.test:7000 raw'
 egd_allow "web.test:$EGD_HTTP_PORT"
 egd_origin web.test || egm_bail "the web origin starts"
 egm_server "$T/echo.out" python3 -u "$EGD_DIR/tunnels.py" echo 127.0.0.25:7000 ||
@@ -29,7 +34,7 @@ egm_server "$T/echo.out" python3 -u "$EGD_DIR/tunnels.py" echo 127.0.0.25:7000 |
 # A DNS server that never answers for slow.test: its CONNECT stays in the
 # decision while the client sends.
 echo 'slow.test TIMEOUT' >"$T/zone"
-egd_allow 'slow.test:7000 raw'
+egd_allow 'slow.test:7000 raw' "slow.test:$EGD_HTTPS_PORT"
 egm_server "$T/dnsd.out" python3 -u "$EGD_DIR/dnsd.py" --listen 127.0.0.53:53 --zone "$T/zone" ||
     egm_bail "the DNS server starts"
 # Small socket send buffers (this namespace only), so that egressd's sends
@@ -128,6 +133,52 @@ EOF
 diag "sending ahead while the name does not resolve: $out"
 ok_json "a client sending ahead of an undecided CONNECT: egressd stops taking bytes (under 1 MiB taken in 1.5 s)" \
     "$out" 'l["sent"] < 1024 * 1024'
+
+# The same on the transparent TLS port: a real ClientHello naming
+# slow.test, then more bytes as fast as egressd takes them.
+py "$EGD_DIR/rawclient.py" hello "$EGD_HELLOS/curl.bin" "$T/slow.hello" --sni slow.test ||
+    egm_bail "a ClientHello for slow.test"
+out=$(py - "$EGD_TLS" "$T/slow.hello" <<'EOF'
+import json, socket, sys, time
+host, _, port = sys.argv[1].rpartition(":")
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(open(sys.argv[2], "rb").read())
+s.setblocking(False)
+sent, end, chunk = 0, time.monotonic() + 1.5, b"x" * 65536
+while time.monotonic() < end:
+    try:
+        sent += s.send(chunk)
+    except BlockingIOError:
+        time.sleep(0.01)
+print(json.dumps({"sent": sent}))
+EOF
+)
+diag "transparent TLS, sending ahead while the SNI's name does not resolve: $out"
+ok_json "a transparent TLS client sending ahead of its decision: egressd stops taking bytes (under 1 MiB taken in 1.5 s)" \
+    "$out" 'l["sent"] < 1024 * 1024'
+
+# A tunnel to a name whose first address refuses: the next one is tried.
+egd_log_mark
+out=$(py - "$EGD_PROXY" <<'EOF'
+import json, socket, sys
+host, _, port = sys.argv[1].rpartition(":")
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(b"CONNECT two.test:7000 HTTP/1.1\r\nHost: two.test:7000\r\n\r\n")
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(1)
+s.sendall(b"ping")
+got = b""
+while len(got) < 4:
+    got += s.recv(4)
+s.close()
+print(json.dumps({"status": buf.split(b" ")[1].decode(), "echo": got.decode()}))
+EOF
+)
+ok_json "CONNECT to a name whose first address refuses: 200 and the echo through the second" \
+    "$out" 'l["status"] == "200" and l["echo"] == "ping"'
+egd_log_ok "... logged allow with the second address as the upstream" 'l["host"] == "two.test"' \
+    'l["decision"] == "allow" and l["upstream"] == "127.0.0.25:7000"'
 
 # A CONNECT on a client connection whose previous request (a kept-alive
 # GET) left an idle upstream connection: that upstream is let go, not
