@@ -14,8 +14,8 @@
  * Sockets: an HTTP client and an HTTP upstream are bufferevents (their
  * bytes are parsed).  A tunnel's upstream is a plain socket with one event
  * until its relay starts (it is only connected), and so is the client of a
- * transparent TLS listener (only its ClientHello is read, into c->early):
- * no bufferevent is made and freed for them (struct px_raw).
+ * transparent TLS listener, and a CONNECT client from its 200 on: only a
+ * ClientHello is read from them, into c->early (struct px_raw).
  */
 #include "conn.h"
 
@@ -113,6 +113,7 @@ void px_conn_timeout(struct px_conn *c, uint64_t ms)
 }
 
 static void try_connect(struct px_conn *c);
+static void on_raw_client(evutil_socket_t fd, short what, void *arg);
 
 /* A relay or exchange wakes up at most this late after its idle deadline. */
 static void rearm_idle(struct px_conn *c)
@@ -345,8 +346,8 @@ void px_conn_flush_close(struct px_conn *c)
     px_conn_set_state(c, PX_S_FLUSH);
     px_conn_timeout(c, FLUSH_MS);
     if (c->rc.ev != NULL) {
-        /* A raw client was answered (if at all) with one send: shut our
-         * side now, and read until the client ends (on_tls_client). */
+        /* A raw client's answers went out with send(2) at once: shut our
+         * side now, and read until the client ends (on_raw_client). */
         shutdown(c->rc.fd, SHUT_WR);
         event_add(c->rc.ev, NULL);
         return;
@@ -972,15 +973,56 @@ void px_conn_read_now(struct bufferevent *bev)
     evbuffer_freeze(in, 0);
 }
 
+static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+/* Take the client's socket from its bufferevent (after its CONNECT head):
+ * what the bufferevent read beyond the head moves to c->early.  0, or -1
+ * when the connection was closed. */
+static int client_to_raw(struct px_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->cli);
+    size_t n = evbuffer_get_length(in);
+
+    assert(c->rc.ev == NULL && c->early == NULL);
+    if (evbuffer_get_length(bufferevent_get_output(c->cli)) > 0) {
+        px_conn_close(c, "client output left before the 200"); /* a bug, not a client */
+        return -1;
+    }
+    if (n > 0) {
+        c->early = malloc(n);
+        if (c->early == NULL)
+            abort();
+        evbuffer_remove(in, c->early, n);
+        c->early_len = n;
+    }
+    c->rc.fd = bufferevent_getfd(c->cli);
+    bufferevent_setfd(c->cli, -1);
+    bufferevent_free(c->cli);
+    c->cli = NULL;
+    c->rc.ev = event_new(c->w->base, c->rc.fd, EV_READ | EV_PERSIST, on_raw_client, c);
+    if (c->rc.ev == NULL)
+        abort();
+    if (c->early_len < EARLY_MAX)
+        event_add(c->rc.ev, NULL);
+    return 0;
+}
+
 void px_conn_upstream_ready(struct px_conn *c)
 {
     c->t_active_ms = px_now_ms();
     switch (c->mode) {
     case PX_MODE_CONNECT:
+        /* From the 200 on nothing of the client is parsed but its hello. */
+        if (client_to_raw(c) < 0)
+            return;
         c->status = 200;
-        evbuffer_add_printf(bufferevent_get_output(c->cli),
-                            "HTTP/1.1 200 Connection established\r\n\r\n");
-        px_conn_write_now(c->cli);
+        if (send(c->rc.fd, connect_ok, sizeof(connect_ok) - 1, MSG_NOSIGNAL) !=
+            (ssize_t)sizeof(connect_ok) - 1) {
+            /* Nothing was sent before: only a client that is gone does not
+             * take 39 bytes. */
+            px_conn_close(c, "client error");
+            return;
+        }
         if (c->v.raw) {
             px_relay_start(c);
             return;
@@ -1015,18 +1057,27 @@ static void on_cli_read(struct bufferevent *bev, void *arg)
     }
 }
 
-/* A transparent TLS client before its relay: what it sends is kept in
+/* A raw client (transparent TLS; CONNECT after its 200) before its relay:
+ * what it sends is kept in
  * c->early (at most EARLY_MAX; then reading waits for the relay) and fed to
  * the ClientHello parser while that runs.  After a final answer (FLUSH),
  * what it sends is dropped until it ends. */
-static void on_tls_client(evutil_socket_t fd, short what, void *arg)
+static void on_raw_client(evutil_socket_t fd, short what, void *arg)
 {
     struct px_conn *c = arg;
     uint8_t buf[16384];
-    size_t room = c->state == PX_S_FLUSH ? sizeof(buf) : EARLY_MAX - c->early_len;
-    ssize_t n = recv(fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
+    size_t room = sizeof(buf);
     (void)what;
 
+    if (c->state != PX_S_FLUSH) {
+        if (c->early_len >= EARLY_MAX) {
+            event_del(c->rc.ev); /* the rest waits in the socket for the relay */
+            return;
+        }
+        if (room > EARLY_MAX - c->early_len)
+            room = EARLY_MAX - c->early_len;
+    }
+    ssize_t n = recv(fd, buf, room, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (c->state == PX_S_FLUSH) {
@@ -1044,7 +1095,7 @@ static void on_tls_client(evutil_socket_t fd, short what, void *arg)
     memcpy(p + c->early_len, buf, (size_t)n);
     c->early = p;
     c->early_len += (size_t)n;
-    if (c->early_len == EARLY_MAX)
+    if (c->early_len >= EARLY_MAX)
         event_del(c->rc.ev);
     if (c->state == PX_S_HELLO)
         on_hello_bytes(c);
@@ -1120,7 +1171,7 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
     /* TCP_NODELAY comes from the listener (worker.c). */
     if (l->kind == PX_L_TLS) {
         c->rc.fd = fd;
-        c->rc.ev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_tls_client, c);
+        c->rc.ev = event_new(w->base, fd, EV_READ | EV_PERSIST, on_raw_client, c);
         if (c->rc.ev == NULL)
             abort();
         event_add(c->rc.ev, NULL);

@@ -51,8 +51,9 @@ struct px_relay {
 };
 
 /* A socket of a tunnel before its relay starts, without a bufferevent:
- * the client of a transparent TLS listener (only its ClientHello is read)
- * and a tunnel's upstream (only connected).  In use when `ev` is set. */
+ * the client of a transparent TLS listener or of a CONNECT after its 200
+ * (only a ClientHello is read) and a tunnel's upstream (only connected).
+ * In use when `ev` is set. */
 struct px_raw {
     int fd;
     struct event *ev;
@@ -142,7 +143,7 @@ struct px_conn {
             char raw_host[256]; /* the host as asked for, for the log when it is bad */
             struct px_dns_answer ans;
             size_t ans_next;
-            struct px_raw rc, ru; /* client (transparent TLS), upstream (tunnels) */
+            struct px_raw rc, ru; /* client, upstream (tunnels; see above) */
             uint8_t *early;       /* what rc sent: the ClientHello and what follows */
             size_t early_len;
         };
