@@ -561,6 +561,16 @@ static void on_up_connect(struct bufferevent *bev, short what, void *arg)
     try_connect(c);
 }
 
+/* A connected raw upstream that speaks or ends before its relay starts:
+ * the relay will read it; until then it is not watched. */
+static void on_raw_upstream(evutil_socket_t fd, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    (void)fd, (void)what;
+
+    event_del(c->ru.ev);
+}
+
 static void on_raw_connect(evutil_socket_t fd, short what, void *arg)
 {
     struct px_conn *c = arg;
@@ -571,6 +581,10 @@ static void on_raw_connect(evutil_socket_t fd, short what, void *arg)
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
         err = errno;
     if (err == 0) {
+        /* Watched for reading from now on, as the relay will: one epoll
+         * change now, none when the relay takes the socket over. */
+        event_assign(c->ru.ev, c->w->base, fd, EV_READ | EV_PERSIST, on_raw_upstream, c);
+        event_add(c->ru.ev, NULL);
         connected(c, fd);
         return;
     }
@@ -996,14 +1010,16 @@ static int client_to_raw(struct px_conn *c)
         c->early_len = n;
     }
     c->rc.fd = bufferevent_getfd(c->cli);
-    bufferevent_setfd(c->cli, -1);
-    bufferevent_free(c->cli);
-    c->cli = NULL;
     c->rc.ev = event_new(c->w->base, c->rc.fd, EV_READ | EV_PERSIST, on_raw_client, c);
     if (c->rc.ev == NULL)
         abort();
+    /* Added before the bufferevent's read event goes: the socket's epoll
+     * entry stays as it is (see px_relay_start). */
     if (c->early_len < EARLY_MAX)
         event_add(c->rc.ev, NULL);
+    bufferevent_setfd(c->cli, -1);
+    bufferevent_free(c->cli);
+    c->cli = NULL;
     return 0;
 }
 

@@ -266,14 +266,6 @@ static int take_socket(struct bufferevent *bev)
     return fd;
 }
 
-/* Take a raw socket and free its event. */
-static int take_raw(struct px_raw *raw)
-{
-    event_free(raw->ev);
-    raw->ev = NULL;
-    return raw->fd;
-}
-
 /* Bytes the bufferevents still hold for direction d: first what was
  * queued for output on `to`, then what was read from `from` (either may be
  * NULL: a raw socket, which holds nothing).  Returns the number of the
@@ -298,6 +290,22 @@ static size_t take_bytes(struct px_relay_dir *d, struct bufferevent *from, struc
     return b;
 }
 
+/* Count and send what was there before the relay; false when the tunnel
+ * was closed. */
+static bool begin(struct px_conn *c, const size_t early[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (early[i] > 0 && !count(c, i, early[i]))
+            return false;
+    for (int i = 0; i < 2; i++) {
+        if (flush_dir(&c->relay.d[i]) < 0) {
+            px_conn_close(c, i == 0 ? "upstream error" : "client error");
+            return false;
+        }
+    }
+    return true;
+}
+
 void px_relay_start(struct px_conn *c)
 {
     struct px_relay *r = &c->relay;
@@ -318,8 +326,12 @@ void px_relay_start(struct px_conn *c)
         early[0] = take_bytes(&d[0], c->cli, c->up);
     }
     early[1] = take_bytes(&d[1], c->up, c->cli);
-    int fd[2] = {c->cli ? take_socket(c->cli) : take_raw(&c->rc),
-                 c->up ? take_socket(c->up) : take_raw(&c->ru)};
+    /* A raw socket's event is freed only once the relay's own event on
+     * the socket is added: libevent counts events per socket, so the
+     * socket's epoll entry then stays as it is (freeing first and adding
+     * after costs an epoll_ctl that changes nothing). */
+    struct event *old[2] = {c->rc.ev, c->ru.ev};
+    int fd[2] = {c->cli ? take_socket(c->cli) : c->rc.fd, c->up ? take_socket(c->up) : c->ru.fd};
     c->cli = c->up = NULL;
     /* From here on the request phase's memory is the tunnel's. */
     memset(r, 0, sizeof(*r));
@@ -332,17 +344,11 @@ void px_relay_start(struct px_conn *c)
         r->d[i].pipe[0] = r->d[i].pipe[1] = -1;
     }
     px_conn_timeout(c, 1); /* rearm_idle sets the real deadline */
+    if (begin(c, early))
+        settle(c);
     for (int i = 0; i < 2; i++)
-        if (early[i] > 0 && !count(c, i, early[i]))
-            return;
-    /* Send what the bufferevents held, then read both sides. */
-    for (int i = 0; i < 2; i++) {
-        if (flush_dir(&r->d[i]) < 0) {
-            px_conn_close(c, i == 0 ? "upstream error" : "client error");
-            return;
-        }
-    }
-    settle(c);
+        if (old[i] != NULL)
+            event_free(old[i]);
 }
 
 void px_relay_free(struct px_conn *c)

@@ -11,7 +11,8 @@
 # client sends before the 200 arrives (the bytes wait in egressd until the
 # tunnel starts), and a client that sends ahead while its CONNECT waits for
 # a name that does not resolve (egressd keeps at most 64 KiB of it), also
-# on the transparent TLS port; a name whose first address refuses.  Last,
+# on the transparent TLS port; a name whose first address refuses; an
+# origin that speaks before the client's hello.  Last,
 # a CONNECT after a kept-alive GET on the same client connection: the idle
 # upstream the GET left must be closed, not leaked.  TAP on
 # stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in
@@ -28,7 +29,11 @@ egd_host 127.0.0.24 two.test
 egd_host 127.0.0.25 two.test
 egd_allow 'two.test:7000 raw'
 egd_allow "web.test:$EGD_HTTP_PORT"
-egd_origin web.test || egm_bail "the web origin starts"
+# banner.test speaks first (an SSH-style banner) and is not a raw rule:
+# its banner waits in egressd until the client's hello starts the relay.
+egd_host 127.0.0.27 banner.test
+egd_allow 'banner.test:2222'
+egd_origin --banner 127.0.0.27:2222 web.test || egm_bail "the web and banner origins start"
 egm_server "$T/echo.out" python3 -u "$EGD_DIR/tunnels.py" echo 127.0.0.25:7000 ||
     egm_bail "the echo server starts"
 # A DNS server that never answers for slow.test: its CONNECT stays in the
@@ -179,6 +184,35 @@ ok_json "CONNECT to a name whose first address refuses: 200 and the echo through
     "$out" 'l["status"] == "200" and l["echo"] == "ping"'
 egd_log_ok "... logged allow with the second address as the upstream" 'l["host"] == "two.test"' \
     'l["decision"] == "allow" and l["upstream"] == "127.0.0.25:7000"'
+
+# An origin that speaks before the client's hello: what it sent is
+# relayed once the hello starts the tunnel, first and whole.
+py "$EGD_DIR/rawclient.py" hello "$EGD_HELLOS/curl.bin" "$T/banner.hello" --sni banner.test ||
+    egm_bail "a ClientHello for banner.test"
+out=$(py - "$EGD_PROXY" "$T/banner.hello" <<'EOF'
+import json, socket, sys, time
+host, _, port = sys.argv[1].rpartition(":")
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(b"CONNECT banner.test:2222 HTTP/1.1\r\nHost: banner.test:2222\r\n\r\n")
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(1)
+time.sleep(0.3) # the banner is at egressd before the hello is sent
+s.sendall(open(sys.argv[2], "rb").read())
+got = b""
+try:
+    while len(got) < 14:
+        d = s.recv(64)
+        if not d:
+            break
+        got += d
+except OSError:
+    pass
+print(json.dumps({"status": buf.split(b" ")[1].decode(), "first": got[:14].decode("latin-1")}))
+EOF
+)
+ok_json "an origin that speaks before the hello: its banner comes through once the hello is sent" \
+    "$out" 'l["status"] == "200" and l["first"] == "SSH-2.0-test\r\n"'
 
 # A CONNECT on a client connection whose previous request (a kept-alive
 # GET) left an idle upstream connection: that upstream is let go, not
