@@ -1122,6 +1122,14 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
     struct px_conn *c = arg;
     (void)bev;
 
+    /* An HTTP client that half-closed after a whole request is answered:
+     * libevent stopped reading at the end, and the next head phase reads
+     * again, handles what was pipelined and sees the end once more.  (A
+     * CONNECT client that ends before its tunnel is up is gone.) */
+    if (what == (BEV_EVENT_READING | BEV_EVENT_EOF) &&
+        (c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN) &&
+        (c->state == PX_S_RESOLVE || c->state == PX_S_CONNECT))
+        return;
     if (what & BEV_EVENT_ERROR)
         px_conn_close(c, "client error");
     else
@@ -1131,7 +1139,7 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
 void px_conn_watch_client(struct px_conn *c)
 {
     bufferevent_setcb(c->cli, on_cli_read, NULL, px_conn_on_client_event, c);
-    bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+    bufferevent_setwatermark(c->cli, EV_WRITE | EV_READ, 0, 0);
     /* Writing stays enabled (a new bufferevent's default): the write
      * event is added when output is queued, and not polled for before. */
     bufferevent_enable(c->cli, EV_READ);

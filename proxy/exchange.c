@@ -333,6 +333,15 @@ static void pause_if_full(struct bufferevent *from, struct bufferevent *to)
     }
 }
 
+/* The request is in: what the client sends next (a pipelined request)
+ * waits in its input until the response is out.  Reading stays on, so no
+ * epoll change is made per request; the read watermark bounds what is
+ * taken meanwhile (px_conn_watch_client lifts it again). */
+static void hold_pipelined(struct px_conn *c)
+{
+    bufferevent_setwatermark(c->cli, EV_READ, 0, px_d.http_limits.max_head + 1);
+}
+
 static void forward_request_body(struct px_conn *c)
 {
     if (c->req_done)
@@ -347,7 +356,7 @@ static void forward_request_body(struct px_conn *c)
     px_conn_write_now(c->up);
     if (r == 1) {
         c->req_done = true;
-        bufferevent_disable(c->cli, EV_READ); /* a pipelined request waits */
+        hold_pipelined(c);
         if (c->state == PX_S_REQUEST)
             px_conn_set_state(c, PX_S_RESPONSE);
         return;
@@ -490,6 +499,19 @@ static void on_cli_written(struct bufferevent *bev, void *arg)
         bufferevent_enable(c->up, EV_READ);
 }
 
+/* The client ended after its whole request (a half-close): it is still
+ * answered.  libevent stopped reading at the end; the next head phase
+ * reads again, handles what was pipelined before it and then sees the end
+ * once more. */
+static void on_cli_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct px_conn *c = arg;
+
+    if (what == (BEV_EVENT_READING | BEV_EVENT_EOF) && c->req_done)
+        return;
+    px_conn_on_client_event(bev, what, arg);
+}
+
 static void on_cli_body(struct bufferevent *bev, void *arg)
 {
     (void)bev;
@@ -502,14 +524,17 @@ void px_exchange_start(struct px_conn *c)
         px_conn_set_state(c, PX_S_REQUEST);
     c->t_active_ms = px_now_ms();
     bufferevent_setcb(c->up, on_up_read, on_up_written, on_up_event, c);
-    bufferevent_setcb(c->cli, on_cli_body, on_cli_written, px_conn_on_client_event, c);
-    bufferevent_enable(c->up, EV_READ | EV_WRITE);
-    bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+    bufferevent_setcb(c->cli, on_cli_body, on_cli_written, on_cli_event, c);
+    /* Writing is enabled on both from their start (a bufferevent's
+     * default) and is left so: enabling it again would poll for
+     * writability with nothing to write, and cost two epoll changes. */
+    bufferevent_enable(c->up, EV_READ);
+    bufferevent_enable(c->cli, EV_READ);
     evbuffer_add_buffer(bufferevent_get_output(c->up), c->pending);
     px_conn_timeout(c, px_d.cfg->timeout_idle_ms);
     if (c->req_done) {
         px_conn_write_now(c->up);
-        bufferevent_disable(c->cli, EV_READ);
+        hold_pipelined(c);
         px_conn_set_state(c, PX_S_RESPONSE);
     } else {
         forward_request_body(c);

@@ -174,5 +174,13 @@ v=$(egd_metric 'egressd_sandboxes')
 check "metrics: sandboxes is 2 (got ${v:-none})" test "$v" = 2
 check "metrics: no host name in any label" bash -c '! curl -q -s --noproxy "*" "http://$1/metrics" | grep -v "^#" | grep -q "\.test"' _ "$EGD_METRICS"
 
+# --- a client that half-closes after its requests is still answered:
+# two pipelined GETs, then the end of its sending side.
+GET2='send:GET http://a.test:8000/hello HTTP/1.1\r\nHost: a.test:8000\r\n\r\nGET http://b.test:8000/hello HTTP/1.1\r\nHost: b.test:8000\r\n\r\n'
+raw --out "$T/half.out" --status "$T/half.st" "$EGD_PROXY" "$GET2" shut eof
+ok $? "two pipelined GETs, then a half-close: egressd answers both and then closes"
+check_resp "... the answers: 200 from a.test, then 200 from b.test" "$T/half.out" \
+    'len(r) == 2 and [x["status"] for x in r] == [200, 200] and r[0]["body"] == "hello from a.test\n" and r[1]["body"] == "hello from b.test\n"'
+
 egd_finish
 tap_end
