@@ -815,7 +815,7 @@ int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
         c->sb = sb;
         c->pb = sb ? sb->pb : c->world->default_pb;
         take_msb(c);
-        if (take_limit(c, sb ? sb->id : "default") == -2)
+        if (take_limit(c, sb ? sb->id : PX_LIMIT_DEFAULT) == -2)
             return -2;
     }
     c->pb = sb ? sb->pb : c->world->default_pb;

@@ -1,8 +1,8 @@
 /*
- * sblimits.c - see sblimits.h.  A small hash table of sandbox ids; an entry
- * lives while a connection holds it (the counters of a sandbox that has
- * no connection open are kept too, for the quota: at most one entry per
- * sandbox id ever seen, which bindings bound).
+ * sblimits.c - see sblimits.h.  A small hash table of sandbox ids.  An
+ * entry stays while its sandbox is bound (its counters carry the quota
+ * between connections); once the binding is gone (px_limit_forget_except)
+ * it leaves the table, and is freed when no connection holds it any more.
  */
 #include "sblimits.h"
 
@@ -16,6 +16,8 @@
 
 struct px_limit {
     struct px_limit *next;
+    unsigned refs;  /* connections holding it (table_lock) */
+    bool forgotten; /* out of the table: freed at the last put */
     char id[64];
     atomic_long open;
     atomic_uint_fast64_t bytes;
@@ -53,13 +55,75 @@ struct px_limit *px_limit_get(const char *id)
         l->next = table[b];
         table[b] = l;
     }
+    l->refs++;
     pthread_mutex_unlock(&table_lock);
     return l;
 }
 
+static void limit_free(struct px_limit *l)
+{
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
 void px_limit_put(struct px_limit *l)
 {
-    (void)l; /* entries stay: they carry the quota */
+    bool last;
+
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&table_lock);
+    last = --l->refs == 0 && l->forgotten;
+    pthread_mutex_unlock(&table_lock);
+    if (last)
+        limit_free(l);
+}
+
+static int cmp_id(const void *key, const void *elem)
+{
+    return strcmp(key, *(const char *const *)elem);
+}
+
+void px_limit_forget_except(const char *const *ids, size_t n)
+{
+    struct px_limit *gone = NULL;
+
+    pthread_mutex_lock(&table_lock);
+    for (size_t b = 0; b < BUCKETS; b++) {
+        struct px_limit **pp = &table[b];
+        while (*pp != NULL) {
+            struct px_limit *l = *pp;
+            if (strcmp(l->id, PX_LIMIT_DEFAULT) == 0 ||
+                (n > 0 && bsearch(l->id, ids, n, sizeof(*ids), cmp_id) != NULL)) {
+                pp = &l->next;
+                continue;
+            }
+            *pp = l->next;
+            l->forgotten = true;
+            if (l->refs == 0) {
+                l->next = gone;
+                gone = l;
+            }
+        }
+    }
+    pthread_mutex_unlock(&table_lock);
+    while (gone != NULL) {
+        struct px_limit *next = gone->next;
+        limit_free(gone);
+        gone = next;
+    }
+}
+
+size_t px_limit_count(void)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&table_lock);
+    for (size_t b = 0; b < BUCKETS; b++)
+        for (const struct px_limit *l = table[b]; l != NULL; l = l->next)
+            n++;
+    pthread_mutex_unlock(&table_lock);
+    return n;
 }
 
 static bool take_token(struct px_limit *l, uint64_t per_sec)

@@ -2,22 +2,36 @@
  * sblimits.h - per-sandbox limits (DESIGN.md configuration):
  * max-conns-per-sandbox, rate-new-conns-per-sandbox (a token bucket whose
  * burst is one second's worth) and quota-bytes-per-sandbox (bytes both
- * ways since egressd started).  Kept by sandbox id, outside the world
- * snapshot, so a reload or a binding change does not reset them.
+ * ways since the sandbox was bound, or egressd started).  Kept by sandbox
+ * id, outside the world snapshot, so a reload or a change of a binding
+ * does not reset them; a binding removed takes its counters along (a
+ * sandbox bound again under the same id, as a reused VM id would be,
+ * starts over).
  * Thread-safe; one short lock per connection start, atomics per byte count.
  */
 #ifndef PX_SBLIMITS_H
 #define PX_SBLIMITS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct px_limit;
 
-/* The limits of sandbox `id` ("default" for connections without a
+/* Connections without a binding count here. */
+#define PX_LIMIT_DEFAULT "default"
+
+/* The limits of sandbox `id` (PX_LIMIT_DEFAULT for connections without a
  * binding).  Never NULL.  Each get is paired with a put. */
 struct px_limit *px_limit_get(const char *id);
 void px_limit_put(struct px_limit *l); /* NULL is a no-op */
+
+/* The bound sandboxes are now `ids` (sorted by strcmp): every other id's
+ * counters are dropped (freed once no connection holds them; a later get
+ * of the id starts afresh).  PX_LIMIT_DEFAULT is kept. */
+void px_limit_forget_except(const char *const *ids, size_t n);
+/* Ids with counters (for tests). */
+size_t px_limit_count(void);
 
 /* A new connection: false (and nothing counted) when `max_conns` are open
  * or the rate bucket is empty.  0 means no limit. */

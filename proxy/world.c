@@ -34,6 +34,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "sblimits.h"
 
 #define STATE_FILE      "sandboxes.json"
 #define STATE_MAX_BYTES (64u << 20) /* far above any real set; a bound on what is read */
@@ -796,6 +797,7 @@ static void world_swap(struct world *w)
         ids[i] = w->sbx[i].id;
     px_metrics_set_sandboxes(w->n);
     px_metrics_forget_except(ids, w->n);
+    px_limit_forget_except(ids, w->n);
     free(ids);
 }
 

@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "policy.h"
 #include "policy_load.h"
+#include "sblimits.h"
 #include "tap.h"
 #include "world.h"
 
@@ -248,6 +249,27 @@ static void test_init_and_put(void)
     ok(strcmp(json_string_value(json_object_get(px_world_by_id(w, "102")->json, "id")), "102") == 0,
        "the stored JSON gets the id");
     px_world_put(w);
+}
+
+/* A binding deleted takes its per-sandbox counters along. */
+static void test_limits_follow_bindings(void)
+{
+    char err[512];
+
+    ok(put("104", "{\"policy\":\"test\",\"addresses\":[\"10.99.0.44\"]}") == 0, "put 104");
+    struct px_limit *l = px_limit_get("104");
+    (void)px_limit_bytes(l, 1000, 0);
+    px_limit_put(l);
+    size_t before = px_limit_count();
+    ok(px_world_delete_sandbox("104", err, sizeof(err)) == 0, "delete 104");
+    ok(px_limit_count() == before - 1, "its counters are gone with it (%zu -> %zu)", before,
+       px_limit_count());
+    ok(put("104", "{\"policy\":\"test\",\"addresses\":[\"10.99.0.44\"]}") == 0,
+       "put 104 again (a reused id)");
+    l = px_limit_get("104");
+    ok(!px_limit_over_quota(l, 1000), "it starts with a fresh quota");
+    px_limit_put(l);
+    ok(px_world_delete_sandbox("104", err, sizeof(err)) == 0, "delete 104 again");
 }
 
 static void test_replace_one(void)
@@ -646,6 +668,7 @@ int main(void)
     setup();
     test_init_and_put();
     test_replace_one();
+    test_limits_follow_bindings();
     test_validation();
     test_basic_auth();
     test_replace_all();
