@@ -27,6 +27,7 @@
 #include <linux/netfilter_ipv4.h>
 #include <linux/netfilter_ipv6/ip6_tables.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -971,18 +972,33 @@ void px_conn_write_now(struct bufferevent *bev)
         event_del(&bev->ev_write);
 }
 
+/* libevent's own readv relies on this too. */
+_Static_assert(sizeof(struct evbuffer_iovec) == sizeof(struct iovec) &&
+                   offsetof(struct evbuffer_iovec, iov_len) == offsetof(struct iovec, iov_len),
+               "an evbuffer_iovec is a struct iovec");
+
 void px_conn_read_now(struct bufferevent *bev)
 {
     struct evbuffer *in = bufferevent_get_input(bev);
-    struct evbuffer_iovec v;
+    struct evbuffer_iovec v[2];
+    struct msghdr m = {.msg_iov = (struct iovec *)v};
 
-    /* The input's end is frozen: only the bufferevent adds there. */
+    /* The input's end is frozen: only the bufferevent adds there.  Two
+     * pieces: the room left after what was just read, and a new chain
+     * (asking for one would move what was read into a bigger chain). */
     evbuffer_unfreeze(in, 0);
-    if (evbuffer_reserve_space(in, READ_NOW_MAX, &v, 1) == 1) {
-        ssize_t n = recv(bufferevent_getfd(bev), v.iov_base, v.iov_len, MSG_DONTWAIT);
+    int k = evbuffer_reserve_space(in, READ_NOW_MAX, v, 2);
+    if (k > 0) {
+        m.msg_iovlen = (size_t)k;
+        ssize_t n = recvmsg(bufferevent_getfd(bev), &m, MSG_DONTWAIT);
         /* An end or an error stays for the bufferevent's own next read. */
-        v.iov_len = n > 0 ? (size_t)n : 0;
-        evbuffer_commit_space(in, &v, 1);
+        size_t left = n > 0 ? (size_t)n : 0;
+        for (int i = 0; i < k; i++) {
+            if (v[i].iov_len > left)
+                v[i].iov_len = left;
+            left -= v[i].iov_len;
+        }
+        evbuffer_commit_space(in, v, k);
     }
     evbuffer_freeze(in, 0);
 }

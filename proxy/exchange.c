@@ -418,8 +418,16 @@ static int response_head(struct px_conn *c)
         size_t len = evbuffer_get_length(in), n = len < RESP_HEAD_MAX + 1 ? len : RESP_HEAD_MAX + 1;
         if (len == 0)
             return 0;
-        const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-        enum px_http_result r = px_http_parse_response(p, n, &resp_limits, c->method, &resp);
+        /* What the first chain holds first: the head is mostly all there,
+         * and making the whole input contiguous would copy the body that
+         * came with it. */
+        size_t first = evbuffer_get_contiguous_space(in), k = first < n ? first : n;
+        const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)k);
+        enum px_http_result r = px_http_parse_response(p, k, &resp_limits, c->method, &resp);
+        if (r == PX_HTTP_NEED_MORE && k < n) {
+            p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+            r = px_http_parse_response(p, n, &resp_limits, c->method, &resp);
+        }
         if (r == PX_HTTP_NEED_MORE)
             return 0;
         if (r != PX_HTTP_OK || resp.status == 101) {

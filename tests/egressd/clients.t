@@ -174,6 +174,15 @@ v=$(egd_metric 'egressd_sandboxes')
 check "metrics: sandboxes is 2 (got ${v:-none})" test "$v" = 2
 check "metrics: no host name in any label" bash -c '! curl -q -s --noproxy "*" "http://$1/metrics" | grep -v "^#" | grep -q "\.test"' _ "$EGD_METRICS"
 
+# --- a big body over plain HTTP (egressd reads the response itself past
+# libevent's 4 KiB reads): every byte as the origin sent it.
+want=$(python3 -c '
+import hashlib
+p = b"0123456789abcdef" * 4096
+print(hashlib.sha256((p * 16)[:1000000]).hexdigest())')
+got=$(egd_curl -x "$P" http://a.test:8000/bytes/1000000 | sha256sum | cut -d' ' -f1)
+check "curl http: 1 000 000 bytes from a.test:8000, byte for byte" test "$got" = "$want"
+
 # --- a client that half-closes after its requests is still answered:
 # two pipelined GETs, then the end of its sending side.
 GET2='send:GET http://a.test:8000/hello HTTP/1.1\r\nHost: a.test:8000\r\n\r\nGET http://b.test:8000/hello HTTP/1.1\r\nHost: b.test:8000\r\n\r\n'
