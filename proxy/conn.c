@@ -75,8 +75,8 @@ __attribute__((unused)) static bool legal(enum px_conn_state from, enum px_conn_
     case PX_S_HELLO: return to == PX_S_RESOLVE || to == PX_S_CONNECT || to == PX_S_RELAY;
     case PX_S_RESOLVE: return to == PX_S_CONNECT;
     case PX_S_CONNECT: return to == PX_S_HELLO || to == PX_S_REQUEST || to == PX_S_RELAY;
-    case PX_S_REQUEST: return to == PX_S_RESPONSE || to == PX_S_HEAD || to == PX_S_RELAY;
-    case PX_S_RESPONSE: return to == PX_S_HEAD || to == PX_S_RELAY;
+    case PX_S_REQUEST: return to == PX_S_RESPONSE || to == PX_S_HEAD;
+    case PX_S_RESPONSE: return to == PX_S_HEAD;
     case PX_S_RELAY: return false;
     case PX_S_FLUSH: return false;
     }
@@ -409,11 +409,11 @@ void px_conn_deny(struct px_conn *c, enum px_reason r)
     c->decision = POLICY_DENY;
     c->decided = true;
     if (!speaks_http(c)) {
-        if (c->rc.ev != NULL) /* nothing was sent before: the socket takes 7 bytes */
-            (void)send(c->rc.fd, tls_alert_denied, sizeof(tls_alert_denied),
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-        else
-            bufferevent_write(c->cli, tls_alert_denied, sizeof(tls_alert_denied));
+        /* A TLS client is a raw socket; at most the 200 went out before,
+         * so the socket takes these 7 bytes. */
+        assert(c->rc.ev != NULL);
+        (void)send(c->rc.fd, tls_alert_denied, sizeof(tls_alert_denied),
+                   MSG_NOSIGNAL | MSG_DONTWAIT);
         px_conn_flush_close(c);
         return;
     }
@@ -910,25 +910,16 @@ static void hello_done(struct px_conn *c, enum sni_result r)
     px_conn_decide(c);
 }
 
-/* Feed the bytes not yet seen by the parser; the bytes stay where they
- * are (the client's input buffer, or c->early), to be relayed once the
- * hello passed. */
+/* Feed the bytes not yet seen by the parser; the bytes stay in c->early,
+ * to be relayed once the hello passed. */
 static void on_hello_bytes(struct px_conn *c)
 {
     size_t len, seen = c->hello->consumed;
     enum sni_result r = c->hello->result;
     const uint8_t *p;
 
-    if (c->rc.ev != NULL) {
-        p = c->early;
-        len = c->early_len;
-    } else {
-        struct evbuffer *in = bufferevent_get_input(c->cli);
-        len = evbuffer_get_length(in);
-        if (len > SNI_HANDSHAKE_MAX + 64 * 5 + seen)
-            len = SNI_HANDSHAKE_MAX + 64 * 5 + seen;
-        p = len > seen ? evbuffer_pullup(in, (ev_ssize_t)len) : NULL;
-    }
+    p = c->early;
+    len = c->early_len;
     if (len > seen)
         r = sni_parser_feed(c->hello, p + seen, len - seen);
     if (r == SNI_NEED_MORE)
@@ -945,13 +936,7 @@ static void start_hello(struct px_conn *c)
     if (c->state != PX_S_HELLO)
         px_conn_set_state(c, PX_S_HELLO);
     px_conn_timeout(c, px_d.cfg->timeout_header_ms);
-    if (c->rc.ev == NULL) {
-        /* A hello is at most 16 KiB in records of at least one byte: what
-         * is buffered beyond this is not a hello, and is not read. */
-        bufferevent_setwatermark(c->cli, EV_READ, 0, 6 * SNI_HANDSHAKE_MAX);
-        bufferevent_enable(c->cli, EV_READ);
-    }
-    on_hello_bytes(c);
+    on_hello_bytes(c); /* what came with the CONNECT head */
 }
 
 void px_conn_write_now(struct bufferevent *bev)
@@ -1078,7 +1063,6 @@ static void on_cli_read(struct bufferevent *bev, void *arg)
 
     switch (c->state) {
     case PX_S_HEAD: px_exchange_on_head(c); return;
-    case PX_S_HELLO: on_hello_bytes(c); return;
     default:
         /* Deciding, resolving, connecting: bytes wait in the input for
          * their turn.  Reading stays on (an end of the client is seen at

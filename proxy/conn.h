@@ -198,8 +198,8 @@ void px_exchange_start(struct px_conn *c);   /* upstream is ready: send the requ
 void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next request */
 
 /* relay.c: the tunnel. */
-/* Start it with the connection's two sides, whichever way each is held
- * (bufferevent or raw); what they still hold is sent first.  May close. */
+/* Start it with the connection's two raw sockets (rc, ru); what the
+ * client sent before (c->early) is sent first.  May close. */
 void px_relay_start(struct px_conn *c);
 void px_relay_free(struct px_conn *c);  /* closes both sockets */
 

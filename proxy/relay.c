@@ -2,13 +2,10 @@
  * relay.c - the tunnel: bytes both ways between client and upstream until
  * both have ended, a timeout fires or the tunnel's life is over.
  *
- * Once a tunnel is decided nothing is parsed any more, so the relay leaves
- * libevent's bufferevents behind: it takes the two sockets, frees the
- * bufferevents or the raw sockets' events (whatever they still held
- * becomes the first bytes to send) and moves bytes itself with one event
- * per socket.  That saves, per
- * chunk, the FIONREAD ioctl and the epoll changes a bufferevent makes, and
- * an idle tunnel holds no buffer at all (about 2 KiB less per tunnel).
+ * A tunnel's two sockets are plain sockets from the start (conn.c, struct
+ * px_raw: no bufferevent, nothing parsed but the ClientHello), and the
+ * relay moves bytes itself with one event per socket: per chunk no
+ * FIONREAD ioctl and no epoll change, and an idle tunnel holds no buffer.
  *
  * Each direction (client to upstream, upstream to client) is a `struct
  * dir`.  Bytes are read into the worker thread's scratch buffer and written
@@ -26,6 +23,7 @@
  * once everything it sent is written, so protocols that close one
  * direction first work; the tunnel closes when both directions are done.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -256,40 +254,6 @@ static void on_socket(evutil_socket_t fd, short what, void *arg)
     settle(c);
 }
 
-/* Take a bufferevent's socket and free the bufferevent. */
-static int take_socket(struct bufferevent *bev)
-{
-    int fd = bufferevent_getfd(bev);
-
-    bufferevent_setfd(bev, -1);
-    bufferevent_free(bev);
-    return fd;
-}
-
-/* Bytes the bufferevents still hold for direction d: first what was
- * queued for output on `to`, then what was read from `from` (either may be
- * NULL: a raw socket, which holds nothing).  Returns the number of the
- * latter: read from the tunnel's side, not yet counted. */
-static size_t take_bytes(struct px_relay_dir *d, struct bufferevent *from, struct bufferevent *to)
-{
-    struct evbuffer *out = to ? bufferevent_get_output(to) : NULL;
-    struct evbuffer *in = from ? bufferevent_get_input(from) : NULL;
-    size_t a = out ? evbuffer_get_length(out) : 0, b = in ? evbuffer_get_length(in) : 0;
-
-    if (a + b == 0)
-        return 0;
-    uint8_t *p = hold_space(d, a + b);
-    /* A socket bufferevent freezes its output's front (only it may take
-     * from there): thaw it to take the bytes over. */
-    if (a > 0) {
-        evbuffer_unfreeze(out, 1);
-        evbuffer_remove(out, p, a);
-    }
-    if (b > 0)
-        evbuffer_remove(in, p + a, b);
-    return b;
-}
-
 /* Count and send what was there before the relay; false when the tunnel
  * was closed. */
 static bool begin(struct px_conn *c, const size_t early[2])
@@ -314,25 +278,20 @@ void px_relay_start(struct px_conn *c)
     px_conn_set_state(c, PX_S_RELAY);
     c->t_start_ms = c->t_start_ms ? c->t_start_ms : px_now_ms();
     c->t_active_ms = px_now_ms();
-    /* What was read before the tunnel started (the ClientHello, an answer
-     * already in) is relayed and counted like the rest.  A raw client's
-     * bytes (c->early) become the first to send as they are. */
-    size_t early[2];
-    if (c->rc.ev != NULL) {
-        d[0].held = c->early;
-        d[0].held_len = early[0] = c->early_len;
-        c->early = NULL;
-    } else {
-        early[0] = take_bytes(&d[0], c->cli, c->up);
-    }
-    early[1] = take_bytes(&d[1], c->up, c->cli);
+    /* Both sides are raw sockets by now (conn.c).  What the client sent
+     * before the tunnel started (the ClientHello, and what followed it)
+     * is relayed first, as it is, and counted like the rest. */
+    assert(c->cli == NULL && c->up == NULL && c->rc.ev != NULL && c->ru.ev != NULL);
+    size_t early[2] = {c->early_len, 0};
+    d[0].held = c->early;
+    d[0].held_len = c->early_len;
+    c->early = NULL;
     /* A raw socket's event is freed only once the relay's own event on
      * the socket is added: libevent counts events per socket, so the
      * socket's epoll entry then stays as it is (freeing first and adding
      * after costs an epoll_ctl that changes nothing). */
     struct event *old[2] = {c->rc.ev, c->ru.ev};
-    int fd[2] = {c->cli ? take_socket(c->cli) : c->rc.fd, c->up ? take_socket(c->up) : c->ru.fd};
-    c->cli = c->up = NULL;
+    int fd[2] = {c->rc.fd, c->ru.fd};
     /* From here on the request phase's memory is the tunnel's. */
     memset(r, 0, sizeof(*r));
     c->relaying = true;
@@ -347,8 +306,7 @@ void px_relay_start(struct px_conn *c)
     if (begin(c, early))
         settle(c);
     for (int i = 0; i < 2; i++)
-        if (old[i] != NULL)
-            event_free(old[i]);
+        event_free(old[i]);
 }
 
 void px_relay_free(struct px_conn *c)
