@@ -120,30 +120,10 @@ egd_log_ok "early bytes: logged with every byte counted" 'l["host"] == "echo.tes
 # While its request is decided, a client may send ahead, but egressd keeps
 # at most 64 KiB of it: then it stops reading, and the kernel's (small)
 # buffers fill.  Without the bound it would take all the client sends.
-out=$(py - "$EGD_PROXY" <<'EOF'
-import json, socket, sys, time
-host, _, port = sys.argv[1].rpartition(":")
-s = socket.create_connection((host, int(port)), timeout=5)
-s.sendall(b"CONNECT slow.test:7000 HTTP/1.1\r\nHost: slow.test:7000\r\n\r\n")
-s.setblocking(False)
-sent, end, chunk = 0, time.monotonic() + 1.5, b"x" * 65536
-while time.monotonic() < end:
-    try:
-        sent += s.send(chunk)
-    except BlockingIOError:
-        time.sleep(0.01)
-print(json.dumps({"sent": sent}))
-EOF
-)
-diag "sending ahead while the name does not resolve: $out"
-ok_json "a client sending ahead of an undecided CONNECT: egressd stops taking bytes (under 1 MiB taken in 1.5 s)" \
-    "$out" 'l["sent"] < 1024 * 1024'
-
-# The same on the transparent TLS port: a real ClientHello naming
-# slow.test, then more bytes as fast as egressd takes them.
-py "$EGD_DIR/rawclient.py" hello "$EGD_HELLOS/curl.bin" "$T/slow.hello" --sni slow.test ||
-    egm_bail "a ClientHello for slow.test"
-out=$(py - "$EGD_TLS" "$T/slow.hello" <<'EOF'
+# send_ahead ADDR FILE: connect, send FILE, then as much as egressd takes
+# for 1.5 s; prints {"sent": N}.
+send_ahead() {
+    py - "$1" "$2" <<'EOF'
 import json, socket, sys, time
 host, _, port = sys.argv[1].rpartition(":")
 s = socket.create_connection((host, int(port)), timeout=5)
@@ -157,31 +137,28 @@ while time.monotonic() < end:
         time.sleep(0.01)
 print(json.dumps({"sent": sent}))
 EOF
-)
+}
+printf 'CONNECT slow.test:7000 HTTP/1.1\r\nHost: slow.test:7000\r\n\r\n' >"$T/slow.connect"
+out=$(send_ahead "$EGD_PROXY" "$T/slow.connect")
+diag "sending ahead while the name does not resolve: $out"
+ok_json "a client sending ahead of an undecided CONNECT: egressd stops taking bytes (under 1 MiB taken in 1.5 s)" \
+    "$out" 'l["sent"] < 1024 * 1024'
+
+# The same on the transparent TLS port: a real ClientHello naming
+# slow.test, then more bytes as fast as egressd takes them.
+py "$EGD_DIR/rawclient.py" hello "$EGD_HELLOS/curl.bin" "$T/slow.hello" --sni slow.test ||
+    egm_bail "a ClientHello for slow.test"
+out=$(send_ahead "$EGD_TLS" "$T/slow.hello")
 diag "transparent TLS, sending ahead while the SNI's name does not resolve: $out"
 ok_json "a transparent TLS client sending ahead of its decision: egressd stops taking bytes (under 1 MiB taken in 1.5 s)" \
     "$out" 'l["sent"] < 1024 * 1024'
 
 # A tunnel to a name whose first address refuses: the next one is tried.
 egd_log_mark
-out=$(py - "$EGD_PROXY" <<'EOF'
-import json, socket, sys
-host, _, port = sys.argv[1].rpartition(":")
-s = socket.create_connection((host, int(port)), timeout=5)
-s.sendall(b"CONNECT two.test:7000 HTTP/1.1\r\nHost: two.test:7000\r\n\r\n")
-buf = b""
-while b"\r\n\r\n" not in buf:
-    buf += s.recv(1)
-s.sendall(b"ping")
-got = b""
-while len(got) < 4:
-    got += s.recv(4)
-s.close()
-print(json.dumps({"status": buf.split(b" ")[1].decode(), "echo": got.decode()}))
-EOF
-)
-ok_json "CONNECT to a name whose first address refuses: 200 and the echo through the second" \
-    "$out" 'l["status"] == "200" and l["echo"] == "ping"'
+raw --out "$T/two.out" "$EGD_PROXY" 'send:CONNECT two.test:7000 HTTP/1.1\r\nHost: two.test:7000\r\n\r\n' \
+    head send:ping expect:ping >/dev/null 2>&1
+ok $? "CONNECT to a name whose first address refuses: the echo comes back through the second"
+check_resp "... after a 200" "$T/two.out" 'r[0]["status"] == 200'
 egd_log_ok "... logged allow with the second address as the upstream" 'l["host"] == "two.test"' \
     'l["decision"] == "allow" and l["upstream"] == "127.0.0.25:7000"'
 
