@@ -136,7 +136,7 @@ struct px_conn {
     /* What a request needs until its tunnel starts, and the tunnel: the
      * two never live at once, so they share the memory (an idle tunnel is
      * mostly this struct).  Once `relaying`, cli and up are NULL and rc, ru
- * are the relay's. */
+     * are the relay's. */
     bool relaying;
     union {
         struct {
@@ -201,6 +201,6 @@ void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next r
 /* Start it with the connection's two raw sockets (rc, ru); what the
  * client sent before (c->early) is sent first.  May close. */
 void px_relay_start(struct px_conn *c);
-void px_relay_free(struct px_conn *c);  /* closes both sockets */
+void px_relay_free(struct px_conn *c); /* closes both sockets */
 
 #endif
