@@ -254,18 +254,15 @@ static void on_socket(evutil_socket_t fd, short what, void *arg)
     settle(c);
 }
 
-/* Count and send what was there before the relay; false when the tunnel
- * was closed. */
-static bool begin(struct px_conn *c, const size_t early[2])
+/* Count and send what the client sent before the relay (`early` bytes,
+ * held by the client's direction); false when the tunnel was closed. */
+static bool begin(struct px_conn *c, size_t early)
 {
-    for (int i = 0; i < 2; i++)
-        if (early[i] > 0 && !count(c, i, early[i]))
-            return false;
-    for (int i = 0; i < 2; i++) {
-        if (flush_dir(&c->relay.d[i]) < 0) {
-            px_conn_close(c, i == 0 ? "upstream error" : "client error");
-            return false;
-        }
+    if (early > 0 && !count(c, 0, early))
+        return false;
+    if (flush_dir(&c->relay.d[0]) < 0) {
+        px_conn_close(c, "upstream error");
+        return false;
     }
     return true;
 }
@@ -282,7 +279,7 @@ void px_relay_start(struct px_conn *c)
      * before the tunnel started (the ClientHello, and what followed it)
      * is relayed first, as it is, and counted like the rest. */
     assert(c->cli == NULL && c->up == NULL && c->rc.ev != NULL && c->ru.ev != NULL);
-    size_t early[2] = {c->early_len, 0};
+    size_t early = c->early_len;
     d[0].held = c->early;
     d[0].held_len = c->early_len;
     c->early = NULL;
