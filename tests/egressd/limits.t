@@ -4,7 +4,9 @@
 # timeout-connect gives up on an origin that never answers the SYN (then
 # 502), max-conns-per-sandbox refuses a third tunnel with 429 and lets one
 # in again once one closed, quota-bytes-per-sandbox refuses requests once
-# the sandbox has moved its bytes.  Each with its log line.
+# the sandbox has moved its bytes.  Each with its log line.  Last, egressd
+# out of descriptors: it pauses its accepts instead of spinning, and serves
+# again once descriptors are free.
 # TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
@@ -100,6 +102,39 @@ check "over the quota: X-Egress-Deny: limit, and the body says why" \
     sh -c "grep -qi '^x-egress-deny: limit' '$T/q.head' && grep -q 'quota' '$T/q.body'"
 egd_log_ok "over the quota: logged deny limit" 'l["status"] == 429' \
     'l["decision"] == "deny" and l["reason"] == "limit" and l["host"] == "a.test"'
+
+# --- out of descriptors: egressd pauses its accepts (a warning, no spin)
+# and serves again once descriptors are free.  Its open-files limit is
+# lowered to what it holds plus 6, then 20 clients connect and wait.
+nfd() { find "/proc/$EGD_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+cpu() { awk '{ print $14 + $15 }' "/proc/$EGD_PID/stat"; }
+old_limit=$(prlimit --pid "$EGD_PID" --nofile --output SOFT,HARD --noheadings | awk '{ print $1 ":" $2 }')
+n0=$(nfd)
+prlimit --pid "$EGD_PID" --nofile=$((n0 + 6)):"${old_limit#*:}" || bail "prlimit on egressd"
+py - "$EGD_PROXY" "$T/emfile.go" >"$T/emfile.out" 2>&1 <<'EOF' &
+import os, socket, sys, time
+host, _, port = sys.argv[1].rpartition(":")
+socks = [socket.create_connection((host, int(port)), timeout=5) for _ in range(20)]
+print("connected", len(socks), flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+for s in socks:
+    s.close()
+EOF
+holder=$!
+for _ in $(seq 50); do grep -q connected "$T/emfile.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+c0=$(cpu)
+sleep 1
+c1=$(cpu)
+check "out of descriptors: egressd says so ('pausing accepts for 250 ms' in its log)" \
+    grep -q 'pausing accepts for 250 ms' "$T/egressd.err"
+check "... and does not spin: $((c1 - c0)) clock ticks of CPU in 1 s (at most 20)" test $((c1 - c0)) -le 20
+touch "$T/emfile.go"
+wait "$holder"
+prlimit --pid "$EGD_PID" --nofile="$old_limit"
+code=$(egd_curl -x "http://$EGD_PROXY" -o /dev/null -w '%{http_code}' "http://a.test:$EGD_HTTP_PORT/hello")
+check "descriptors free again: a new request is answered (the quota's 429; got $code)" test "$code" = 429
 
 egd_finish
 tap_end
