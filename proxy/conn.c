@@ -171,8 +171,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ----------------------------------------------------------- logging */
 
-/* `v` in decimal at p; the end. */
-static char *put_dec(char *p, unsigned v)
+char *px_put_dec(char *p, unsigned v)
 {
     char tmp[10];
     size_t n = 0;
@@ -201,7 +200,7 @@ static const char *rule_text(const struct px_conn *c, char *buf, size_t len)
         n = len - 12;
     memcpy(buf, file, n);
     buf[n] = ':';
-    *put_dec(buf + n + 1, c->v.rule.line) = '\0';
+    *px_put_dec(buf + n + 1, c->v.rule.line) = '\0';
     return buf;
 }
 
@@ -513,17 +512,17 @@ static void sockaddr_text(const struct sockaddr *sa, char out[INET6_ADDRSTRLEN +
     sockaddr_to16(sa, a16);
     if (sa->sa_family == AF_INET) {
         for (int i = 12; i < 16; i++) {
-            p = put_dec(p, a16[i]);
+            p = px_put_dec(p, a16[i]);
             *p++ = i < 15 ? '.' : ':';
         }
-        p = put_dec(p, ntohs(((const struct sockaddr_in *)sa)->sin_port));
+        p = px_put_dec(p, ntohs(((const struct sockaddr_in *)sa)->sin_port));
     } else if (sa->sa_family == AF_INET6) {
         *p++ = '[';
         inet_ntop(AF_INET6, a16, p, INET6_ADDRSTRLEN);
         p += strlen(p);
         *p++ = ']';
         *p++ = ':';
-        p = put_dec(p, ntohs(((const struct sockaddr_in6 *)sa)->sin6_port));
+        p = px_put_dec(p, ntohs(((const struct sockaddr_in6 *)sa)->sin6_port));
     } else {
         *p++ = '?';
     }
@@ -1122,13 +1121,15 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
     struct px_conn *c = arg;
     (void)bev;
 
-    /* An HTTP client that half-closed after a whole request is answered:
-     * libevent stopped reading at the end, and the next head phase reads
-     * again, handles what was pipelined and sees the end once more.  (A
-     * CONNECT client that ends before its tunnel is up is gone.) */
+    /* An HTTP client that half-closed after a whole request (being
+     * decided, sent or answered) is answered: libevent stopped reading at
+     * the end, and the next head phase reads again, handles what was
+     * pipelined and sees the end once more.  (In a head, req_done is the
+     * last request's; a CONNECT client that ends before its tunnel is up
+     * is gone.) */
     if (what == (BEV_EVENT_READING | BEV_EVENT_EOF) &&
-        (c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN) &&
-        (c->state == PX_S_RESOLVE || c->state == PX_S_CONNECT))
+        (c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN) && c->state != PX_S_HEAD &&
+        c->req_done)
         return;
     if (what & BEV_EVENT_ERROR)
         px_conn_close(c, "client error");

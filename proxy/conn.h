@@ -191,6 +191,9 @@ void px_conn_decide(struct px_conn *c);
 /* The upstream connection is up: continue by mode.  May close. */
 void px_conn_upstream_ready(struct px_conn *c);
 int64_t px_now_ms(void);
+/* `v` in decimal at p (no '\0'); the end.  For text written on every
+ * connection, where printf showed in the profile. */
+char *px_put_dec(char *p, unsigned v);
 
 /* exchange.c: HTTP on the proxy and transparent-HTTP listeners. */
 void px_exchange_on_head(struct px_conn *c); /* client bytes in PX_S_HEAD; may close */

@@ -166,21 +166,17 @@ static void copy_text(char *dst, size_t size, const char *p, size_t len)
  * 80.  By hand: each request writes two, and printf showed in its time. */
 static void host_port(char *dst, size_t size, const char *host, uint16_t port, bool bare_80)
 {
-    char digits[5];
-    size_t n = strlen(host), k = 0;
+    size_t n = strlen(host);
 
     if (n > size - 7)
         n = size - 7;
     memcpy(dst, host, n);
+    char *p = dst + n;
     if (!bare_80 || port != 80) {
-        dst[n++] = ':';
-        do
-            digits[k++] = (char)('0' + port % 10);
-        while ((port /= 10) != 0);
-        while (k > 0)
-            dst[n++] = digits[--k];
+        *p++ = ':';
+        p = px_put_dec(p, port);
     }
-    dst[n] = '\0';
+    *p = '\0';
 }
 
 /* A whole head is in: take it apart and judge it.  May close. */
@@ -537,19 +533,6 @@ static void on_cli_written(struct bufferevent *bev, void *arg)
         bufferevent_enable(c->up, EV_READ);
 }
 
-/* The client ended after its whole request (a half-close): it is still
- * answered.  libevent stopped reading at the end; the next head phase
- * reads again, handles what was pipelined before it and then sees the end
- * once more. */
-static void on_cli_event(struct bufferevent *bev, short what, void *arg)
-{
-    struct px_conn *c = arg;
-
-    if (what == (BEV_EVENT_READING | BEV_EVENT_EOF) && c->req_done)
-        return;
-    px_conn_on_client_event(bev, what, arg);
-}
-
 static void on_cli_body(struct bufferevent *bev, void *arg)
 {
     (void)bev;
@@ -562,7 +545,7 @@ void px_exchange_start(struct px_conn *c)
         px_conn_set_state(c, PX_S_REQUEST);
     c->t_active_ms = px_now_ms();
     bufferevent_setcb(c->up, on_up_read, on_up_written, on_up_event, c);
-    bufferevent_setcb(c->cli, on_cli_body, on_cli_written, on_cli_event, c);
+    bufferevent_setcb(c->cli, on_cli_body, on_cli_written, px_conn_on_client_event, c);
     /* Writing is enabled on both from their start (a bufferevent's
      * default) and is left so: enabling it again would poll for
      * writability with nothing to write, and cost two epoll changes. */
