@@ -8,8 +8,10 @@
 # when missing).  The script re-executes itself under `unshare -n -m`: a
 # network namespace of its own (loopback only) and a mount namespace in which
 # /etc/hosts is the bench's hosts file, /etc/resolv.conf names a resolver that
-# does not answer, and the work directory is a tmpfs (every proxy's access log
-# goes there, so no proxy waits on a disk).  Nothing outside changes.
+# does not answer, and the work directory is a tmpfs of up to half the
+# memory (every proxy's access log goes there, so no proxy waits on a disk;
+# a fast machine writes several GiB of log lines in one full run).  Nothing
+# outside changes.
 #
 # Sinks on 127.0.0.16 (sink.test): TLS-like answers :4443, HTTP :8000, bulk
 # :9000; and a TLS-like sink on 127.0.0.18 (denied.test), so a proxy that let
@@ -128,7 +130,7 @@ DENIED_ADDR=127.0.0.18
 CLK_TCK=$(getconf CLK_TCK)
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/egress-bench.XXXXXX")
-mount -t tmpfs -o size=512m,mode=0755 egress-bench "$T" || exit 1
+mount -t tmpfs -o size=50%,mode=0755 egress-bench "$T" || exit 1
 R=$T/results
 mkdir -p "$R"
 SINK_PIDS=()
