@@ -169,6 +169,18 @@ static void set_count(struct reader *r, uint64_t *n, const char *v, bool size)
              v);
 }
 
+/* max-header-bytes: a size within PX_HEADER_BYTES_MIN..MAX. */
+static void set_header_bytes(struct reader *r, uint64_t *n, const char *v)
+{
+    if (!px_parse_size(v, n))
+        fail(r, "expected a size such as 512, 16k, 4m or 1g, found '%s'", v);
+    else if (*n < PX_HEADER_BYTES_MIN || *n > PX_HEADER_BYTES_MAX)
+        fail(r,
+             "expected max-header-bytes of %uk..%uk (a longer head than %uk cannot be "
+             "forwarded), found '%s'",
+             PX_HEADER_BYTES_MIN / 1024, PX_HEADER_BYTES_MAX / 1024, PX_HEADER_BYTES_MAX / 1024, v);
+}
+
 static void set_bool(struct reader *r, bool *b, const char *v, const char *yes, const char *no)
 {
     if (strcmp(v, yes) == 0)
@@ -326,6 +338,8 @@ static bool directive_1(struct reader *r, const char *k, const char *v)
         set_duration(r, &c->timeout_idle_ms, v);
     else if (strcmp(k, "max-tunnel-life") == 0)
         set_duration(r, &c->max_tunnel_life_ms, v);
+    else if (strcmp(k, "max-conn-life") == 0)
+        set_duration(r, &c->max_conn_life_ms, v);
     else if (strcmp(k, "timeout-drain") == 0)
         set_duration(r, &c->timeout_drain_ms, v);
     else if (strcmp(k, "max-conns") == 0)
@@ -333,11 +347,13 @@ static bool directive_1(struct reader *r, const char *k, const char *v)
     else if (strcmp(k, "max-conns-per-sandbox") == 0)
         set_count(r, &c->max_conns_per_sandbox, v, false);
     else if (strcmp(k, "max-header-bytes") == 0)
-        set_count(r, &c->max_header_bytes, v, true);
+        set_header_bytes(r, &c->max_header_bytes, v);
     else if (strcmp(k, "quota-bytes-per-sandbox") == 0)
         set_count(r, &c->quota_bytes_per_sandbox, v, true);
     else if (strcmp(k, "rate-new-conns-per-sandbox") == 0)
         set_count(r, &c->rate_new_conns_per_sandbox, v, false);
+    else if (strcmp(k, "max-lookups-per-sandbox") == 0)
+        set_count(r, &c->max_lookups_per_sandbox, v, false);
     else if (strcmp(k, "user") == 0)
         directive_name(r, c->user, sizeof(c->user), v);
     else
@@ -369,12 +385,14 @@ static const char *const known[] = {
     "timeout-connect",
     "timeout-idle",
     "max-tunnel-life",
+    "max-conn-life",
     "timeout-drain",
     "max-conns",
     "max-conns-per-sandbox",
     "max-header-bytes",
     "quota-bytes-per-sandbox",
     "rate-new-conns-per-sandbox",
+    "max-lookups-per-sandbox",
     "user",
     NULL,
 };
@@ -423,6 +441,8 @@ static void defaults(struct px_config *c)
     c->timeout_connect_ms = 10000;
     c->timeout_idle_ms = 300000;
     c->max_tunnel_life_ms = 24 * 3600000ULL;
+    c->max_conn_life_ms = 3600000ULL;
+    c->max_lookups_per_sandbox = 32;
     c->timeout_drain_ms = 10000;
     c->max_conns = 10000;
     c->max_conns_per_sandbox = 512;

@@ -13,6 +13,11 @@
 #define PX_MAX_LISTENERS 16
 #define PX_MAX_RESOLVERS 8
 #define PX_MAX_RANGES    64
+/* max-header-bytes: at most what egressd can forward in one head (the
+ * origin-form head it writes for a request of this size fits its buffer),
+ * at least what any real client's head needs. */
+#define PX_HEADER_BYTES_MAX (64 * 1024)
+#define PX_HEADER_BYTES_MIN 1024
 
 /* A numeric address and port ("127.0.0.1:3128", "[::1]:3128"); never a
  * name, so reading the config never asks a resolver. */
@@ -55,10 +60,12 @@ struct px_config {
     size_t n_deny_ranges, n_allow_ranges;
     bool require_sni, ech_allow;
     uint64_t timeout_header_ms, timeout_connect_ms, timeout_idle_ms, max_tunnel_life_ms;
+    uint64_t max_conn_life_ms; /* a kept-alive client connection's, from its accept */
     uint64_t timeout_drain_ms; /* SIGTERM: how long tunnels may finish */
     uint64_t max_conns, max_conns_per_sandbox, max_header_bytes;
     uint64_t quota_bytes_per_sandbox;    /* 0: none */
     uint64_t rate_new_conns_per_sandbox; /* per second; 0: none */
+    uint64_t max_lookups_per_sandbox;    /* queries to the resolvers in flight; 0: none */
     char user[64];
 };
 

@@ -104,12 +104,10 @@ static void raw_free(struct px_raw *r)
 void px_conn_timeout(struct px_conn *c, uint64_t ms)
 {
     if (ms == 0) {
-        c->deadline_ms = 0;
         evtimer_del(c->timer);
         return;
     }
     struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
-    c->deadline_ms = (uint64_t)px_now_ms() + ms;
     evtimer_add(c->timer, &tv);
 }
 
@@ -191,7 +189,7 @@ static const char *rule_text(const struct px_conn *c, char *buf, size_t len)
 {
     const char *file = c->v.rule.file, *slash;
 
-    if (file == NULL || c->reason > PX_R_BAD_HOST)
+    if (file == NULL || (c->reason > PX_R_BAD_HOST && c->reason != PX_R_REVOKED))
         return NULL;
     slash = strrchr(file, '/');
     file = slash ? slash + 1 : file;
@@ -253,6 +251,20 @@ void px_conn_log(struct px_conn *c)
     px_metrics_bytes(c->msb, c->bytes_up, c->bytes_down);
 }
 
+bool px_conn_count(struct px_conn *c, int dir, size_t n)
+{
+    if (dir == 0)
+        c->bytes_up += n;
+    else
+        c->bytes_down += n;
+    c->quota_counted += n;
+    if (px_limit_bytes(c->lim, n, px_d.cfg->quota_bytes_per_sandbox))
+        return true;
+    c->reason = PX_R_LIMIT;
+    px_conn_close(c, "byte quota used up");
+    return false;
+}
+
 /* ------------------------------------------------------------ closing */
 
 static void unlink_conn(struct px_conn *c)
@@ -263,6 +275,22 @@ static void unlink_conn(struct px_conn *c)
         c->w->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+}
+
+/* The connection no longer counts as open: not toward max-conns, nor its
+ * sandbox's max-conns-per-sandbox, nor active_connections.  At its close,
+ * or as soon as its final answer is written (FLUSH): a refused connection
+ * that lingers to let its answer be read holds nobody else up. */
+static void release(struct px_conn *c)
+{
+    if (c->released)
+        return;
+    c->released = true;
+    if (c->counted_active)
+        px_metrics_active(c->msb, -1);
+    c->counted_active = false;
+    px_limit_conn_close(c->lim);
+    atomic_fetch_sub(&px_d.conns, 1);
 }
 
 void px_conn_close(struct px_conn *c, const char *why)
@@ -285,17 +313,12 @@ void px_conn_close(struct px_conn *c, const char *why)
         free(c->early);
     }
     event_free(c->timer);
-    if (c->counted_active)
-        px_metrics_active(c->msb, -1);
+    release(c);
     px_metrics_sandbox_put(c->msb);
-    if (c->lim != NULL) {
-        px_limit_conn_close(c->lim);
-        px_limit_put(c->lim);
-    }
+    px_limit_put(c->lim);
     px_world_put(c->world);
     unlink_conn(c);
     c->w->n_conns--;
-    atomic_fetch_sub(&px_d.conns, 1);
     free(c);
 }
 
@@ -344,6 +367,7 @@ void px_conn_flush_close(struct px_conn *c)
     c->dns = NULL;
     px_conn_log(c);
     px_conn_set_state(c, PX_S_FLUSH);
+    release(c);
     px_conn_timeout(c, FLUSH_MS);
     if (c->rc.ev != NULL) {
         /* A raw client's answers went out with send(2) at once: shut our
@@ -558,6 +582,7 @@ static void on_up_connect(struct bufferevent *bev, short what, void *arg)
     px_log_debug("conn %llu: connect to %s failed", (unsigned long long)c->id, c->upstream);
     bufferevent_free(c->up);
     c->up = NULL;
+    c->connect_refused = true;
     try_connect(c);
 }
 
@@ -591,6 +616,7 @@ static void on_raw_connect(evutil_socket_t fd, short what, void *arg)
     px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id, c->upstream,
                  strerror(err));
     raw_free(&c->ru);
+    c->connect_refused = true;
     try_connect(c);
 }
 
@@ -624,7 +650,9 @@ static int start_connect(struct px_conn *c)
     return 0;
 }
 
-/* Connect to the next checked address; 502 when none is left. */
+/* Connect to the next checked address.  When none is left: 504
+ * connection_timeout if every address timed out (timeout-connect), else
+ * 502 connection_refused. */
 static void try_connect(struct px_conn *c)
 {
     uint8_t dummy[16];
@@ -646,6 +674,12 @@ static void try_connect(struct px_conn *c)
         }
         px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id, c->upstream,
                      strerror(err));
+        c->connect_refused = true;
+    }
+    if (!c->connect_refused) {
+        px_conn_fail(c, 504, PX_R_TIMEOUT,
+                     "no address of the host answered within timeout-connect");
+        return;
     }
     px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "no address of the host accepted the connection");
 }
@@ -660,7 +694,8 @@ static bool same_addr(const uint8_t a[16], const struct sockaddr_storage *ss)
 /* Address phase on every address; a denied one denies the request (a name
  * that answers with a private address beside public ones is not trusted
  * with either).  Transparent connections go where the client aimed, and
- * only if that is one of the name's addresses. */
+ * only if that is one of the name's addresses.  Then connect, or go on
+ * with the upstream kept alive for this origin. */
 static void check_addresses(struct px_conn *c)
 {
     int64_t now = (int64_t)time(NULL);
@@ -700,7 +735,12 @@ static void check_addresses(struct px_conn *c)
         memmove(c->ans.addr[0], c->ans.addr[i], 16);
         c->ans.n = 1;
     }
+    if (c->up != NULL) {
+        px_conn_upstream_ready(c); /* kept alive: it is connected to that address */
+        return;
+    }
     c->ans_next = 0;
+    c->connect_refused = false;
     px_conn_set_state(c, PX_S_CONNECT);
     try_connect(c);
 }
@@ -727,13 +767,45 @@ static void on_dns(enum px_dns_result res, const struct px_dns_answer *a, void *
     check_addresses(c);
 }
 
-void px_conn_decide(struct px_conn *c)
+/* The addresses to judge: the kept upstream's, the IP literal, or the
+ * name's, from the resolver (maybe later, in on_dns). */
+static void find_addresses(struct px_conn *c)
+{
+    if (c->up != NULL) {
+        c->ans.n = 1;
+        sockaddr_to16((struct sockaddr *)&c->up_ss, c->ans.addr[0]);
+        check_addresses(c);
+        return;
+    }
+    px_conn_set_state(c, PX_S_RESOLVE);
+    if (c->host.kind != POLICY_HOST_NAME) {
+        c->ans.n = 1;
+        memcpy(c->ans.addr[0], c->host.addr, 16);
+        check_addresses(c);
+        return;
+    }
+    px_conn_timeout(c, 30000); /* the resolver's own timeouts end sooner */
+    c->dns = px_resolve(c->w->resolver, c->world->hosts, c->host.text, on_dns, c);
+}
+
+static bool expired(const struct px_sandbox *sb, int64_t now)
+{
+    return sb->expires != 0 && now >= sb->expires;
+}
+
+/* Expiry, a binding without its preset, the host, the name phase, the
+ * quota; then the addresses.  May close. */
+static void decide(struct px_conn *c)
 {
     int64_t now = (int64_t)time(NULL);
 
-    if (c->sb != NULL && (c->pb == NULL || (c->sb->expires != 0 && now >= c->sb->expires))) {
+    if (c->sb != NULL && (c->pb == NULL || expired(c->sb, now))) {
         memset(&c->v, 0, sizeof(c->v));
         px_conn_deny(c, PX_R_NOT_ALLOWED);
+        return;
+    }
+    if (c->host.len == 0) {
+        px_conn_deny(c, PX_R_BAD_HOST);
         return;
     }
     policy_decide_name(c->pb, &c->host, c->port, now, &c->v);
@@ -747,16 +819,28 @@ void px_conn_decide(struct px_conn *c)
         px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox has used up its byte quota");
         return;
     }
-    if (c->host.kind != POLICY_HOST_NAME) {
-        c->ans.n = 1;
-        memcpy(c->ans.addr[0], c->host.addr, 16);
-        px_conn_set_state(c, PX_S_RESOLVE);
-        check_addresses(c);
+    find_addresses(c);
+}
+
+void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len)
+{
+    struct px_world *old = c->world;
+
+    /* The world of this decision is the current one; what pointed into the
+     * old one (the sandbox, its binding) is found again in the new one
+     * before the old one is let go. */
+    c->world = px_world_get();
+    enum px_identity who = px_conn_identify(c, auth, auth_len);
+    px_world_put(old);
+    switch (who) {
+    case PX_ID_OK: decide(c); return;
+    case PX_ID_UNKNOWN:
+        px_conn_fail(c, 407, PX_R_NOT_ALLOWED, "unknown sandbox credentials");
+        return;
+    case PX_ID_LIMIT:
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox opens too many connections");
         return;
     }
-    px_conn_set_state(c, PX_S_RESOLVE);
-    px_conn_timeout(c, 30000); /* the resolver's own timeouts end sooner */
-    c->dns = px_resolve(c->w->resolver, c->world->hosts, c->host.text, on_dns, c);
 }
 
 /* ------------------------------------------------------------ identity */
@@ -775,51 +859,175 @@ static void take_msb(struct px_conn *c)
     c->counted_active = true;
 }
 
-/* Count the connection against sandbox `id`'s limits. */
-static int take_limit(struct px_conn *c, const char *id)
+/* Let go of the connection's limits handle (and its count as open). */
+static void drop_limit(struct px_conn *c)
+{
+    px_limit_conn_close(c->lim);
+    px_limit_put(c->lim);
+    c->lim = NULL;
+}
+
+/* Count the connection against its sandbox's limits (a source without a
+ * binding has its own); false when they refuse it (nothing counted). */
+static bool take_limit(struct px_conn *c)
 {
     const struct px_config *cfg = px_d.cfg;
-    struct px_limit *l = px_limit_get(id);
+    struct px_limit *l = c->sb ? px_limit_get(c->sb->id) : px_limit_get_source(c->src_addr);
     bool rate;
 
+    drop_limit(c);
     if (!px_limit_conn_open(l, cfg->max_conns_per_sandbox, cfg->rate_new_conns_per_sandbox,
                             &rate)) {
         px_limit_put(l);
-        if (c->lim != NULL) {
-            px_limit_conn_close(c->lim);
-            px_limit_put(c->lim);
-            c->lim = NULL;
-        }
-        return -2;
-    }
-    if (c->lim != NULL) {
-        px_limit_conn_close(c->lim);
-        px_limit_put(c->lim);
+        return false;
     }
     c->lim = l;
-    return 0;
+    return true;
 }
 
-int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
+/* The same sandbox (or both none), whatever world each was found in. */
+static bool same_sandbox(const struct px_sandbox *a, const struct px_sandbox *b)
 {
-    const struct px_sandbox *sb;
+    return a == b || (a != NULL && b != NULL && strcmp(a->id, b->id) == 0);
+}
 
-    if (auth != NULL) {
+enum px_identity px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
+{
+    const struct px_sandbox *sb = NULL;
+    enum px_identity who = PX_ID_OK;
+
+    if (auth != NULL)
         sb = px_world_by_basic_auth(c->world, auth, auth_len);
-        if (sb == NULL)
-            return -1;
-    } else {
+    if (auth != NULL && sb == NULL)
+        who = PX_ID_UNKNOWN; /* answered as the source, which is who asked */
+    if (sb == NULL)
         sb = px_world_by_addr(c->world, c->src_addr);
-    }
-    if (sb != c->sb || c->msb == NULL) {
-        c->sb = sb;
-        c->pb = sb ? sb->pb : c->world->default_pb;
-        take_msb(c);
-        if (take_limit(c, sb ? sb->id : PX_LIMIT_DEFAULT) == -2)
-            return -2;
-    }
+    bool changed = c->msb == NULL || !same_sandbox(sb, c->sb);
+    c->sb = sb;
     c->pb = sb ? sb->pb : c->world->default_pb;
-    return 0;
+    c->by_auth = who == PX_ID_OK && auth != NULL;
+    if (!changed)
+        return who;
+    take_msb(c);
+    if (!take_limit(c))
+        return PX_ID_LIMIT;
+    return who;
+}
+
+/* ------------------------------------------------------------ revocation */
+
+/* Who c is in world w, found as it was found at its last decision: by id
+ * and the same token, or by its source address. */
+static const struct px_sandbox *identity_in(const struct px_conn *c, const struct px_world *w)
+{
+    if (!c->by_auth)
+        return px_world_by_addr(w, c->src_addr);
+    const struct px_sandbox *sb = px_world_by_id(w, c->sb->id);
+    return sb != NULL && strcmp(sb->token, c->sb->token) == 0 ? sb : NULL;
+}
+
+/* Whether c holds a decision that is in force now: a request or a tunnel
+ * past its name phase.  (Between requests, the next one is judged anew;
+ * a transparent TLS client before its hello has not asked for a host.) */
+static bool holds_verdict(const struct px_conn *c)
+{
+    switch (c->state) {
+    case PX_S_RESOLVE:
+    case PX_S_CONNECT:
+    case PX_S_REQUEST:
+    case PX_S_RESPONSE:
+    case PX_S_RELAY: return true;
+    case PX_S_HELLO: return c->mode == PX_MODE_CONNECT;
+    case PX_S_HEAD:
+    case PX_S_FLUSH: return false;
+    }
+    return false;
+}
+
+/* Whether binding pb (in world w) denies what c holds: the name phase, and
+ * the address phase on the address c is connected (or connecting) to.
+ * Fills *v with the verdict that decided. */
+static bool denied_now(const struct px_conn *c, const struct policy_binding *pb,
+                       struct policy_verdict *v)
+{
+    int64_t now = (int64_t)time(NULL);
+    struct policy_verdict name;
+    uint8_t a[16];
+
+    if (policy_decide_name(pb, &c->host, c->port, now, v) == POLICY_DENY)
+        return true;
+    if (c->state == PX_S_RESOLVE)
+        return false; /* its addresses are judged in this world when they come */
+    name = *v;
+    sockaddr_to16((const struct sockaddr *)&c->up_ss, a);
+    return policy_decide_addr(pb, a, c->port, &name, now, v) == POLICY_DENY;
+}
+
+/* Judge c from now on in world w (sandbox sb, binding pb). */
+static void adopt(struct px_conn *c, struct px_world *w, const struct px_sandbox *sb,
+                  const struct policy_binding *pb)
+{
+    struct px_world *old = c->world;
+
+    c->world = px_world_ref(w);
+    c->sb = sb;
+    c->pb = pb;
+    px_world_put(old);
+}
+
+/* Close c as revoked; `rule` (in c->world) is what denies it now, if a
+ * rule does.  Before a tunnel or an answer has started, the client gets
+ * the deny contract (403, or the TLS alert); later the stream just ends. */
+static void revoke_conn(struct px_conn *c, const struct policy_rule_ref *rule)
+{
+    if (rule != NULL)
+        c->v.rule = *rule;
+    else
+        memset(&c->v.rule, 0, sizeof(c->v.rule));
+    if (c->state == PX_S_RESOLVE || c->state == PX_S_CONNECT || c->state == PX_S_HELLO) {
+        px_conn_deny(c, PX_R_REVOKED);
+        return;
+    }
+    c->reason = PX_R_REVOKED;
+    c->decision = POLICY_DENY;
+    c->decided = true;
+    px_conn_close(c, "revoked");
+}
+
+/* Judge c again in world w (see px_conn_recheck_all).  May close. */
+static void recheck(struct px_conn *c, struct px_world *w, int64_t now)
+{
+    if (c->state == PX_S_FLUSH)
+        return;
+    const struct px_sandbox *sb = identity_in(c, w);
+    if (!same_sandbox(sb, c->sb) || (sb != NULL && (sb->pb == NULL || expired(sb, now)))) {
+        revoke_conn(c, NULL);
+        return;
+    }
+    const struct policy_binding *pb = sb ? sb->pb : w->default_pb;
+    struct policy_verdict v;
+    bool judge_again = pb != c->pb && holds_verdict(c);
+    adopt(c, w, sb, pb);
+    if (!judge_again)
+        return; /* the same compiled binding, or nothing held: nothing to judge */
+    if (denied_now(c, pb, &v)) {
+        revoke_conn(c, &v.rule);
+        return;
+    }
+    c->v.rule = v.rule; /* what allows it now, in the world it now holds */
+}
+
+void px_conn_recheck_all(struct px_worker *w)
+{
+    struct px_world *world = px_world_get();
+    int64_t now = (int64_t)time(NULL);
+    struct px_conn *c = w->conns, *next;
+
+    for (; c != NULL; c = next) {
+        next = c->next;
+        recheck(c, world, now);
+    }
+    px_world_put(world);
 }
 
 /* ------------------------------------------------------------ ClientHello */
@@ -906,7 +1114,7 @@ static void hello_done(struct px_conn *c, enum sni_result r)
         px_conn_deny(c, PX_R_BAD_HOST);
         return;
     }
-    px_conn_decide(c);
+    px_conn_judge(c, NULL, 0);
 }
 
 /* Feed the bytes not yet seen by the parser; the bytes stay in c->early,
@@ -1206,7 +1414,7 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
     }
     c->timer = evtimer_new(w->base, on_timer, c);
     c->world = px_world_get();
-    int who = px_conn_identify(c, NULL, 0);
+    enum px_identity who = px_conn_identify(c, NULL, 0);
     c->mode = l->kind == PX_L_TLS    ? PX_MODE_TLS
               : l->kind == PX_L_HTTP ? PX_MODE_PLAIN
                                      : PX_MODE_HTTP;
@@ -1217,7 +1425,7 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
         px_conn_fail(c, 503, PX_R_LIMIT, "too many connections");
         return;
     }
-    if (who == -2) {
+    if (who == PX_ID_LIMIT) {
         px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox opens too many connections");
         return;
     }

@@ -81,20 +81,23 @@ struct px_conn {
     enum px_mode mode;
     struct bufferevent *cli, *up; /* NULL where rc, ru are used, and once relaying */
     struct event *timer;
-    int64_t t_accept_ms, t_start_ms, t_active_ms;
-    uint64_t deadline_ms; /* the state's timeout, absolute; 0: none */
+    int64_t t_accept_ms; /* the connection's start (max-conn-life) */
+    int64_t t_start_ms;  /* the current request's or tunnel's start */
+    int64_t t_active_ms; /* the last byte moved (timeout-idle) */
 
     /* Who: the client, its binding and the world it is judged in. */
     char src[INET6_ADDRSTRLEN + 8];
     uint8_t src_addr[16];
     struct sockaddr_storage orig_dst; /* transparent: SO_ORIGINAL_DST */
     bool redirected;                  /* orig_dst is not the listener itself */
-    struct px_world *world;
-    const struct px_sandbox *sb; /* NULL: default-policy */
+    struct px_world *world;           /* the world of the last decision (px_conn_judge) */
+    const struct px_sandbox *sb;      /* NULL: default-policy */
     const struct policy_binding *pb;
+    bool by_auth; /* sb was named by Proxy-Authorization, not by the source address */
     struct px_msb *msb;
     bool counted_active;
     struct px_limit *lim; /* the sandbox's limits; counted as one open connection */
+    bool released;        /* answered (FLUSH): no longer counted as open */
 
     /* What: the current request or tunnel. */
     char method[24];
@@ -111,6 +114,7 @@ struct px_conn {
 
     /* Where: the checked addresses and the one connected to. */
     struct px_dns_req *dns;
+    bool connect_refused; /* an address refused (or failed), not only timed out */
     char upstream[INET6_ADDRSTRLEN + 8];
     struct sockaddr_storage up_ss;
     socklen_t up_len;
@@ -126,7 +130,7 @@ struct px_conn {
     enum px_http_body req_body, resp_body;
     uint64_t req_left, resp_left;
     struct px_chunked req_chunks, resp_chunks;
-    bool req_done, resp_head_done, head_method;
+    bool req_done, resp_head_done;
     bool head_started; /* a byte of the next request head is in: header timeout runs */
 
     /* Counters for the log line and the metrics. */
@@ -179,15 +183,30 @@ void px_conn_read_now(struct bufferevent *bev);
 void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail);
 /* Set the state's timeout (ms from now; 0: none). */
 void px_conn_timeout(struct px_conn *c, uint64_t ms);
-/* Find the sandbox: by the `Proxy-Authorization` value when auth is not
- * NULL (-1 when it names none), else by the source address (or none:
- * default-policy).  Sets c->sb, c->pb, the metrics handle and the limits
- * handle; -2 when the sandbox is at its connection limit or rate (nothing
- * counted then). */
-int px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len);
-/* Judge host/port for the current request: name phase, resolve, address
- * phase, connect; calls px_conn_upstream_ready() when connected.  May close. */
-void px_conn_decide(struct px_conn *c);
+enum px_identity {
+    PX_ID_OK,      /* c->sb, c->pb are the sandbox's (or default-policy's) */
+    PX_ID_UNKNOWN, /* the credentials name no sandbox (407); c->sb is the source's */
+    PX_ID_LIMIT,   /* the sandbox is at its connection limit or rate (429); nothing counted */
+};
+/* Find the sandbox in c->world: by the `Proxy-Authorization` value when
+ * auth is not NULL, else by the source address (or none: default-policy).
+ * Sets c->sb, c->pb and, when the sandbox is another than before, the
+ * metrics and limits handles (counting the connection there). */
+enum px_identity px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len);
+/* The one judge of a request (c->host, c->port; c->host.len 0 when it did
+ * not normalize), for the first request of a connection and every later
+ * one, always in the current world: identify (auth as px_conn_identify
+ * takes it), the binding's expiry, the name phase, the byte quota, then the
+ * address phase on every address of the name, or on the address of the
+ * upstream still open for this origin (c->up, kept alive: exchange.c keeps
+ * it only for the same host and port).  A denial or a refusal answers and
+ * closes; an allowed request goes on to px_conn_upstream_ready() once an
+ * upstream is connected (at once when one is kept).  May close. */
+void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len);
+/* Count n bytes moved (dir 0: client to upstream, 1: back) for the log
+ * line and the sandbox's byte quota.  False when the quota is used up: the
+ * connection was closed (reason limit). */
+bool px_conn_count(struct px_conn *c, int dir, size_t n);
 /* The upstream connection is up: continue by mode.  May close. */
 void px_conn_upstream_ready(struct px_conn *c);
 int64_t px_now_ms(void);

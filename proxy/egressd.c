@@ -42,7 +42,7 @@ static struct px_worker workers[MAX_WORKERS];
 static unsigned n_workers;
 static struct event_base *main_base;
 static struct px_resolver *main_resolver;
-static struct event *drain_timer, *reload_timer;
+static struct event *drain_timer, *reload_timer, *expiry_timer;
 static int64_t drain_end_ms;
 static int inotify_fd = -1;
 
@@ -106,6 +106,63 @@ static void watch_policy_dir(void)
     }
     reload_timer = evtimer_new(main_base, on_reload_timer, NULL);
     event_add(event_new(main_base, inotify_fd, EV_READ | EV_PERSIST, on_inotify, NULL), NULL);
+}
+
+/* ------------------------------------------------------------ revocation */
+
+/* What a sandbox holds follows its binding: after every change of the
+ * world, and when a binding's `expires` comes, every worker judges its
+ * open connections again (px_conn_recheck_all). */
+static void recheck_workers(void)
+{
+    for (unsigned i = 0; i < n_workers; i++)
+        px_worker_recheck(&workers[i]);
+}
+
+/* The soonest `expires` still to come (Unix seconds), 0 if none. */
+static int64_t next_expiry(void)
+{
+    struct px_world *w = px_world_get();
+    int64_t now = (int64_t)time(NULL), next = 0;
+
+    for (size_t i = 0; i < w->n_sandboxes; i++) {
+        int64_t e = w->sandboxes[i].expires;
+        if (e > now && (next == 0 || e < next))
+            next = e;
+    }
+    px_world_put(w);
+    return next;
+}
+
+/* Wake at the next expiry (a little after it: the workers compare
+ * time(NULL) with it, which must have reached it by then). */
+static void arm_expiry(void)
+{
+    struct timespec ts;
+    int64_t at = next_expiry();
+
+    if (at == 0) {
+        evtimer_del(expiry_timer);
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ms = at * 1000 + 5 - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    struct timeval tv = {.tv_sec = ms > 0 ? ms / 1000 : 0,
+                         .tv_usec = ms > 0 ? (suseconds_t)(ms % 1000) * 1000 : 0};
+    evtimer_add(expiry_timer, &tv);
+}
+
+static void on_expiry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+    recheck_workers();
+    arm_expiry();
+}
+
+static void on_world_swap(void)
+{
+    recheck_workers();
+    arm_expiry();
 }
 
 /* ------------------------------------------------------------ stopping */
@@ -270,6 +327,9 @@ static int start(char *err, size_t errlen)
         if (px_worker_init(&workers[i], i, err, errlen) == -1)
             return -1;
     main_base = event_base_new();
+    expiry_timer = evtimer_new(main_base, on_expiry, NULL);
+    px_world_on_swap(on_world_swap);
+    arm_expiry();
     main_resolver = px_resolver_new(main_base, cfg.resolvers, cfg.n_resolvers, err, errlen);
     if (main_resolver == NULL)
         return -1;

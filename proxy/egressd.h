@@ -64,6 +64,7 @@ struct px_worker {
     size_t n_lis;
     struct event *backoff; /* re-enables the listeners after EMFILE */
     struct event *wake;    /* the main thread pokes it: drain or stop */
+    struct event *recheck; /* the main thread pokes it: the world changed, or a binding expired */
     struct event *flush;   /* writes the access-log lines of a round */
     struct px_conn *conns; /* every open connection of this worker */
     long n_conns;
@@ -75,6 +76,9 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
 int px_worker_run(struct px_worker *w); /* starts the thread */
 /* From the main thread: stop accepting (drain) or close everything (stop). */
 void px_worker_poke(struct px_worker *w);
+/* From the main thread: judge w's open connections again in the current
+ * world (px_conn_recheck_all, on w's thread, soon). */
+void px_worker_recheck(struct px_worker *w);
 void px_worker_join(struct px_worker *w);
 
 /* Take over an accepted socket (worker thread). */
@@ -82,5 +86,12 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
                     const struct sockaddr *sa, int salen);
 /* Close every connection of w that is between requests (drain), or all. */
 void px_conn_close_all(struct px_worker *w, bool idle_only);
+/* Revocation: judge every open connection of w again in the current world.
+ * A connection whose sandbox is gone, expired, bound elsewhere or whose
+ * credentials changed is closed; so is one whose request or tunnel the
+ * current policy no longer allows (name phase, and the address phase on
+ * the address it is connected to).  Each such line says `revoked`.  The
+ * others go on untouched, judged from now on by the current world. */
+void px_conn_recheck_all(struct px_worker *w);
 
 #endif

@@ -179,7 +179,54 @@ static void host_port(char *dst, size_t size, const char *host, uint16_t port, b
     *p = '\0';
 }
 
-/* A whole head is in: take it apart and judge it.  May close. */
+/* The head to send upstream, in origin form, into c->pending; the body's
+ * framing and keep-alive from the request.  False when it cannot be
+ * forwarded (431; closed). */
+static bool prepare_forward(struct px_conn *c, const struct px_http_request *req)
+{
+    char authority[POLICY_HOST_MAX + 8];
+    static _Thread_local char buf[PX_HEADER_BYTES_MAX + FORMAT_SLACK];
+
+    host_port(authority, sizeof(authority), c->host.text, c->port, true);
+    size_t n = px_http_format_request(req, authority, true, buf, sizeof(buf));
+    if (n == 0) {
+        px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the request head is too large to forward");
+        return false;
+    }
+    if (c->pending == NULL)
+        c->pending = evbuffer_new();
+    evbuffer_add(c->pending, buf, n);
+    c->bytes_up += n;
+    evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
+    c->req_body = req->body;
+    c->req_left = req->content_length;
+    px_chunked_init(&c->req_chunks);
+    c->req_done =
+        req->body == PX_BODY_NONE || (req->body == PX_BODY_LENGTH && req->content_length == 0);
+    c->client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
+    return true;
+}
+
+/* An upstream kept from an earlier request is of use only to a request
+ * for the same host and port (HTTP, not CONNECT); any other is closed. */
+static void keep_upstream_if_same(struct px_conn *c)
+{
+    char key[sizeof(c->up_key)];
+
+    host_port(key, sizeof(key), c->host.text, c->port, false);
+    if (c->up != NULL && c->mode != PX_MODE_CONNECT && c->upstream_keep_alive &&
+        strcmp(key, c->up_key) == 0)
+        return;
+    if (c->up != NULL) {
+        bufferevent_free(c->up);
+        c->up = NULL;
+        c->upstream[0] = '\0';
+    }
+    memcpy(c->up_key, key, sizeof(key));
+}
+
+/* A whole head is in: take it apart, then the judge decides (a request
+ * on a kept-alive connection as much as the first one).  May close. */
 static void on_request(struct px_conn *c, const struct px_http_request *req)
 {
     struct px_http_view host;
@@ -200,83 +247,20 @@ static void on_request(struct px_conn *c, const struct px_http_request *req)
     copy_text(c->raw_host, sizeof(c->raw_host), host.p, host.len);
     c->port = port;
     if (policy_host_normalize(host.p, host.len, &c->host) != POLICY_HOST_OK)
-        c->host.len = 0;
-    /* Who asks: the sandbox its credentials name, or its address. */
-    bool auth = c->l->kind == PX_L_PROXY && req->proxy_authorization.len > 0;
-    int who = auth ? px_conn_identify(c, req->proxy_authorization.p, req->proxy_authorization.len)
-                   : px_conn_identify(c, NULL, 0);
-    if (who == -1) {
-        px_conn_fail(c, 407, PX_R_NOT_ALLOWED, "unknown sandbox credentials");
-        return;
-    }
-    if (who == -2) {
-        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox opens too many connections");
-        return;
-    }
-    if (c->host.len == 0) {
-        px_conn_deny(c, PX_R_BAD_HOST);
-        return;
-    }
-    if (!host_agrees(c, req)) {
+        c->host.len = 0; /* the judge denies it (bad_host), as the sandbox asking */
+    if (c->host.len != 0 && !host_agrees(c, req)) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "the Host field disagrees with the request target");
         return;
     }
-    if (c->mode == PX_MODE_CONNECT) {
+    if (c->mode == PX_MODE_CONNECT)
         evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
-        /* An upstream kept from an earlier request on this connection is
-         * of no use to the tunnel. */
-        if (c->up != NULL) {
-            bufferevent_free(c->up);
-            c->up = NULL;
-            c->upstream[0] = '\0';
-        }
-        px_conn_decide(c);
+    else if (c->host.len != 0 && !prepare_forward(c, req))
         return;
-    }
-
-    /* HTTP: the head to send upstream, in origin form. */
-    char authority[POLICY_HOST_MAX + 8], key[sizeof(c->up_key)];
-    char buf[65536 + FORMAT_SLACK];
-    host_port(authority, sizeof(authority), c->host.text, c->port, true);
-    size_t n = px_http_format_request(req, authority, true, buf, sizeof(buf));
-    if (n == 0) {
-        px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the request head is too large to forward");
-        return;
-    }
-    if (c->pending == NULL)
-        c->pending = evbuffer_new();
-    evbuffer_add(c->pending, buf, n);
-    c->bytes_up += n;
-    evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
-    c->req_body = req->body;
-    c->req_left = req->content_length;
-    px_chunked_init(&c->req_chunks);
-    c->req_done =
-        req->body == PX_BODY_NONE || (req->body == PX_BODY_LENGTH && req->content_length == 0);
-    c->client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
-    c->head_method = view_eq(req->method, "HEAD");
-
-    host_port(key, sizeof(key), c->host.text, c->port, false);
-    if (c->up != NULL && c->upstream_keep_alive && strcmp(key, c->up_key) == 0) {
-        /* The same origin again: judge the name, keep the checked address. */
-        policy_decide_name(c->pb, &c->host, c->port, (int64_t)time(NULL), &c->v);
-        c->decision = c->v.decision;
-        c->reason = (enum px_reason)c->v.reason;
-        if (c->v.decision == POLICY_DENY) {
-            px_conn_deny(c, c->reason);
-            return;
-        }
-        c->decided = true;
-        px_exchange_start(c);
-        return;
-    }
-    if (c->up != NULL) {
-        bufferevent_free(c->up);
-        c->up = NULL;
-        c->upstream[0] = '\0';
-    }
-    memcpy(c->up_key, key, sizeof(key));
-    px_conn_decide(c);
+    keep_upstream_if_same(c);
+    /* Who asks: the sandbox its credentials name, or its address. */
+    bool auth = c->l->kind == PX_L_PROXY && req->proxy_authorization.len > 0;
+    px_conn_judge(c, auth ? req->proxy_authorization.p : NULL,
+                  auth ? req->proxy_authorization.len : 0);
 }
 
 void px_exchange_on_head(struct px_conn *c)
@@ -310,45 +294,49 @@ void px_exchange_on_head(struct px_conn *c)
 
 /* ------------------------------------------------------------ bodies */
 
+enum body_state {
+    BODY_MORE,   /* more of the body is to come */
+    BODY_DONE,   /* the body ended */
+    BODY_BROKEN, /* the chunked coding is broken */
+};
+
 /* Move the body bytes of one message from `in` to `out` as its framing
- * says.  Returns 1 when the body ended, 0 when more is to come, -1 when the
- * chunked coding is broken. */
-static int move_body(struct evbuffer *in, struct evbuffer *out, enum px_http_body kind,
-                     uint64_t *left, struct px_chunked *ch, uint64_t *count)
+ * says, adding what was moved to *moved. */
+static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum px_http_body kind,
+                                 uint64_t *left, struct px_chunked *ch, size_t *moved)
 {
     while (evbuffer_get_length(in) > 0) {
         size_t len = evbuffer_get_length(in), used;
         struct evbuffer_iovec v;
         switch (kind) {
-        case PX_BODY_NONE: return 1;
+        case PX_BODY_NONE: return BODY_DONE;
         case PX_BODY_TO_CLOSE:
-            *count += len;
+            *moved += len;
             evbuffer_add_buffer(out, in);
-            return 0;
+            return BODY_MORE;
         case PX_BODY_LENGTH:
             used = len < *left ? len : (size_t)*left;
             evbuffer_remove_buffer(in, out, used);
-            *count += used;
+            *moved += used;
             *left -= used;
             if (*left == 0)
-                return 1;
+                return BODY_DONE;
             break;
         case PX_BODY_CHUNKED:
             evbuffer_peek(in, -1, NULL, &v, 1);
-            switch (px_chunked_feed(ch, v.iov_base, v.iov_len, &used)) {
-            case PX_CHUNKED_BAD: return -1;
-            case PX_CHUNKED_MORE: used = v.iov_len; break;
-            case PX_CHUNKED_DONE:
-                evbuffer_remove_buffer(in, out, used);
-                *count += used;
-                return 1;
-            }
+            enum px_chunked_result r = px_chunked_feed(ch, v.iov_base, v.iov_len, &used);
+            if (r == PX_CHUNKED_BAD)
+                return BODY_BROKEN;
+            if (r == PX_CHUNKED_MORE)
+                used = v.iov_len;
             evbuffer_remove_buffer(in, out, used);
-            *count += used;
+            *moved += used;
+            if (r == PX_CHUNKED_DONE)
+                return BODY_DONE;
             break;
         }
     }
-    return kind == PX_BODY_NONE || (kind == PX_BODY_LENGTH && *left == 0);
+    return kind == PX_BODY_NONE || (kind == PX_BODY_LENGTH && *left == 0) ? BODY_DONE : BODY_MORE;
 }
 
 static void pause_if_full(struct bufferevent *from, struct bufferevent *to)
@@ -370,17 +358,21 @@ static void hold_pipelined(struct px_conn *c)
 
 static void forward_request_body(struct px_conn *c)
 {
+    size_t moved = 0;
+
     if (c->req_done)
         return;
-    int r = move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up), c->req_body,
-                      &c->req_left, &c->req_chunks, &c->bytes_up);
-    if (r < 0) {
+    enum body_state r = move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up),
+                                  c->req_body, &c->req_left, &c->req_chunks, &moved);
+    if (r == BODY_BROKEN) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "broken chunked request body");
         return;
     }
+    if (!px_conn_count(c, 0, moved))
+        return;
     c->t_active_ms = px_now_ms();
     px_conn_write_now(c->up);
-    if (r == 1) {
+    if (r == BODY_DONE) {
         c->req_done = true;
         hold_pipelined(c);
         if (c->state == PX_S_REQUEST)
@@ -392,10 +384,23 @@ static void forward_request_body(struct px_conn *c)
 
 /* ------------------------------------------------------------ response */
 
+/* How long the connection may still wait for its next request: the idle
+ * timeout, or what is left of max-conn-life (0: its life is over). */
+static uint64_t next_request_ms(const struct px_conn *c)
+{
+    int64_t left = c->t_accept_ms + (int64_t)px_d.cfg->max_conn_life_ms - px_now_ms();
+    uint64_t idle = px_d.cfg->timeout_idle_ms;
+
+    if (left <= 0)
+        return 0;
+    return (uint64_t)left < idle ? (uint64_t)left : idle;
+}
+
 static void response_done(struct px_conn *c)
 {
     px_conn_log(c);
-    if (!c->req_done || !c->client_keep_alive || atomic_load(&px_d.draining)) {
+    if (!c->req_done || !c->client_keep_alive || atomic_load(&px_d.draining) ||
+        next_request_ms(c) == 0) {
         px_conn_flush_close(c);
         return;
     }
@@ -439,8 +444,8 @@ static int response_head(struct px_conn *c)
         c->resp_left = resp.content_length;
         px_chunked_init(&c->resp_chunks);
         c->upstream_keep_alive = resp.keep_alive && resp.body != PX_BODY_TO_CLOSE;
-        if (resp.body == PX_BODY_TO_CLOSE)
-            c->client_keep_alive = false;
+        if (resp.body == PX_BODY_TO_CLOSE || next_request_ms(c) == 0)
+            c->client_keep_alive = false; /* the answer says so: Connection: close */
         size_t m = px_http_format_response(&resp, p, c->client_keep_alive, buf, sizeof(buf));
         if (m == 0) {
             px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
@@ -448,9 +453,8 @@ static int response_head(struct px_conn *c)
         }
         evbuffer_drain(in, resp.head_len);
         evbuffer_add(bufferevent_get_output(c->cli), buf, m);
-        c->bytes_down += m;
         c->resp_head_done = true;
-        return 1;
+        return px_conn_count(c, 1, m) ? 1 : -1;
     }
 }
 
@@ -479,15 +483,18 @@ static void on_up_read(struct bufferevent *bev, void *arg)
             return;
         }
     }
-    int r = move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli), c->resp_body,
-                      &c->resp_left, &c->resp_chunks, &c->bytes_down);
-    if (r < 0) {
+    size_t moved = 0;
+    enum body_state r = move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli),
+                                  c->resp_body, &c->resp_left, &c->resp_chunks, &moved);
+    if (r == BODY_BROKEN) {
         c->reason = PX_R_CONNECT_FAIL;
         px_conn_close(c, "broken chunked response");
         return;
     }
+    if (!px_conn_count(c, 1, moved))
+        return;
     px_conn_write_now(c->cli);
-    if (r == 1) {
+    if (r == BODY_DONE) {
         response_done(c);
         return;
     }
@@ -591,7 +598,7 @@ void px_exchange_reset(struct px_conn *c)
     reset_request(c);
     px_conn_set_state(c, PX_S_HEAD);
     px_conn_watch_client(c);
-    px_conn_timeout(c, px_d.cfg->timeout_idle_ms);
+    px_conn_timeout(c, next_request_ms(c)); /* > 0: response_done saw to it */
     c->head_started = false;
     if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
         px_exchange_on_head(c);

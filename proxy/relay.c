@@ -138,20 +138,8 @@ static void start_splice(struct px_relay_dir *d)
 /* Account n bytes read in direction i; false when the tunnel was closed. */
 static bool count(struct px_conn *c, int i, size_t n)
 {
-    struct px_relay *r = &c->relay;
-
-    if (i == 0)
-        c->bytes_up += n;
-    else
-        c->bytes_down += n;
-    r->d[i].total += n;
-    c->quota_counted += n;
-    if (!px_limit_bytes(c->lim, n, px_d.cfg->quota_bytes_per_sandbox)) {
-        c->reason = PX_R_LIMIT;
-        px_conn_close(c, "byte quota used up");
-        return false;
-    }
-    return true;
+    c->relay.d[i].total += n;
+    return px_conn_count(c, i, n);
 }
 
 /* Read from d->from and write on at once, until the socket has no more,

@@ -6,6 +6,7 @@
  */
 #include "sblimits.h"
 
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@ struct px_limit {
     struct px_limit *next;
     unsigned refs;  /* connections holding it (table_lock) */
     bool forgotten; /* out of the table: freed at the last put */
+    bool source;    /* a source address's, not a sandbox's */
     char id[64];
     atomic_long open;
     atomic_uint_fast64_t bytes;
@@ -28,6 +30,8 @@ struct px_limit {
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct px_limit *table[BUCKETS];
+static size_t n_sources;  /* entries with .source (table_lock) */
+static size_t evict_from; /* the bucket the next eviction scan starts at */
 
 static unsigned hash(const char *s)
 {
@@ -37,26 +41,28 @@ static unsigned hash(const char *s)
     return h % BUCKETS;
 }
 
-struct px_limit *px_limit_get(const char *id)
+static struct px_limit *find(const char *id, unsigned b)
 {
-    unsigned b = hash(id);
-    struct px_limit *l;
+    struct px_limit *l = table[b];
 
-    pthread_mutex_lock(&table_lock);
-    for (l = table[b]; l != NULL && strncmp(l->id, id, sizeof(l->id) - 1) != 0; l = l->next)
-        ;
-    if (l == NULL) {
-        l = calloc(1, sizeof(*l));
-        if (l == NULL)
-            abort();
-        strncpy(l->id, id, sizeof(l->id) - 1);
-        pthread_mutex_init(&l->lock, NULL);
-        l->tokens = -1; /* full at first use */
-        l->next = table[b];
-        table[b] = l;
-    }
-    l->refs++;
-    pthread_mutex_unlock(&table_lock);
+    while (l != NULL && strncmp(l->id, id, sizeof(l->id) - 1) != 0)
+        l = l->next;
+    return l;
+}
+
+static struct px_limit *add(const char *id, unsigned b, bool source)
+{
+    struct px_limit *l = calloc(1, sizeof(*l));
+
+    if (l == NULL)
+        abort();
+    strncpy(l->id, id, sizeof(l->id) - 1);
+    pthread_mutex_init(&l->lock, NULL);
+    l->tokens = -1; /* full at first use */
+    l->source = source;
+    l->next = table[b];
+    table[b] = l;
+    n_sources += source;
     return l;
 }
 
@@ -64,6 +70,65 @@ static void limit_free(struct px_limit *l)
 {
     pthread_mutex_destroy(&l->lock);
     free(l);
+}
+
+/* Unlink and free one source entry no connection holds; false if every
+ * one is held.  (table_lock held.) */
+static bool evict_source(void)
+{
+    for (size_t k = 0; k < BUCKETS; k++) {
+        size_t b = (evict_from + k) % BUCKETS;
+        for (struct px_limit **pp = &table[b]; *pp != NULL; pp = &(*pp)->next) {
+            struct px_limit *l = *pp;
+            if (!l->source || l->refs > 0)
+                continue;
+            *pp = l->next;
+            n_sources--;
+            evict_from = b + 1;
+            limit_free(l);
+            return true;
+        }
+    }
+    return false;
+}
+
+struct px_limit *px_limit_get(const char *id)
+{
+    unsigned b = hash(id);
+
+    pthread_mutex_lock(&table_lock);
+    struct px_limit *l = find(id, b);
+    if (l == NULL)
+        l = add(id, b, false);
+    l->refs++;
+    pthread_mutex_unlock(&table_lock);
+    return l;
+}
+
+struct px_limit *px_limit_get_source(const uint8_t addr[16])
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    char id[64] = PX_LIMIT_DEFAULT "/";
+    size_t n = strlen(id);
+
+    if (memcmp(addr, mapped, 12) == 0)
+        inet_ntop(AF_INET, addr + 12, id + n, (socklen_t)(sizeof(id) - n));
+    else
+        inet_ntop(AF_INET6, addr, id + n, (socklen_t)(sizeof(id) - n));
+    unsigned b = hash(id);
+    pthread_mutex_lock(&table_lock);
+    struct px_limit *l = find(id, b);
+    if (l == NULL && (n_sources < PX_LIMIT_SOURCES_MAX || evict_source()))
+        l = add(id, b, true);
+    if (l == NULL) {
+        b = hash(PX_LIMIT_DEFAULT);
+        l = find(PX_LIMIT_DEFAULT, b);
+        if (l == NULL)
+            l = add(PX_LIMIT_DEFAULT, b, false);
+    }
+    l->refs++;
+    pthread_mutex_unlock(&table_lock);
+    return l;
 }
 
 void px_limit_put(struct px_limit *l)
@@ -93,7 +158,7 @@ void px_limit_forget_except(const char *const *ids, size_t n)
         struct px_limit **pp = &table[b];
         while (*pp != NULL) {
             struct px_limit *l = *pp;
-            if (strcmp(l->id, PX_LIMIT_DEFAULT) == 0 ||
+            if (l->source || strcmp(l->id, PX_LIMIT_DEFAULT) == 0 ||
                 (n > 0 && bsearch(l->id, ids, n, sizeof(*ids), cmp_id) != NULL)) {
                 pp = &l->next;
                 continue;

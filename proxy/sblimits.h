@@ -18,17 +18,25 @@
 
 struct px_limit;
 
-/* Connections without a binding count here. */
-#define PX_LIMIT_DEFAULT "default"
+/* Connections without a binding count per source address (so one
+ * unbound source cannot use up another's limits); when PX_LIMIT_SOURCES_MAX
+ * sources already have counters and every one is in use, a new source
+ * counts in the shared PX_LIMIT_DEFAULT. */
+#define PX_LIMIT_DEFAULT     "default"
+#define PX_LIMIT_SOURCES_MAX 4096
 
-/* The limits of sandbox `id` (PX_LIMIT_DEFAULT for connections without a
- * binding).  Never NULL.  Each get is paired with a put. */
+/* The limits of sandbox `id`.  Never NULL.  Each get is paired with a put. */
 struct px_limit *px_limit_get(const char *id);
+/* The limits of a source address without a binding (16 bytes, IPv4
+ * mapped), kept across bindings changing (px_limit_forget_except keeps
+ * them); when the table of sources is full, the counters of a source no
+ * connection holds make room.  Never NULL; paired with a put. */
+struct px_limit *px_limit_get_source(const uint8_t addr[16]);
 void px_limit_put(struct px_limit *l); /* NULL is a no-op */
 
 /* The bound sandboxes are now `ids` (sorted by strcmp): every other id's
  * counters are dropped (freed once no connection holds them; a later get
- * of the id starts afresh).  PX_LIMIT_DEFAULT is kept. */
+ * of the id starts afresh).  PX_LIMIT_DEFAULT and the sources' are kept. */
 void px_limit_forget_except(const char *const *ids, size_t n);
 /* Ids with counters (for tests). */
 size_t px_limit_count(void);

@@ -32,7 +32,8 @@ enum px_reason {
     PX_R_DNS_FAIL,     /* the name did not resolve */
     PX_R_CONNECT_FAIL, /* no checked address accepted the connection */
     PX_R_TIMEOUT,      /* header, connect, idle or tunnel-life timeout */
-    PX_R_LIMIT,        /* max-conns, per-sandbox limits, quota, rate */
+    PX_R_LIMIT,        /* max-conns, per-sandbox limits, quota, rate, lookups */
+    PX_R_REVOKED, /* open when its binding went away, expired or the policy stopped allowing it */
     PX_R_COUNT
 };
 
@@ -45,9 +46,9 @@ static inline const char *px_mode_str(enum px_mode m)
 static inline const char *px_reason_str(enum px_reason r)
 {
     static const char *const words[PX_R_COUNT] = {
-        "allowed",     "not_allowed",  "deny_rule",    "private_range", "geo",
-        "bad_host",    "sni_mismatch", "no_sni",       "not_tls",       "ech",
-        "bad_request", "dns_fail",     "connect_fail", "timeout",       "limit"};
+        "allowed",      "not_allowed", "deny_rule", "private_range", "geo",         "bad_host",
+        "sni_mismatch", "no_sni",      "not_tls",   "ech",           "bad_request", "dns_fail",
+        "connect_fail", "timeout",     "limit",     "revoked"};
     return (unsigned)r < PX_R_COUNT ? words[r] : "?";
 }
 

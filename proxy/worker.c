@@ -3,11 +3,12 @@
  * SO_REUSEPORT socket on every listener, so the kernel spreads new
  * connections over the workers and no lock is taken to accept.
  *
- * The main thread talks to a worker only through px_d's atomics and the
- * worker's `wake` event (libevent is set up for threads, so activating
- * another loop's event is safe): on a poke the worker reads px_phase and
+ * The main thread talks to a worker only through px_d's atomics and two
+ * events of the worker's (libevent is set up for threads, so activating
+ * another loop's event is safe): on `wake` the worker reads px_phase and
  * drains (closes its listeners and idle keep-alive connections) or stops
- * (closes everything and leaves its loop).
+ * (closes everything and leaves its loop); on `recheck` it judges its open
+ * connections again in the current world (revocation).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -101,6 +102,12 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     px_conn_close_all(w, true);
 }
 
+static void on_recheck(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    px_conn_recheck_all(arg);
+}
+
 int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen)
 {
     const struct px_config *cfg = px_d.cfg;
@@ -124,6 +131,7 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
         return -1;
     w->backoff = evtimer_new(w->base, on_backoff_over, w);
     w->wake = event_new(w->base, -1, 0, on_wake, w);
+    w->recheck = event_new(w->base, -1, 0, on_recheck, w);
     w->flush = event_new(w->base, -1, 0, on_flush, w);
     for (size_t i = 0; i < px_d.n_listeners; i++) {
         const struct px_listener_spec *l = &px_d.listeners[i];
@@ -167,12 +175,18 @@ void px_worker_poke(struct px_worker *w)
     event_active(w->wake, 0, 0);
 }
 
+void px_worker_recheck(struct px_worker *w)
+{
+    event_active(w->recheck, 0, 0);
+}
+
 void px_worker_join(struct px_worker *w)
 {
     pthread_join(w->thread, NULL);
     close_listeners(w);
     event_free(w->backoff);
     event_free(w->wake);
+    event_free(w->recheck);
     event_free(w->flush);
     px_resolver_free(w->resolver);
     event_base_loop(w->base, EVLOOP_NONBLOCK); /* evdns' last callbacks */

@@ -74,6 +74,7 @@ struct world {
     size_t n_index;
 };
 
+static void (*on_swap)(void);
 static const struct px_config *g_cfg;
 static struct px_geo *g_geo;
 static pthread_mutex_t cur_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -799,6 +800,13 @@ static void world_swap(struct world *w)
     px_metrics_forget_except(ids, w->n);
     px_limit_forget_except(ids, w->n);
     free(ids);
+    if (on_swap != NULL)
+        on_swap();
+}
+
+void px_world_on_swap(void (*hook)(void))
+{
+    on_swap = hook;
 }
 
 /* Persist then swap; on failure w is freed and nothing changed. */
@@ -852,6 +860,12 @@ struct px_world *px_world_get(void)
         atomic_fetch_add(&w->refs, 1);
     pthread_mutex_unlock(&cur_lock);
     return w ? &w->pub : NULL;
+}
+
+struct px_world *px_world_ref(struct px_world *pw)
+{
+    atomic_fetch_add(&((struct world *)pw)->refs, 1);
+    return pw;
 }
 
 void px_world_put(struct px_world *pw)

@@ -54,6 +54,8 @@ struct px_world {
 /* The current world, with a reference the caller drops with px_world_put().
  * Never NULL after px_world_init() succeeded. */
 struct px_world *px_world_get(void);
+/* One more reference to w (held already by the caller). */
+struct px_world *px_world_ref(struct px_world *w);
 void px_world_put(struct px_world *w);
 
 /* The binding whose addresses include `addr` (16 bytes, IPv4 mapped), or NULL. */
@@ -126,5 +128,9 @@ int px_world_error_status(void);
 
 /* Drop the current world (at exit). */
 void px_world_shutdown(void);
+
+/* Call `hook` (main thread) after every swap, once the new world is the
+ * current one: egressd judges its open connections again then. */
+void px_world_on_swap(void (*hook)(void));
 
 #endif
