@@ -24,6 +24,7 @@
 #define RESP_HEAD_MAX (64 * 1024)  /* an origin's response head */
 #define RESP_LINE_MAX 8192
 #define FORMAT_SLACK  1024 /* what format adds: Host, Connection */
+#define AUTH_MAX      768  /* "Basic " and base64 of "id:token" (world.c takes 512) */
 
 static const struct px_http_limits resp_limits = {
     .max_line = RESP_LINE_MAX, .max_head = RESP_HEAD_MAX, .max_headers = PX_HTTP_MAX_HEADERS_CAP};
@@ -232,6 +233,17 @@ static void on_request(struct px_conn *c, const struct px_http_request *req)
     struct px_http_view host;
     uint16_t port = 0;
     const char *err;
+    /* Who asks: the sandbox its credentials name, or its address.  The
+     * value is copied: the head is drained from the input before the judge
+     * reads it.  One longer than any valid value names nobody (length 0:
+     * a 407). */
+    char auth[AUTH_MAX];
+    size_t auth_len = req->proxy_authorization.len;
+    bool has_auth = c->l->kind == PX_L_PROXY && auth_len > 0;
+    if (has_auth && auth_len <= sizeof(auth))
+        memcpy(auth, req->proxy_authorization.p, auth_len);
+    else
+        auth_len = 0;
 
     c->t_start_ms = px_now_ms();
     copy_text(c->method, sizeof(c->method), req->method.p, req->method.len);
@@ -257,10 +269,7 @@ static void on_request(struct px_conn *c, const struct px_http_request *req)
     else if (c->host.len != 0 && !prepare_forward(c, req))
         return;
     keep_upstream_if_same(c);
-    /* Who asks: the sandbox its credentials name, or its address. */
-    bool auth = c->l->kind == PX_L_PROXY && req->proxy_authorization.len > 0;
-    px_conn_judge(c, auth ? req->proxy_authorization.p : NULL,
-                  auth ? req->proxy_authorization.len : 0);
+    px_conn_judge(c, has_auth ? auth : NULL, auth_len);
 }
 
 void px_exchange_on_head(struct px_conn *c)
