@@ -751,6 +751,10 @@ static void on_dns(enum px_dns_result res, const struct px_dns_answer *a, void *
     static const char *const words[] = {"ok", "nxdomain", "fail"};
 
     c->dns = NULL;
+    if (res == PX_DNS_BUSY) {
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox has too many name lookups in flight");
+        return;
+    }
     if (res == PX_DNS_OK)
         px_metrics_dns(a->source == PX_DNS_SRC_HOSTS   ? "hosts"
                        : a->source == PX_DNS_SRC_CACHE ? "cache"
@@ -785,7 +789,9 @@ static void find_addresses(struct px_conn *c)
         return;
     }
     px_conn_timeout(c, 30000); /* the resolver's own timeouts end sooner */
-    c->dns = px_resolve(c->w->resolver, c->world->hosts, c->host.text, on_dns, c);
+    c->dns =
+        px_resolve_shared(c->w->resolver, c->world->hosts, c->host.text, px_limit_dns_share(c->lim),
+                          (unsigned)px_d.cfg->max_lookups_per_sandbox, on_dns, c);
 }
 
 static bool expired(const struct px_sandbox *sb, int64_t now)
@@ -986,6 +992,10 @@ static void revoke_conn(struct px_conn *c, const struct policy_rule_ref *rule)
         memset(&c->v.rule, 0, sizeof(c->v.rule));
     if (c->state == PX_S_RESOLVE || c->state == PX_S_CONNECT || c->state == PX_S_HELLO) {
         px_conn_deny(c, PX_R_REVOKED);
+        return;
+    }
+    if (c->state == PX_S_HEAD) {
+        px_conn_close(c, "revoked"); /* between requests: no request to log */
         return;
     }
     c->reason = PX_R_REVOKED;

@@ -2,20 +2,36 @@
  * resolver.c - egressd's own name resolution: the hosts-file table, then the
  * configured servers through evdns, with a per-worker cache.
  *
- *   px_resolve(name)
+ *   px_resolve_shared(name, share, max)
  *     -> hosts table      immutable, shared by every worker (sorted array)
  *     -> cache            this worker's answers within their TTL
- *     -> in-flight query  one per name: later callers wait on it
- *     -> new query        A and AAAA in parallel, DNS_QUERY_NO_SEARCH
+ *     -> in-flight query  one per name: later callers wait on it, free
+ *     -> new query        A and AAAA in parallel, DNS_QUERY_NO_SEARCH;
+ *                         only if the share takes one more (else BUSY)
  *
  * evdns is created empty and given only the configured servers: never
- * /etc/resolv.conf, never getaddrinfo.  An evdns request, once started, is
- * never cancelled: libevent calls its callback exactly once (the answer, a
- * failure, or DNS_ERR_SHUTDOWN when the evdns base is freed), and that
- * callback is what frees the query.  Cancelling a caller only detaches the
- * caller; the query finishes and fills the cache for the next one.
+ * /etc/resolv.conf, never getaddrinfo.  For each evdns request it started,
+ * a query keeps evdns's handle until evdns calls back, and libevent calls
+ * back exactly once, always later from the loop: the answer, a failure,
+ * DNS_ERR_CANCEL after evdns_cancel_request, or DNS_ERR_SHUTDOWN when the
+ * evdns base is freed.  The last of a query's callbacks frees it.
+ *
+ * A query is live (in r->inflight, q->r set) until both callbacks came or
+ * it is orphaned (q->r NULL: no waiters, nothing cached, only evdns's
+ * callbacks to wait for).  It is orphaned when its last waiter is
+ * cancelled (its evdns requests are cancelled too, so nobody pays for a
+ * lookup nobody waits for) and when the resolver is freed (evdns_base_free
+ * fails them).  A cancelled query leaves the table at once: a later lookup
+ * of the name starts a new one.  Its charge on a share is given back when
+ * it ends or when the request that started it goes, whichever is first,
+ * and q->share is NULL from then on.
+ *
+ * Callbacks may cancel other requests, start new ones, or free the
+ * resolver: query_finish re-reads its state after each call, and a
+ * cancel during delivery (pending already 0) never cancels the query.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -32,7 +48,6 @@
 #include "resolver.h"
 
 #define HOSTS_MAX_BYTES  (16u << 20) /* a hosts file is a few lines; 16 MiB is a mistake */
-#define CACHE_MAX        4096        /* names per worker */
 #define CACHE_BUCKETS    8192
 #define INFLIGHT_BUCKETS 1024
 #define TTL_MIN_S        1
@@ -354,7 +369,8 @@ struct query;
 /* One address family of a query; the evdns callback's argument. */
 struct family {
     struct query *q;
-    int err; /* DNS_ERR_* */
+    struct evdns_request *req; /* evdns's handle until its callback runs (then freed), or NULL */
+    int err;                   /* DNS_ERR_* */
     uint32_t ttl;
     size_t n;
     uint8_t addr[PX_DNS_MAX_ADDRS][16];
@@ -362,13 +378,15 @@ struct family {
 
 /* A name being asked of the servers; every caller for it waits here. */
 struct query {
-    struct px_resolver *r; /* NULL once the resolver is freed: only waits for evdns */
-    struct query *hnext;   /* in r->inflight */
+    struct px_resolver *r; /* NULL once orphaned: only waits for evdns */
+    struct query *hnext;   /* in r->inflight while live */
     uint64_t hash;
     int pending;             /* evdns callbacks still to come, 0..2 */
     struct family fam[2];    /* [0] A, [1] AAAA */
     struct px_dns_req *head; /* waiting callers, in order */
     struct px_dns_req *tail;
+    struct px_dns_share *share; /* charged one unit by this query; NULL once given back */
+    struct px_dns_req *starter; /* the waiter whose lookup took that charge */
     char name[];
 };
 
@@ -450,7 +468,7 @@ static void cache_put(struct px_resolver *r, const char *name, uint64_t hash,
 
     if (e != NULL)
         cache_remove(r, e);
-    while (r->cached >= CACHE_MAX)
+    while (r->cached >= PX_DNS_CACHE_MAX) /* per worker */
         cache_remove(r, r->oldest);
     e = calloc(1, sizeof(*e) + len + 1);
     if (e == NULL)
@@ -470,6 +488,37 @@ static void cache_put(struct px_resolver *r, const char *name, uint64_t hash,
         r->oldest = e;
     r->newest = e;
     r->cached++;
+}
+
+/* ---- shares */
+
+/* One more query on `s` (NULL: nothing to count), unless that would pass
+ * `max` (0: no cap).  Compare-and-swap, so that two workers cannot both
+ * take the last one. */
+static bool share_take(struct px_dns_share *s, unsigned max)
+{
+    if (s == NULL)
+        return true;
+    unsigned n = atomic_load(&s->in_flight);
+    do {
+        if (max != 0 && n >= max)
+            return false;
+    } while (!atomic_compare_exchange_weak(&s->in_flight, &n, n + 1));
+    return true;
+}
+
+static void share_put(struct px_dns_share *s)
+{
+    if (s != NULL)
+        atomic_fetch_sub(&s->in_flight, 1);
+}
+
+/* Give q's charge back, once: from here on q never touches the share. */
+static void share_release(struct query *q)
+{
+    share_put(q->share);
+    q->share = NULL;
+    q->starter = NULL;
 }
 
 /* ---- queries in flight */
@@ -503,6 +552,7 @@ static void waiter_unlink(struct query *q, struct px_dns_req *w)
     w->prev = w->next = NULL;
 }
 
+/* The resolver is going: its callers are forgotten, their charges given back. */
 static void waiters_drop(struct query *q)
 {
     while (q->head) {
@@ -510,6 +560,26 @@ static void waiters_drop(struct query *q)
         waiter_unlink(q, w);
         free(w);
     }
+    share_release(q);
+}
+
+/* A new waiter at the end of q's list; its handle. */
+static struct px_dns_req *waiter_add(struct query *q, px_dns_cb cb, void *arg)
+{
+    struct px_dns_req *w = calloc(1, sizeof(*w));
+
+    if (w == NULL)
+        abort();
+    w->q = q;
+    w->cb = cb;
+    w->arg = arg;
+    w->prev = q->tail;
+    if (q->tail)
+        q->tail->next = w;
+    else
+        q->head = w;
+    q->tail = w;
+    return w;
 }
 
 static uint32_t clamp_ttl(uint32_t ttl)
@@ -549,16 +619,18 @@ static enum px_dns_result combine(const struct query *q, struct px_dns_answer *a
     return PX_DNS_FAIL;
 }
 
-/* Both families have answered: cache, then call every caller still
- * waiting.  A callback may cancel other callers, start new requests, or
- * free the resolver; the loop re-reads its state after each call. */
+/* Both families have called back: the charge goes back (before anyone is
+ * told), then cache, then call every caller still waiting.  A callback may
+ * cancel other callers, start new requests, or free the resolver; the loop
+ * re-reads its state after each call. */
 static void query_finish(struct query *q)
 {
     struct px_resolver *r = q->r;
     struct px_dns_answer a = {.n = 0};
     uint32_t ttl;
 
-    if (r == NULL) { /* the resolver is gone: nobody to tell */
+    share_release(q);
+    if (r == NULL) { /* orphaned: nobody to tell, nothing to cache */
         free(q);
         return;
     }
@@ -579,14 +651,16 @@ static void query_finish(struct query *q)
     free(q);
 }
 
-/* evdns's callback, once per family (DNS_ERR_SHUTDOWN when the resolver
- * was freed first). */
+/* evdns's callback, once per family (DNS_ERR_CANCEL when the query was
+ * cancelled, DNS_ERR_SHUTDOWN when the resolver was freed first).  evdns
+ * frees its handle when this returns. */
 static void on_dns_answer(int result, char type, int count, int ttl, void *addrs, void *arg)
 {
     struct family *f = arg;
     struct query *q = f->q;
     bool v4 = f == &q->fam[0];
 
+    f->req = NULL;
     f->err = result;
     f->ttl = ttl < 0 ? 0 : (uint32_t)ttl;
     if (result == DNS_ERR_NONE && type == (v4 ? DNS_IPv4_A : DNS_IPv6_AAAA) && count > 0) {
@@ -623,10 +697,11 @@ static struct query *query_start(struct px_resolver *r, const char *name, uint64
     }
     /* evdns calls back from the event loop, never from inside resolve_*:
      * pending cannot reach 0 before both are asked. */
-    if (evdns_base_resolve_ipv4(r->dns, name, DNS_QUERY_NO_SEARCH, on_dns_answer, &q->fam[0]))
-        q->pending++;
-    if (evdns_base_resolve_ipv6(r->dns, name, DNS_QUERY_NO_SEARCH, on_dns_answer, &q->fam[1]))
-        q->pending++;
+    q->fam[0].req =
+        evdns_base_resolve_ipv4(r->dns, name, DNS_QUERY_NO_SEARCH, on_dns_answer, &q->fam[0]);
+    q->fam[1].req =
+        evdns_base_resolve_ipv6(r->dns, name, DNS_QUERY_NO_SEARCH, on_dns_answer, &q->fam[1]);
+    q->pending = (q->fam[0].req != NULL) + (q->fam[1].req != NULL);
     if (q->pending == 0) {
         free(q);
         return NULL;
@@ -634,6 +709,25 @@ static struct query *query_start(struct px_resolver *r, const char *name, uint64
     q->hnext = r->inflight[hash % INFLIGHT_BUCKETS];
     r->inflight[hash % INFLIGHT_BUCKETS] = q;
     return q;
+}
+
+/* Nobody waits for live q any more: out of the table, orphaned, and its
+ * evdns requests cancelled.  evdns still calls back once for each (with
+ * DNS_ERR_CANCEL, or with the answer if that was already on its way: then
+ * evdns_cancel_request does nothing), and the last callback frees q. */
+static void query_cancel(struct query *q)
+{
+    struct px_resolver *r = q->r;
+
+    assert(r != NULL && q->head == NULL && q->pending > 0);
+    inflight_remove(r, q);
+    share_release(q);
+    q->r = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (q->fam[i].req != NULL)
+            evdns_cancel_request(r->dns, q->fam[i].req);
+        q->fam[i].req = NULL; /* never cancelled twice */
+    }
 }
 
 static int set_option(struct px_resolver *r, const char *opt, const char *val, char *err,
@@ -649,12 +743,23 @@ static int set_option(struct px_resolver *r, const char *opt, const char *val, c
 /* Timeout 2 s, two tries: a dead server costs a connection 4 s, not 20.
  * randomize-case stays on (the default): each server gets one UDP socket
  * for its lifetime, so the source port adds no entropy and the 0x20 bits
- * are what a spoofer must guess beyond the 16-bit id. */
+ * are what a spoofer must guess beyond the 16-bit id.
+ *
+ * max-inflight 1024 (evdns's default is 64): past it evdns queues requests
+ * first in, first out, across every sandbox of the worker, so with 64 one
+ * sandbox asking for slow names filled the servers' slots and everyone
+ * else's lookups waited behind its timeouts.  What bounds a sandbox is its
+ * px_dns_share (egressd's max-lookups-per-sandbox, 32 by default, over all
+ * workers; a lookup is two requests), so 1024 lets 16 sandboxes at their
+ * cap share one worker before anything queues.  The cost: evdns hashes
+ * its requests into (1024 + 4) / 5 buckets, and a blind spoofer has more
+ * ids to hit (1024 of 65535), which the 0x20 case bits still guard. */
 static int configure(struct px_resolver *r, const struct px_addr *servers, size_t n, char *err,
                      size_t errlen)
 {
     if (set_option(r, "timeout", "2", err, errlen) || set_option(r, "attempts", "2", err, errlen) ||
-        set_option(r, "randomize-case", "1", err, errlen))
+        set_option(r, "randomize-case", "1", err, errlen) ||
+        set_option(r, "max-inflight", "1024", err, errlen))
         return -1;
     for (size_t i = 0; i < n; i++) {
         const struct px_addr *a = &servers[i];
@@ -701,9 +806,10 @@ struct px_resolver *px_resolver_new(struct event_base *base, const struct px_add
 
 /* In-flight queries are orphaned, not freed: evdns_base_free(.., 1) makes
  * each unanswered request call back once more with DNS_ERR_SHUTDOWN from
- * the event loop, and that last callback frees its query.  So the loop
- * should run once more (EVLOOP_NONBLOCK is enough) before the event_base
- * is freed, or those few bytes leak. */
+ * the event loop, and that last callback frees its query (cancelled
+ * queries are out of the table already and free themselves the same way).
+ * So the loop should run once more (EVLOOP_NONBLOCK is enough) before the
+ * event_base is freed, or those few bytes leak. */
 void px_resolver_free(struct px_resolver *r)
 {
     if (r == NULL)
@@ -725,6 +831,11 @@ void px_resolver_free(struct px_resolver *r)
     free(r);
 }
 
+size_t px_resolver_cached(const struct px_resolver *r)
+{
+    return r->cached;
+}
+
 /* Answer at once: cb runs now, px_resolve returns NULL. */
 static struct px_dns_req *answer_now(px_dns_cb cb, void *arg, enum px_dns_result res,
                                      struct px_dns_answer *a, enum px_dns_source src)
@@ -734,8 +845,31 @@ static struct px_dns_req *answer_now(px_dns_cb cb, void *arg, enum px_dns_result
     return NULL;
 }
 
-struct px_dns_req *px_resolve(struct px_resolver *r, const struct px_hosts *hosts, const char *name,
-                              px_dns_cb cb, void *arg)
+/* A lookup that needs a new query: charge the share, start the query and
+ * make the caller its first waiter, the one whose cancel gives the charge
+ * back.  BUSY at once if the share is used up, FAIL if evdns refused. */
+static struct px_dns_req *lookup_start(struct px_resolver *r, const char *name, uint64_t hash,
+                                       struct px_dns_share *share, unsigned max, px_dns_cb cb,
+                                       void *arg)
+{
+    struct px_dns_answer a = {.n = 0};
+
+    if (!share_take(share, max))
+        return answer_now(cb, arg, PX_DNS_BUSY, &a, PX_DNS_SRC_NET);
+    struct query *q = query_start(r, name, hash);
+    if (q == NULL) {
+        share_put(share);
+        return answer_now(cb, arg, PX_DNS_FAIL, &a, PX_DNS_SRC_NET);
+    }
+    struct px_dns_req *w = waiter_add(q, cb, arg);
+    q->share = share;
+    q->starter = share != NULL ? w : NULL;
+    return w;
+}
+
+struct px_dns_req *px_resolve_shared(struct px_resolver *r, const struct px_hosts *hosts,
+                                     const char *name, struct px_dns_share *share, unsigned max,
+                                     px_dns_cb cb, void *arg)
 {
     struct px_dns_answer a = {.n = 0};
     struct policy_host h;
@@ -759,30 +893,28 @@ struct px_dns_req *px_resolve(struct px_resolver *r, const struct px_hosts *host
         return answer_now(cb, arg, e->res, &a, PX_DNS_SRC_CACHE);
     }
     struct query *q = inflight_find(r, h.text, hash);
-    if (q == NULL)
-        q = query_start(r, h.text, hash);
-    if (q == NULL)
-        return answer_now(cb, arg, PX_DNS_FAIL, &a, PX_DNS_SRC_NET);
-
-    struct px_dns_req *w = calloc(1, sizeof(*w));
-    if (w == NULL)
-        abort();
-    w->q = q;
-    w->cb = cb;
-    w->arg = arg;
-    w->prev = q->tail;
-    if (q->tail)
-        q->tail->next = w;
-    else
-        q->head = w;
-    q->tail = w;
-    return w;
+    if (q != NULL)
+        return waiter_add(q, cb, arg);
+    return lookup_start(r, h.text, hash, share, max, cb, arg);
 }
 
+struct px_dns_req *px_resolve(struct px_resolver *r, const struct px_hosts *hosts, const char *name,
+                              px_dns_cb cb, void *arg)
+{
+    return px_resolve_shared(r, hosts, name, NULL, 0, cb, arg);
+}
+
+/* While q delivers (pending 0) its last waiter's cancel leaves q alone:
+ * query_finish is about to free it. */
 void px_resolve_cancel(struct px_dns_req *w)
 {
     if (w == NULL || w->q == NULL) /* NULL, or its cb is running: freed after it */
         return;
-    waiter_unlink(w->q, w);
+    struct query *q = w->q;
+    waiter_unlink(q, w);
+    if (q->starter == w)
+        share_release(q);
     free(w);
+    if (q->head == NULL && q->pending > 0)
+        query_cancel(q);
 }

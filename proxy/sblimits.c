@@ -23,6 +23,7 @@ struct px_limit {
     char id[64];
     atomic_long open;
     atomic_uint_fast64_t bytes;
+    struct px_dns_share dns;
     pthread_mutex_t lock; /* the rate bucket */
     double tokens;
     struct timespec refilled;
@@ -245,6 +246,11 @@ bool px_limit_bytes(struct px_limit *l, uint64_t n, uint64_t quota)
         return true;
     uint64_t total = atomic_fetch_add(&l->bytes, n) + n;
     return quota == 0 || total <= quota;
+}
+
+struct px_dns_share *px_limit_dns_share(struct px_limit *l)
+{
+    return l != NULL ? &l->dns : NULL;
 }
 
 bool px_limit_over_quota(const struct px_limit *l, uint64_t quota)

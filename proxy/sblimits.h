@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "resolver.h"
+
 struct px_limit;
 
 /* Connections without a binding count per source address (so one
@@ -52,5 +54,8 @@ void px_limit_conn_close(struct px_limit *l);
 bool px_limit_bytes(struct px_limit *l, uint64_t n, uint64_t quota);
 /* Whether the quota is already used up. */
 bool px_limit_over_quota(const struct px_limit *l, uint64_t quota);
+/* The sandbox's share of the resolvers (max-lookups-per-sandbox), for
+ * px_resolve_shared(); it lives as long as l.  NULL for NULL. */
+struct px_dns_share *px_limit_dns_share(struct px_limit *l);
 
 #endif

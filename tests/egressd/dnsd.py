@@ -9,11 +9,21 @@ Serves UDP and TCP on the same address.  The zone file has one record a line
     NAME A|AAAA|CNAME VALUE [TTL]     (TTL 60 when not given)
     NAME SERVFAIL                     answer SERVFAIL for every type
     NAME TIMEOUT                      never answer
+    NAME DELAY MS                     answer NAME (whatever it is) MS ms late
 
-A name not in the zone gets NXDOMAIN; a known name without the asked type
-gets an empty NOERROR answer.  CNAMEs are followed inside the zone.  Each
-query is logged to --log as "NAME TYPE", one line each, and "ready" is
-printed on stdout once both sockets are bound.  Python standard library only.
+NAME may be a wildcard, "*.SUFFIX": it stands for every name below SUFFIX
+(one label or more, not SUFFIX itself) that has no lines of its own, the
+nearest wildcard first (a.b.x.test: "*.b.x.test", then "*.x.test").  So
+
+    ok.flood.test A 127.0.0.16
+    *.flood.test TIMEOUT
+
+answers ok.flood.test and leaves every other name under flood.test
+unanswered.  A name neither in the zone nor under a wildcard gets NXDOMAIN;
+a known name without the asked type gets an empty NOERROR answer.  CNAMEs
+are followed inside the zone.  Each query is logged to --log as "NAME TYPE"
+(the name as asked, in lower case), one line each, and "ready" is printed
+on stdout once both sockets are bound.  Python standard library only.
 """
 import argparse
 import ipaddress
@@ -22,6 +32,7 @@ import socketserver
 import struct
 import sys
 import threading
+import time
 
 TYPES = {"A": 1, "CNAME": 5, "AAAA": 28}
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
@@ -30,8 +41,9 @@ MAX_CHAIN = 8  # CNAME hops followed
 
 
 def load_zone(path):
-    """{name: [(type, rdata bytes, ttl)] or "SERVFAIL" or "TIMEOUT"}; exits on errors."""
-    zone, errors = {}, []
+    """({name: [(type, rdata bytes, ttl)] or "SERVFAIL" or "TIMEOUT"}, {name: delay in s});
+    exits on errors."""
+    zone, delays, errors = {}, {}, []
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             words = line.split("#", 1)[0].split()
@@ -41,13 +53,19 @@ def load_zone(path):
             kind = words[1].upper() if len(words) > 1 else ""
             try:
                 encode_name(name)
+                if kind == "DELAY" and len(words) == 3:
+                    if not (words[2].isascii() and words[2].isdigit() and int(words[2]) <= 60000):
+                        raise ValueError("a DELAY of 0 to 60000 ms")
+                    delays[name] = int(words[2]) / 1000
+                    continue
                 if kind in ("SERVFAIL", "TIMEOUT") and len(words) == 2:
                     if name in zone:
                         raise ValueError(f"{kind} as the only line for '{name}'")
                     zone[name] = kind
                     continue
                 if kind not in TYPES or len(words) not in (3, 4):
-                    raise ValueError("NAME A|AAAA|CNAME VALUE [TTL], NAME SERVFAIL or NAME TIMEOUT")
+                    raise ValueError("NAME A|AAAA|CNAME VALUE [TTL], NAME SERVFAIL, NAME TIMEOUT "
+                                     "or NAME DELAY MS")
                 ttl = words[3] if len(words) == 4 else "60"
                 if not (ttl.isascii() and ttl.isdigit() and int(ttl) < 2**31):
                     raise ValueError("a TTL of 0 to 2147483647 seconds")
@@ -60,7 +78,20 @@ def load_zone(path):
                 errors.append(f"{path}:{n}: expected {e}, found '{line.strip()}'")
     if errors:
         sys.exit("\n".join(errors))
-    return zone
+    return zone, delays
+
+
+def zone_key(zone, name):
+    """The key of `zone` (or of the delays) that answers for `name`: itself, else the
+    nearest wildcard "*.SUFFIX" above it; None when there is neither."""
+    if name in zone:
+        return name
+    labels = name.split(".")
+    for i in range(1, len(labels)):
+        key = "*." + ".".join(labels[i:])
+        if key in zone:
+            return key
+    return None
 
 
 def encode_value(kind, value):
@@ -119,7 +150,7 @@ def find_records(zone, name, qtype):
     owner None is the question's own name."""
     out, owner = [], None
     for _ in range(MAX_CHAIN):
-        records = zone.get(name)
+        records = zone.get(zone_key(zone, name))
         if not isinstance(records, list):
             break
         cname = next((r for r in records if r[0] == TYPES["CNAME"]), None)
@@ -131,22 +162,27 @@ def find_records(zone, name, qtype):
     return out
 
 
-def answer(zone, msg, log, limit):
-    """The reply to one query (at most `limit` bytes, else truncated), or None to stay silent."""
+def answer(server, msg, limit):
+    """The reply to one query (at most `limit` bytes, else truncated), or None to stay silent;
+    sent late if the name has a DELAY."""
+    zone = server.zone
     try:
         qid, flags, qname, qtype, end = parse_question(msg)
     except ValueError:
         return None
     name = qname.lower()
-    log(name, qtype)  # lower case: clients may randomize it (0x20)
+    server.log(name, qtype)  # lower case: clients may randomize it (0x20)
+    key, late = zone_key(zone, name), zone_key(server.delays, name)
+    if late is not None:
+        time.sleep(server.delays[late])
     rcode, records = NOERROR, []
     if (flags >> 11) & 0xF:
         rcode = NOTIMP
-    elif zone.get(name) == "TIMEOUT":
+    elif zone.get(key) == "TIMEOUT":
         return None
-    elif zone.get(name) == "SERVFAIL":
+    elif zone.get(key) == "SERVFAIL":
         rcode = SERVFAIL
-    elif name not in zone:
+    elif key is None:
         rcode = NXDOMAIN
     else:
         records = find_records(zone, name, qtype)
@@ -161,7 +197,7 @@ def answer(zone, msg, log, limit):
 class UDPHandler(socketserver.BaseRequestHandler):
     def handle(self):
         data, sock = self.request
-        reply = answer(self.server.zone, data, self.server.log, 512)  # no EDNS0 here
+        reply = answer(self.server, data, 512)  # no EDNS0 here
         if reply is not None:
             sock.sendto(reply, self.client_address)
 
@@ -173,7 +209,7 @@ class TCPHandler(socketserver.StreamRequestHandler):
             if len(head) < 2:
                 return
             data = self.rfile.read(struct.unpack("!H", head)[0])
-            reply = answer(self.server.zone, data, self.server.log, 65535)
+            reply = answer(self.server, data, 65535)
             if reply is not None:
                 self.wfile.write(struct.pack("!H", len(reply)) + reply)
 
@@ -187,7 +223,7 @@ def main():
     host, _, port = args.listen.rpartition(":")
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    zone = load_zone(args.zone)
+    zone, delays = load_zone(args.zone)
     logfile = open(args.log, "a", buffering=1, encoding="utf-8") if args.log else None
     lock = threading.Lock()
 
@@ -203,7 +239,7 @@ def main():
         cls = type("Server", (base,), {"address_family": family, "daemon_threads": True,
                                        "allow_reuse_address": base is socketserver.ThreadingTCPServer})
         srv = cls((host, int(port)), handler)
-        srv.zone, srv.log = zone, log
+        srv.zone, srv.delays, srv.log = zone, delays, log
         servers.append(srv)
     for srv in servers:
         threading.Thread(target=srv.serve_forever, daemon=True).start()

@@ -3,11 +3,14 @@
  * server in this same process: a UDP socket on 127.0.0.1 (ephemeral port)
  * served by libevent's evdns server API on the resolver's own event_base.
  * The server answers from `zone` below (chosen TTLs, NXDOMAIN, SERVFAIL, or
- * never) and counts every query it receives, so the tests can tell a cache
- * hit from a lookup and one coalesced query from ten.
+ * never; a name "*.SUFFIX" answers every name below SUFFIX) and counts
+ * every query it receives, so the tests can tell a cache hit from a lookup,
+ * one coalesced query from ten, and a cancelled query (never sent again)
+ * from one that evdns still retries.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,16 +69,39 @@ static struct rr zone[] = {
       "2001:db8::107 2001:db8::108"},
      {0, 0}},
     {"silent.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"cancelcb.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"last.example.test", {ANSWER, ANSWER}, {300, 300}, {"192.0.2.45", ""}, {0, 0}},
+    {"inside2.example.test", {ANSWER, ANSWER}, {300, 300}, {"192.0.2.46", ""}, {0, 0}},
+    {"gone.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"retry.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"cap1.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"cap2.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"cap3.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"nocap.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"two1.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"two2.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"two3.example.test", {SILENT, SILENT}, {0, 0}, {"", ""}, {0, 0}},
+    {"share.example.test", {ANSWER, ANSWER}, {300, 300}, {"192.0.2.60", ""}, {0, 0}},
+    {"starter.example.test", {ANSWER, ANSWER}, {300, 300}, {"192.0.2.61", ""}, {0, 0}},
+    {"*.wild.example.test", {ANSWER, ANSWER}, {300, 300}, {"192.0.2.70", ""}, {0, 0}},
 };
 #define NZONE (sizeof(zone) / sizeof(zone[0]))
 
 static int asked_other; /* names not in the zone (evdns's own probes included) */
 
+/* "*.SUFFIX" holds `name` if name ends in ".SUFFIX" after one label or more. */
+static bool wild_match(const char *wild, const char *name)
+{
+    size_t w = strlen(wild + 1), n = strlen(name);
+    return n > w && strcasecmp(name + n - w, wild + 1) == 0;
+}
+
 /* evdns sends names in random case (0x20): compare without it. */
 static struct rr *zone_find(const char *name)
 {
     for (size_t i = 0; i < NZONE; i++)
-        if (strcasecmp(zone[i].name, name) == 0)
+        if (strcasecmp(zone[i].name, name) == 0 ||
+            (zone[i].name[0] == '*' && wild_match(zone[i].name, name)))
             return &zone[i];
     return NULL;
 }
@@ -163,9 +189,16 @@ struct result {
     enum px_dns_result res;
     struct px_dns_answer a;
     uint64_t at_ms;
-    struct px_dns_req **cancel;     /* cancel this request from inside cb */
-    struct px_resolver **free_this; /* free this resolver from inside cb */
+    struct px_dns_req **cancel;       /* cancel this request from inside cb */
+    struct px_resolver **free_this;   /* free this resolver from inside cb */
+    const struct px_dns_share *share; /* the share whose count cb looks at */
+    unsigned seen;                    /* share->in_flight while cb ran */
 };
+
+static unsigned in_flight(const struct px_dns_share *s)
+{
+    return atomic_load(&s->in_flight);
+}
 
 static void on_result(enum px_dns_result res, const struct px_dns_answer *a, void *arg)
 {
@@ -174,6 +207,8 @@ static void on_result(enum px_dns_result res, const struct px_dns_answer *a, voi
     r->res = res;
     r->a = *a;
     r->at_ms = now_ms();
+    if (r->share)
+        r->seen = in_flight(r->share);
     if (r->cancel)
         px_resolve_cancel(*r->cancel);
     if (r->free_this) {
@@ -492,11 +527,45 @@ static void test_coalesce(struct event_base *base, struct px_resolver *r)
        rr->asked[0], rr->asked[1]);
 }
 
+/* Cancels from inside a callback that leave a query with no waiter: the
+ * one being delivered must still finish (it is out of the table already),
+ * another one is cancelled at evdns from inside evdns's callback. */
+static void test_cancel_inside(struct event_base *base, struct px_resolver *r)
+{
+    struct result last[2] = {0}, other = {0}, silent = {0};
+    struct px_dns_req *q[2], *qs;
+    struct rr *rr = zone_find("cancelcb.example.test");
+
+    for (int i = 0; i < 2; i++)
+        q[i] = px_resolve(r, NULL, "last.example.test", on_result, &last[i]);
+    last[0].cancel = &q[1];
+    run_until(base, &last[0].calls, 1, 8000);
+    run_for(base, 50);
+    ok(last[0].calls == 1 && last[1].calls == 0,
+       "a callback cancelling its query's last other waiter: that one is never called");
+
+    qs = px_resolve(r, NULL, "cancelcb.example.test", on_result, &silent);
+    run_until(base, &rr->asked[1], 1, 2000);
+    other.cancel = &qs;
+    px_resolve(r, NULL, "inside2.example.test", on_result, &other);
+    run_until(base, &other.calls, 1, 8000);
+    run_for(base, 50);
+    ok(other.calls == 1 && silent.calls == 0,
+       "a callback cancelling another query's only waiter: that one is never called");
+    struct result again = {0};
+    qs = px_resolve(r, NULL, "cancelcb.example.test", on_result, &again);
+    run_until(base, &rr->asked[1], 2, 1000);
+    ok(qs != NULL && rr->asked[0] == 2 && rr->asked[1] == 2,
+       "... and that query was withdrawn: the name is asked afresh (%d, %d)", rr->asked[0],
+       rr->asked[1]);
+    px_resolve_cancel(qs);
+}
+
 static void test_cancel(struct event_base *base, struct px_resolver *r)
 {
     struct result res[3] = {0}, all[2] = {0}, in[3] = {0};
     struct px_dns_req *q[3];
-    bool sync;
+    bool async;
 
     for (int i = 0; i < 3; i++)
         q[i] = px_resolve(r, NULL, "cancel.example.test", on_result, &res[i]);
@@ -507,14 +576,16 @@ static void test_cancel(struct event_base *base, struct px_resolver *r)
        "the cancelled one of three is never called, the others are");
 
     for (int i = 0; i < 2; i++)
-        px_resolve_cancel(px_resolve(r, NULL, "cancelall.example.test", on_result, &all[i]));
+        q[i] = px_resolve(r, NULL, "cancelall.example.test", on_result, &all[i]);
+    for (int i = 0; i < 2; i++)
+        px_resolve_cancel(q[i]);
     struct rr *rr = zone_find("cancelall.example.test");
     run_until(base, &rr->asked[1], 1, 8000);
     run_for(base, 100);
     ok(all[0].calls == 0 && all[1].calls == 0, "every caller cancelled: nobody is called");
-    struct result again = resolve_now(r, NULL, "cancelall.example.test", &sync);
-    ok(sync && again.a.source == PX_DNS_SRC_CACHE && rr->asked[0] == 1,
-       "the query still finished and filled the cache");
+    struct result again = resolve_net(base, r, "cancelall.example.test", &async);
+    ok(async && again.res == PX_DNS_OK && again.a.source == PX_DNS_SRC_NET && rr->asked[0] == 2,
+       "the cancelled query's answer was not cached: asked again (%d)", rr->asked[0]);
 
     /* in[0] cancels in[1] (a later waiter); in[2] cancels itself. */
     for (int i = 0; i < 3; i++)
@@ -527,6 +598,7 @@ static void test_cancel(struct event_base *base, struct px_resolver *r)
        "a request cancelled from another's callback is never called");
     ok(in[2].calls == 1, "a callback may cancel its own request (a no-op)");
     px_resolve_cancel(NULL);
+    test_cancel_inside(base, r);
 }
 
 static void test_free(struct event_base *base, const struct px_addr *srv)
@@ -583,6 +655,210 @@ static void test_no_servers(struct event_base *base, const struct px_hosts *h)
        "a server that is not IPv4/IPv6 is refused (%s)", err);
 }
 
+/* ------------------------------------------------------------ shares */
+
+/* A lookup through px_resolve_shared whose cb notes share's count. */
+static struct px_dns_req *lookup(struct px_resolver *r, const struct px_hosts *h, const char *name,
+                                 struct px_dns_share *s, unsigned max, struct result *res)
+{
+    res->share = s;
+    return px_resolve_shared(r, h, name, s, max, on_result, res);
+}
+
+/* Cancel *q and forget it (so a test that fails cannot cancel it twice). */
+static void drop(struct px_dns_req **q)
+{
+    px_resolve_cancel(*q);
+    *q = NULL;
+}
+
+/* The only waiter of a query nobody answers goes: its charge at once, and
+ * the query itself (the next lookup of the name is a new query). */
+static void test_share_cancel(struct event_base *base, struct px_resolver *r)
+{
+    struct px_dns_share s = {0};
+    struct result first = {0}, second = {0};
+    struct rr *rr = zone_find("gone.example.test");
+
+    struct px_dns_req *q = lookup(r, NULL, "gone.example.test", &s, 4, &first);
+    run_until(base, &rr->asked[1], 1, 2000);
+    ok(q != NULL && in_flight(&s) == 1 && rr->asked[0] == 1,
+       "a silent name: asked, and charged to its share (%u)", in_flight(&s));
+    px_resolve_cancel(q);
+    ok(in_flight(&s) == 0, "its only waiter cancelled: the share is back to 0 at once (%u)",
+       in_flight(&s));
+    q = lookup(r, NULL, "gone.example.test", &s, 4, &second);
+    run_until(base, &rr->asked[1], 2, 1000);
+    ok(q != NULL && in_flight(&s) == 1 && rr->asked[0] == 2 && rr->asked[1] == 2,
+       "the same name again: a new query reaches the server (%d, %d), the cancelled one is "
+       "not joined",
+       rr->asked[0], rr->asked[1]);
+    px_resolve_cancel(q);
+    run_for(base, 50);
+    ok(first.calls == 0 && second.calls == 0 && in_flight(&s) == 0,
+       "neither is ever called, and nothing stays charged");
+}
+
+/* max 2: a third name is refused at once; joins, hosts and cache never. */
+static void test_share_cap(struct event_base *base, struct px_resolver *r, const struct px_hosts *h)
+{
+    struct px_dns_share s = {0};
+    struct result res[7] = {0};
+    struct px_dns_req *q[7];
+    struct rr *cap3 = zone_find("cap3.example.test");
+
+    q[0] = lookup(r, NULL, "cap1.example.test", &s, 2, &res[0]);
+    q[1] = lookup(r, NULL, "cap2.example.test", &s, 2, &res[1]);
+    ok(q[0] && q[1] && in_flight(&s) == 2, "max 2: two lookups of two silent names are taken (%u)",
+       in_flight(&s));
+    q[2] = lookup(r, NULL, "cap3.example.test", &s, 2, &res[2]);
+    ok(q[2] == NULL && res[2].calls == 1 && res[2].res == PX_DNS_BUSY && res[2].a.n == 0,
+       "a third name: PX_DNS_BUSY before px_resolve_shared returns, and NULL");
+    q[3] = lookup(r, NULL, "cap1.example.test", &s, 2, &res[3]);
+    ok(q[3] != NULL && res[3].calls == 0 && in_flight(&s) == 2,
+       "a name already in flight is joined at the cap, at no cost");
+    q[4] = lookup(r, h, "hosts.example.test", &s, 2, &res[4]);
+    ok(q[4] == NULL && res[4].res == PX_DNS_OK && res[4].a.source == PX_DNS_SRC_HOSTS,
+       "a hosts-table name is answered at the cap");
+    q[5] = lookup(r, NULL, "www.example.test", &s, 2, &res[5]);
+    ok(q[5] == NULL && res[5].res == PX_DNS_OK && res[5].a.source == PX_DNS_SRC_CACHE &&
+           in_flight(&s) == 2,
+       "a cached name is answered at the cap, at no cost");
+    run_for(base, 50);
+    ok(cap3->asked[0] == 0 && cap3->asked[1] == 0, "the refused name was never sent");
+    drop(&q[1]);
+    ok(in_flight(&s) == 1, "one of the two cancelled: one left in flight (%u)", in_flight(&s));
+    q[6] = lookup(r, NULL, "cap3.example.test", &s, 2, &res[6]);
+    ok(q[6] != NULL && res[6].calls == 0 && in_flight(&s) == 2, "then a new name is taken again");
+    drop(&q[0]);
+    ok(in_flight(&s) == 1, "the starter of cap1 cancelled (its joiner stays): %u in flight",
+       in_flight(&s));
+    drop(&q[3]);
+    drop(&q[6]);
+    ok(in_flight(&s) == 0 && res[0].calls + res[1].calls + res[3].calls + res[6].calls == 0,
+       "all cancelled: 0 in flight, none called");
+    for (int i = 0; i < 7; i++)
+        drop(&q[i]); /* what a broken cap let through */
+}
+
+/* share NULL or max 0: no cap (a share with max 0 still counts). */
+static void test_share_nocap(struct px_resolver *r)
+{
+    struct px_dns_share s = {0};
+    struct result res[3] = {0};
+    struct px_dns_req *q[3];
+
+    q[0] = lookup(r, NULL, "nocap.example.test", &s, 0, &res[0]);
+    q[1] = lookup(r, NULL, "two1.example.test", &s, 0, &res[1]);
+    q[2] = px_resolve_shared(r, NULL, "two2.example.test", NULL, 1, on_result, &res[2]);
+    ok(q[0] && q[1] && q[2] && in_flight(&s) == 2,
+       "max 0 takes every name and counts them (%u); a NULL share takes any", in_flight(&s));
+    for (int i = 0; i < 3; i++)
+        px_resolve_cancel(q[i]);
+    ok(in_flight(&s) == 0, "cancelled: 0 in flight");
+}
+
+/* The charge goes back when the query is answered (before anyone is told),
+ * and when its starter goes while others still wait (they get the answer). */
+static void test_share_release(struct event_base *base, struct px_resolver *r)
+{
+    struct px_dns_share s = {0};
+    struct result ans = {0}, st = {0}, join = {0};
+    struct rr *rr = zone_find("starter.example.test");
+
+    struct px_dns_req *q = lookup(r, NULL, "share.example.test", &s, 2, &ans);
+    ok(q != NULL && in_flight(&s) == 1, "an answering name: charged while it is asked");
+    run_until(base, &ans.calls, 1, 8000);
+    ok(ans.calls == 1 && ans.res == PX_DNS_OK && ans.seen == 0 && in_flight(&s) == 0,
+       "answered: the charge was back before its callback ran (%u there, %u now)", ans.seen,
+       in_flight(&s));
+
+    q = lookup(r, NULL, "starter.example.test", &s, 1, &st);
+    struct px_dns_req *q2 = lookup(r, NULL, "starter.example.test", &s, 1, &join);
+    ok(q && q2 && in_flight(&s) == 1, "max 1: a starter and a joiner, one charge");
+    px_resolve_cancel(q);
+    ok(in_flight(&s) == 0, "the starter cancelled while another waits: the charge is back at once");
+    run_until(base, &join.calls, 1, 8000);
+    ok(join.calls == 1 && join.res == PX_DNS_OK && join.a.source == PX_DNS_SRC_NET &&
+           is_addr(join.a.addr[0], "192.0.2.61") && join.seen == 0 && st.calls == 0,
+       "the query went on: the joiner is answered from the network, with 0 in flight");
+    ok(rr->asked[0] == 1 && rr->asked[1] == 1, "one query for both (%d, %d)", rr->asked[0],
+       rr->asked[1]);
+}
+
+/* Two resolvers (two workers) charge one share against one cap; freeing a
+ * resolver gives its requests' charges back. */
+static void test_share_workers(struct event_base *base, const struct px_addr *srv)
+{
+    char err[256];
+    struct px_dns_share s = {0};
+    struct result res[6] = {0};
+    struct px_resolver *r1 = px_resolver_new(base, srv, 1, err, sizeof(err));
+    struct px_resolver *r2 = px_resolver_new(base, srv, 1, err, sizeof(err));
+
+    struct px_dns_req *q1 = lookup(r1, NULL, "two1.example.test", &s, 2, &res[0]);
+    struct px_dns_req *q2 = lookup(r2, NULL, "two2.example.test", &s, 2, &res[1]);
+    ok(q1 && q2 && in_flight(&s) == 2, "one lookup on each of two resolvers: 2 on the share");
+    ok(lookup(r1, NULL, "two3.example.test", &s, 2, &res[2]) == NULL &&
+           lookup(r2, NULL, "two3.example.test", &s, 2, &res[3]) == NULL &&
+           res[2].res == PX_DNS_BUSY && res[3].res == PX_DNS_BUSY,
+       "a third name is BUSY on either");
+    px_resolve_cancel(q1);
+    ok(lookup(r2, NULL, "two3.example.test", &s, 2, &res[4]) != NULL && in_flight(&s) == 2,
+       "one cancelled on the first: the second takes a new name");
+    px_resolver_free(r2);
+    ok(in_flight(&s) == 0, "the second resolver freed: its two charges are back (%u)",
+       in_flight(&s));
+    px_resolver_free(r1);
+    run_for(base, 50);
+    ok(res[0].calls == 0 && res[1].calls == 0 && res[4].calls == 0, "and nobody is called");
+}
+
+/* ------------------------------------------------------------ cache bound */
+
+static int answered;
+
+static void on_count(enum px_dns_result res, const struct px_dns_answer *a, void *arg)
+{
+    (void)a;
+    (void)arg;
+    answered += res == PX_DNS_OK;
+}
+
+/* More distinct names than the cache holds (the server's wildcard answers
+ * them): the cache stays at PX_DNS_CACHE_MAX and the oldest went first. */
+static void test_cache_bound(struct event_base *base, const struct px_addr *srv)
+{
+    /* In batches that the server's socket buffer holds: a lost query
+     * would cost its 2 s timeout. */
+    enum { BATCH = 64, N = PX_DNS_CACHE_MAX + 2 * BATCH };
+    char err[256], name[64];
+    size_t most = 0;
+    bool sync, async;
+    struct px_resolver *r = px_resolver_new(base, srv, 1, err, sizeof(err));
+
+    answered = 0;
+    for (int i = 0; i < N; i += BATCH) {
+        for (int k = i; k < i + BATCH; k++) {
+            snprintf(name, sizeof(name), "n%d.wild.example.test", k);
+            px_resolve(r, NULL, name, on_count, NULL);
+        }
+        run_until(base, &answered, i + BATCH, 8000);
+        most = px_resolver_cached(r) > most ? px_resolver_cached(r) : most;
+    }
+    ok(answered == N, "%d distinct names answered (%d)", N, answered);
+    ok(px_resolver_cached(r) == PX_DNS_CACHE_MAX && most == PX_DNS_CACHE_MAX,
+       "the cache holds %d of them, never more (%zu now, %zu at most)", PX_DNS_CACHE_MAX,
+       px_resolver_cached(r), most);
+    snprintf(name, sizeof(name), "n%d.wild.example.test", N - 1);
+    struct result res = resolve_now(r, NULL, name, &sync);
+    ok(sync && res.a.source == PX_DNS_SRC_CACHE, "the newest name is cached");
+    res = resolve_net(base, r, "n0.wild.example.test", &async);
+    ok(async && res.res == PX_DNS_OK && res.a.source == PX_DNS_SRC_NET,
+       "the oldest was evicted: asked again");
+    px_resolver_free(r);
+}
+
 /* The slow checks, overlapped: a silent server (2 s x 2 tries) and the
  * 5 s negative cache. */
 static void test_slow(struct event_base *base, const struct px_addr *srv)
@@ -593,12 +869,19 @@ static void test_slow(struct event_base *base, const struct px_addr *srv)
     bool async;
 
     struct px_resolver *r = px_resolver_new(base, srv, 1, err, sizeof(err));
+    struct rr *retry = zone_find("retry.example.test");
+    struct result gone = {0};
     int before = rr->asked[0];
     uint64_t start = now_ms();
     px_resolve(r, NULL, "nx.example.test", on_result, &nx);
     px_resolve(r, NULL, "silent.example.test", on_result, &silent);
+    px_resolve_cancel(px_resolve(r, NULL, "retry.example.test", on_result, &gone));
     run_until(base, &silent.calls, 1, 10000);
     uint64_t took = silent.at_ms - start;
+    ok(gone.calls == 0 && retry->asked[0] == 1 && retry->asked[1] == 1,
+       "a query cancelled at once is not retried by evdns after its 2 s timeout (%d, %d "
+       "queries; silent.example.test got %d)",
+       retry->asked[0], retry->asked[1], zone_find("silent.example.test")->asked[0]);
     ok(nx.calls == 1 && nx.res == PX_DNS_NXDOMAIN && rr->asked[0] == before + 1,
        "nx answered from the network");
     ok(silent.calls == 1 && silent.res == PX_DNS_FAIL, "a server that never answers: FAIL");
@@ -644,6 +927,12 @@ int main(void)
     test_negative(base, r);
     test_coalesce(base, r);
     test_cancel(base, r);
+    test_share_cancel(base, r);
+    test_share_cap(base, r, h);
+    test_share_nocap(r);
+    test_share_release(base, r);
+    test_share_workers(base, &srv);
+    test_cache_bound(base, &srv);
     test_free(base, &srv);
     test_no_servers(base, h);
     test_slow(base, &srv);
