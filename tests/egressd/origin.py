@@ -14,6 +14,7 @@ Endpoints:
     /echo           the request head exactly as received (then its body)
     /bytes/N        N bytes (N <= 64 MiB)
     /slow           five lines, 200 ms apart
+    /slow/N         N lines "slow\n", 200 ms apart (N <= 600)
     /status/N       an empty answer with status N
     /close          an answer, then the connection is closed
     anything else   404
@@ -155,10 +156,12 @@ def serve_http(c):
             n = int(path[7:])
             pattern = b"0123456789abcdef" * 4096
             respond(c, 200, (pattern * (n // len(pattern) + 1))[:n], close)
-        elif path == "/slow":
-            c.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 25\r\nContent-Type: text/plain\r\n"
-                           + (b"Connection: close\r\n" if close else b"") + b"\r\n")
-            for _ in range(5):
+        elif path == "/slow" or (path.startswith("/slow/") and path[6:].isdigit()
+                                  and int(path[6:]) <= 600):
+            lines = int(path[6:]) if path != "/slow" else 5
+            c.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nContent-Type: text/plain\r\n"
+                           % (5 * lines) + (b"Connection: close\r\n" if close else b"") + b"\r\n")
+            for _ in range(lines):
                 time.sleep(0.2)
                 c.sock.sendall(b"slow\n")
         elif path.startswith("/status/") and path[8:].isdigit():

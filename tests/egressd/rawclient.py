@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """rawclient.py - byte-exact client steps for egressd's end-to-end tests.
 
-    rawclient.py [--timeout S] [--out FILE] [--status FILE] ADDR:PORT STEP...
+    rawclient.py [--timeout S] [--out FILE] [--status FILE] [--source ADDR] ADDR:PORT STEP...
         Connect, run the steps in order, write every byte received to
         --out (default stdout) and one line "EVENT SECONDS" to --status:
         EVENT is "eof" (the peer closed), "reset", "timeout" (a step waited
         --timeout seconds, default 5), "done" (every step ran and the
         connection was still open) or "connect-error" (nothing ran; the
         --out file is empty); SECONDS counts from the connect.
+        --source binds the client's end to ADDR (a sandbox's address).
         Exit status 0 when every step ran, 1 otherwise.
       send:TEXT       send TEXT (Python escapes: \\r \\n \\x00 ...)
       file:PATH       send the bytes of PATH
@@ -55,12 +56,14 @@ class Done(Exception):
 
 
 class Client:
-    def __init__(self, addr, timeout):
+    def __init__(self, addr, timeout, source=None):
         host, _, port = addr.rpartition(":")
         host = host.strip("[]")
         fam = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(fam, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
+        if source:
+            self.sock.bind((source, 0))
         self.sock.connect((host, int(port)))
         self.t0 = time.monotonic()
         self.timeout = timeout
@@ -148,7 +151,7 @@ class Client:
 
 
 def run(argv):
-    timeout, out, status = 5.0, None, None
+    timeout, out, status, source = 5.0, None, None, None
     while argv and argv[0].startswith("--"):
         opt = argv.pop(0)
         if opt == "--timeout":
@@ -157,10 +160,12 @@ def run(argv):
             out = argv.pop(0)
         elif opt == "--status":
             status = argv.pop(0)
+        elif opt == "--source":
+            source = argv.pop(0)
         else:
             raise SystemExit("rawclient: unknown option " + opt)
     try:
-        c = Client(argv[0], timeout)
+        c = Client(argv[0], timeout, source)
     except OSError as e:
         # Write the (empty) results anyway: a check must never read the
         # answer of an earlier run.

@@ -8,19 +8,21 @@
 
     tunnels.py run --proxy ADDR:PORT --target HOST:PORT [-n N] [--chunk B]
                    [--interval S] [--min-rounds R] [--until FILE]
-                   [--opened FILE] [--out FILE] [--timeout S]
+                   [--opened FILE] [--out FILE] [--timeout S] [--source ADDR]
         Open N tunnels (`CONNECT HOST:PORT`) at once.  Each one, in rounds
         --interval apart, sends --chunk bytes (a pattern of its own, never
         the same twice) and reads them back, checking every byte.  When all
         N have done their first round, FILE --opened is written.  A tunnel
         stops after --min-rounds rounds and once FILE --until exists (with
         no --until: after --min-rounds), then shuts its side and reads until
-        the peer closes.  --timeout bounds the whole run.  Writes one JSON
+        the peer closes.  --timeout bounds the whole run; --source binds
+        the tunnels' client end to ADDR (a sandbox's address).  Writes one JSON
         object to --out (default stdout):
           {"n": N, "completed": K, "failures": [{"id", "error"}...],
            "tunnels": [{"id", "port" (the local port), "sent", "recv",
-                        "rounds", "opened", "last", "closed"}...]}
-        (times: seconds since the epoch; "last": the last round's answer).
+                        "rounds", "opened", "last", "closed", "failed"}...]}
+        (times: seconds since the epoch; "last": the last round's answer,
+        "failed": when a tunnel that failed did).
         Exit status 0 when every tunnel completed.
 """
 
@@ -82,7 +84,8 @@ class Run:
         t = {"id": tid, "port": None, "sent": 0, "recv": 0, "rounds": 0,
              "opened": None, "last": None, "closed": None}
         phost, _, pport = a.proxy.rpartition(":")
-        reader, writer = await asyncio.open_connection(phost, int(pport))
+        local = (a.source, 0) if a.source else None
+        reader, writer = await asyncio.open_connection(phost, int(pport), local_addr=local)
         t["port"] = writer.get_extra_info("sockname")[1]
         try:
             writer.write(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.target, a.target)).encode())
@@ -117,6 +120,7 @@ class Run:
             t["closed"] = time.time()
             return t, None
         except (asyncio.IncompleteReadError, ConnectionError, OSError, RuntimeError) as e:
+            t["failed"] = time.time()
             return t, "%s: %s (after %d rounds)" % (type(e).__name__, e, t["rounds"])
         finally:
             writer.close()
@@ -171,6 +175,7 @@ def main():
     ap.add_argument("--opened")
     ap.add_argument("--out")
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--source")
     a = ap.parse_args()
     out = asyncio.run(Run(a).main())
     text = json.dumps(out)
