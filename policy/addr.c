@@ -82,7 +82,10 @@ bool cidr_contains(const struct cidr *c, const uint8_t addr[16])
 /* DESIGN.md's default deny-range: what a sandbox must never reach through
  * the proxy, whatever a name resolves to.  IPv4 entries cover their mapped
  * forms by construction; NAT64 and 6to4 forms are checked by unwrapping
- * (see embedded_v4()). */
+ * (see embedded_v4()).  SIIT's IPv4-translated ::ffff:0:a.b.c.d and
+ * Teredo are denied whole, not unwrapped: a translator or Teredo relay on
+ * the path would carry them on to an IPv4 host, and a sandbox needs no
+ * service reachable only that way. */
 static const struct cidr default_deny[] = {
     V4(0, 0, 0, 0, 8),                 /* "this network" (RFC 791) */
     V4(10, 0, 0, 0, 8),                /* private (RFC 1918) */
@@ -100,8 +103,10 @@ static const struct cidr default_deny[] = {
     V4(224, 0, 0, 0, 4),               /* multicast */
     V4(240, 0, 0, 0, 4),               /* reserved, incl. broadcast */
     {{0}, 96},                         /* ::/96: unspecified, loopback, IPv4-compatible */
+    {{[8] = 0xff, [9] = 0xff}, 96},    /* ::ffff:0:0:0/96, SIIT (RFC 2765 §2.1) */
     {{0, 0x64, 0xff, 0x9b, 0, 1}, 48}, /* local-use NAT64 (RFC 8215) */
     {{0x01, 0x00}, 64},                /* discard-only (RFC 6666) */
+    {{0x20, 0x01, 0, 0}, 32},          /* Teredo (RFC 4380 §2.6) */
     {{0x20, 0x01, 0x0d, 0xb8}, 32},    /* documentation */
     {{0x3f, 0xff}, 20},                /* documentation (RFC 9637) */
     {{0xfc}, 7},                       /* unique local (ULA) */

@@ -73,6 +73,17 @@ void policy_builder_allow_range(struct policy_builder *b, const char *spec, cons
     add_range(b, false, spec, where);
 }
 
+void policy_builder_deny_addr(struct policy_builder *b, const uint8_t addr[16])
+{
+    struct cidr c = {.plen = 128};
+
+    /* deny_given stays as it is: an own address is not a deny-range line
+     * and must not stand in for the default list. */
+    memcpy(c.addr, addr, 16);
+    b->deny = xrealloc(b->deny, (b->n_deny + 1) * sizeof(*b->deny));
+    b->deny[b->n_deny++] = c;
+}
+
 void policy_builder_geo(struct policy_builder *b, struct MMDB_s *country, struct MMDB_s *asn)
 {
     b->country = country;

@@ -149,6 +149,14 @@ void policy_builder_add_preset(struct policy_builder *b, const char *name, const
 void policy_builder_deny_range(struct policy_builder *b, const char *spec, const char *where);
 void policy_builder_allow_range(struct policy_builder *b, const char *spec, const char *where);
 
+/* One address of the appliance itself (`addr` 16 bytes, IPv4 as
+ * ::ffff:a.b.c.d), denied like a deny-range of that one address (its NAT64
+ * and 6to4 forms too).  It adds to the deny-range list and never replaces
+ * it: the default list still applies when no deny-range call was made.
+ * allow-range lifts it as it lifts any deny range.  The caller finds the
+ * addresses (this module does no I/O). */
+void policy_builder_deny_addr(struct policy_builder *b, const uint8_t addr[16]);
+
 /* The GeoIP2/GeoLite2 databases, opened by the caller, who keeps them open
  * for as long as any snapshot built with them lives.  Either may be NULL; a
  * preset with `deny country` (`deny asn`) then fails to load. */

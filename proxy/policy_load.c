@@ -3,9 +3,12 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "policy_load.h"
@@ -124,6 +127,46 @@ static bool add_dir(struct policy_builder *b, const char *dir, struct policy_dia
     return true;
 }
 
+/* The 16-byte form (IPv4 as ::ffff:a.b.c.d) of an interface address;
+ * false for other families, and for an IPv6 address with a zone: the
+ * snapshot's form has none, and such an address is link-local, in
+ * fe80::/10 of the default list already. */
+static bool ifaddr_to16(const struct sockaddr *sa, uint8_t a16[16])
+{
+    memset(a16, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        a16[10] = a16[11] = 0xff;
+        memcpy(a16 + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return true;
+    }
+    if (sa->sa_family == AF_INET6 && ((const struct sockaddr_in6 *)sa)->sin6_scope_id == 0) {
+        memcpy(a16, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
+/* Deny every address of this host's interfaces, up or down: a service on
+ * the appliance must not be reachable through it by one of its own public
+ * addresses, which no range of the config names.  Read on every load, so
+ * an address added since is denied from the next reload on.  Failing to
+ * read them is an error of the load: the wall is not built without them. */
+static void deny_own_addrs(struct policy_builder *b, struct policy_diag *diag)
+{
+    struct ifaddrs *list;
+    uint8_t a16[16];
+
+    if (getifaddrs(&list) == -1) {
+        policy_diag_add(diag, "getifaddrs: cannot list this host's own addresses to deny them: %s",
+                        strerror(errno));
+        return;
+    }
+    for (const struct ifaddrs *i = list; i != NULL; i = i->ifa_next)
+        if (i->ifa_addr != NULL && ifaddr_to16(i->ifa_addr, a16))
+            policy_builder_deny_addr(b, a16);
+    freeifaddrs(list);
+}
+
 struct policy *px_policy_load(const struct px_config *c, struct px_geo *g, struct policy_diag *diag)
 {
     struct policy_builder *b = policy_builder_new();
@@ -132,6 +175,7 @@ struct policy *px_policy_load(const struct px_config *c, struct px_geo *g, struc
     add_dir(b, c->policy_dir, diag);
     for (size_t i = 0; i < c->n_deny_ranges; i++)
         policy_builder_deny_range(b, c->deny_ranges[i].spec, c->deny_ranges[i].where);
+    deny_own_addrs(b, diag);
     for (size_t i = 0; i < c->n_allow_ranges; i++)
         policy_builder_allow_range(b, c->allow_ranges[i].spec, c->allow_ranges[i].where);
     policy_builder_geo(b, g->have_country ? &g->country : NULL, g->have_asn ? &g->asn : NULL);

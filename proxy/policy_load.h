@@ -25,9 +25,14 @@ struct px_geo {
 int px_geo_open(struct px_geo *g, const struct px_config *c, char *err, size_t errlen);
 void px_geo_close(struct px_geo *g);
 
-/* Build a snapshot from c->policy_dir, c's ranges and g.  Also checks that
+/* Build a snapshot from c->policy_dir, c's ranges and g.  Every address of
+ * this host's interfaces (getifaddrs(3), IPv4 and IPv6, up or down; not
+ * link-local ones with a zone, which fe80::/10 covers) is denied as well, as
+ * its own /32 or /128, whatever the deny-range lines say; allow-range
+ * lifts them like any denied range.  They are read anew on every call, so
+ * a reload picks up an address added since.  Also checks that
  * default-policy names a preset.  Returns the snapshot (one reference), or
- * NULL with every error in `diag`. */
+ * NULL with every error in `diag` (a failing getifaddrs is one). */
 struct policy *px_policy_load(const struct px_config *c, struct px_geo *g,
                               struct policy_diag *diag);
 

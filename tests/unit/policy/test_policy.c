@@ -247,16 +247,27 @@ static void test_ranges(void)
         "[::ffff:127.0.0.1]",
         "[::ffff:10.0.0.1]",
         "[::ffff:169.254.169.254]",
-        "[64:ff9b::a9fe:a9fe]", /* NAT64 of 169.254.169.254 */
-        "[64:ff9b::7f00:1]",    /* NAT64 of 127.0.0.1 */
-        "[2002:a00:1::1]",      /* 6to4 of 10.0.0.1 */
-        "[64:ff9b:1::1]",       /* local-use NAT64 */
+        "[64:ff9b::a9fe:a9fe]",                   /* NAT64 of 169.254.169.254 */
+        "[64:ff9b::7f00:1]",                      /* NAT64 of 127.0.0.1 */
+        "[2002:a00:1::1]",                        /* 6to4 of 10.0.0.1 */
+        "[64:ff9b:1::1]",                         /* local-use NAT64 */
+        "[::ffff:0:a00:1]",                       /* SIIT (IPv4-translated) form of 10.0.0.1 */
+        "[::ffff:0:7f00:1]",                      /* SIIT form of 127.0.0.1 */
+        "[::ffff:0:5db8:d822]",                   /* SIIT form of a public address: the whole /96 */
+        "[2001:0:4136:e378:8000:63bf:3fff:fdd2]", /* Teredo (RFC 4380 §4) */
+        "[2001::1]",                              /* Teredo, the prefix itself */
     };
     static const char *allowed[] = {
-        "93.184.216.34",       "140.82.112.3",      "172.32.0.1",           "100.128.0.1",
-        "169.255.0.1",         "[2606:4700::1111]", "[64:ff9b::5db8:d822]", /* NAT64
-                                                                               of 93.184.216.34 */
+        "93.184.216.34",
+        "140.82.112.3",
+        "172.32.0.1",
+        "100.128.0.1",
+        "169.255.0.1",
+        "[2606:4700::1111]",
+        "[64:ff9b::5db8:d822]", /* NAT64 of 93.184.216.34 */
         "[2002:5db8:d822::1]",
+        "[2001:4860::8888]", /* beside Teredo's 2001::/32 */
+        "[2001:4860:4860::8888]",
     };
     for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
         const char *a = denied[i];
@@ -305,6 +316,74 @@ static void test_ranges(void)
        "range errors name the config line (%s | %s)", d.n > 0 ? d.lines[0] : "",
        d.n > 1 ? d.lines[1] : "");
     policy_diag_free(&d);
+}
+
+/* A policy of preset "p" (any host, any literal) with egressd's own
+ * addresses `own` (NULL-terminated) and, when given, one deny-range and one
+ * allow-range line. */
+static struct policy *load_own(const char *const *own, const char *deny, const char *allow)
+{
+    struct policy_builder *bl = policy_builder_new();
+    struct policy_diag d = {0};
+    const char *text = "*\nip 0.0.0.0/0\nip ::/0\n";
+    uint8_t a[16];
+
+    policy_builder_add_preset(bl, "p", "p.allow", text, strlen(text));
+    for (size_t i = 0; own[i] != NULL; i++)
+        if (policy_addr_parse(own[i], strlen(own[i]), a))
+            policy_builder_deny_addr(bl, a);
+    if (deny != NULL)
+        policy_builder_deny_range(bl, deny, "egressd.conf:3");
+    if (allow != NULL)
+        policy_builder_allow_range(bl, allow, "egressd.conf:4");
+    struct policy *p = policy_builder_finish(bl, &d);
+    for (size_t i = 0; i < d.n; i++)
+        diag("unexpected: %s", d.lines[i]);
+    policy_diag_free(&d);
+    return p;
+}
+
+/* The address phase of literal `a` under p: true when it is private_range. */
+static bool own_denied(struct policy *p, const char *a)
+{
+    struct policy_binding *b = bind(p, "p", NULL, 0);
+    struct policy_verdict v;
+    bool denied = b != NULL && strcmp(decide_addr(b, a, a, 443, &v), "deny") == 0 &&
+                  v.reason == POLICY_R_PRIVATE_RANGE && v.rule.file == NULL;
+    policy_binding_free(b);
+    return denied;
+}
+
+/* egressd's own interface addresses (policy_builder_deny_addr): denied on
+ * top of whatever deny-range says, lifted by allow-range. */
+static void test_own_addrs(void)
+{
+    static const char *own[] = {"11.22.33.44", "2a01:4f8::44", NULL};
+    struct policy *p = load_own(own, NULL, NULL);
+
+    if (!ok(p != NULL, "own addresses: loads"))
+        return;
+    ok(own_denied(p, "11.22.33.44"), "own address 11.22.33.44 is private_range");
+    ok(own_denied(p, "[::ffff:11.22.33.44]"), "and its IPv4-mapped form");
+    ok(own_denied(p, "[64:ff9b::b16:212c]"), "and its NAT64 form");
+    ok(own_denied(p, "[2002:b16:212c::1]"), "and its 6to4 form");
+    ok(own_denied(p, "[2a01:4f8::44]"), "own address 2a01:4f8::44 is private_range");
+    ok(!own_denied(p, "11.22.33.45"), "the address beside it is not: one address, a /32");
+    ok(!own_denied(p, "[2a01:4f8::45]"), "nor beside the IPv6 one: a /128");
+    ok(own_denied(p, "127.0.0.1") && own_denied(p, "10.0.0.1"),
+       "without deny-range lines the default list still applies beside them");
+    policy_unref(p);
+
+    p = load_own(own, "192.0.2.0/24", NULL);
+    ok(p != NULL && own_denied(p, "11.22.33.44") && own_denied(p, "192.0.2.1") &&
+           !own_denied(p, "10.0.0.1"),
+       "a deny-range list of the config replaces the default list, not the own addresses");
+    policy_unref(p);
+
+    p = load_own(own, NULL, "11.22.33.44/32");
+    ok(p != NULL && !own_denied(p, "11.22.33.44") && own_denied(p, "[2a01:4f8::44]"),
+       "allow-range lifts an own address, and only the one it names");
+    policy_unref(p);
 }
 
 static void test_report_and_include(void)
@@ -565,6 +644,7 @@ int main(void)
     test_regex_index();
     test_until_raw_private();
     test_ranges();
+    test_own_addrs();
     test_report_and_include();
     test_binding();
     test_errors();
