@@ -109,6 +109,11 @@ static bool fail(struct hello_ctx *c, const struct reader *r, enum sni_error e)
     return fail_at(c, r->pos, e);
 }
 
+bool sni_error_is_name(enum sni_error e)
+{
+    return e >= SNI_E_SNI_LIST && e <= SNI_E_SNI_NAME;
+}
+
 bool sni_is_grease(uint16_t v)
 {
     /* RFC 8701 §2: 0x0A0A, 0x1A1A, ... 0xFAFA. */

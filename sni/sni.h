@@ -16,9 +16,11 @@
  *   RFC 7301 §3.1    application_layer_protocol_negotiation
  *   RFC 8701         GREASE values are tolerated wherever they may appear
  *   draft-ietf-tls-esni (extension 0xfe0d): presence and config_id only
+ *   RFC 8446 §4.1.3, §4.1.4, §D.4: after a HelloRetryRequest, where a second
+ *                    ClientHello starts (struct sni_watch, at the end)
  *
  * The module is pure: no I/O, no allocation, no logging, no globals.  All
- * state lives in a struct sni_parser owned by the caller.
+ * state lives in a struct sni_parser (or sni_watch) owned by the caller.
  */
 #ifndef SNI_SNI_H
 #define SNI_SNI_H
@@ -145,8 +147,105 @@ bool sni_alpn_next(const struct sni_hello *h, size_t *pos, struct sni_view *name
 /* True for RFC 8701 GREASE values (0x0A0A, 0x1A1A, ..., 0xFAFA). */
 bool sni_is_grease(uint16_t v);
 
+/* True for the errors of the server_name extension itself (SNI_E_SNI_*):
+ * the hello is TLS, but the name it carries is not a host name. */
+bool sni_error_is_name(enum sni_error e);
+
 /* Static English text for a result and for an error ("" never returned). */
 const char *sni_result_str(enum sni_result r);
 const char *sni_error_str(enum sni_error e);
+
+/*
+ * Watching a tunnel after its first ClientHello.
+ *
+ * After a HelloRetryRequest (RFC 8446 §4.1.4) the client sends a second
+ * ClientHello, in plaintext like the first, and it may name another host.
+ * A struct sni_watch follows both directions of a tunnel from the end of the
+ * first ClientHello's last record (client) and from the server's first byte
+ * (server) and says where a further ClientHello starts, so the caller can hold
+ * it back and check it with a fresh sni_parser, and when nothing the client
+ * sends can be a ClientHello the server would take any more.
+ *
+ * Client: records (RFC 8446 §5.1) are followed by their header alone, the
+ * legacy version never checked.  change_cipher_spec (sent for middlebox
+ * compatibility, §D.4), alert and application_data (0-RTT early data) are
+ * skipped, each at most 2^14 + 2048 bytes (RFC 5246 §6.2.3); a handshake
+ * record of 1..2^14 bytes whose first byte is client_hello(1) is a ClientHello
+ * (SNI_WATCH_HELLO); any other record is SNI_WATCH_BAD.
+ * Server: records and handshake messages are followed.  The first handshake
+ * message must be a ServerHello; if its random is the HelloRetryRequest value
+ * (§4.1.3) the watch goes on until the next handshake message starts, else it
+ * is over.  change_cipher_spec records (§D.4) are skipped; anything else (an
+ * alert, application data, not TLS) ends the watch too: such a server does not
+ * go on to take a second ClientHello.
+ */
+
+/* Largest record the client may send in the meantime: TLSCiphertext (RFC 5246 §6.2.3). */
+#define SNI_WATCH_SKIP_MAX (SNI_RECORD_MAX + 2048)
+
+enum sni_watch_event {
+    SNI_WATCH_MORE,  /* client: bytes [0,*used) may go on; keep [*used,n) (at most 5 bytes: a
+                        record header not yet classified) and feed them again with what follows.
+                        server: keep feeding */
+    SNI_WATCH_HELLO, /* client: a ClientHello's first record starts at *used; bytes before it
+                        may go on */
+    SNI_WATCH_BAD,   /* client: the record at *used breaks the rules above */
+    SNI_WATCH_DONE,  /* the watch is over: everything from *used on (client) passes unwatched */
+};
+
+/*
+ * Watcher state: 12 bytes, no buffer (the client side has the caller keep an
+ * unclassified record header; the server side keeps counters and a record
+ * type).  The caller owns it; the fields are private.
+ */
+struct sni_watch {
+    uint32_t hs_left; /* server: handshake message length, then body bytes left */
+    uint16_t c_skip;  /* client: payload bytes left in the record being skipped */
+    uint16_t s_left;  /* server: record length, then payload bytes left */
+    uint8_t s_hdr;    /* server: bytes of the record header read (0..5) */
+    uint8_t s_type;   /* server: content type of the current record */
+    uint8_t hs_pos;   /* server: bytes of the ServerHello read, up to the end of random */
+    uint8_t phase;    /* what the server side waits for; the watch is over or not */
+};
+
+/* Start watching a tunnel whose first ClientHello has been checked. */
+void sni_watch_init(struct sni_watch *w);
+
+/*
+ * Feed n client bytes: the first call starts right after the first
+ * ClientHello's last record (hello.record_bytes), each later one where the
+ * previous left off, or at the bytes it said to keep.  Sets *used (<= n) and
+ * returns:
+ *   SNI_WATCH_MORE   [0,*used) may be forwarded; keep [*used,n) (a record
+ *                    header not yet classified, at most 5 bytes) and feed it
+ *                    again ahead of the next bytes read.
+ *   SNI_WATCH_HELLO  [0,*used) may be forwarded; a ClientHello's first record
+ *                    starts at *used.  Parse it with a fresh sni_parser from
+ *                    there, then feed the watcher the bytes after its
+ *                    hello.record_bytes (the watcher waits at that record
+ *                    header and took nothing of it).
+ *   SNI_WATCH_BAD    [0,*used) may be forwarded; the record at *used is not
+ *                    one a client may send before the server's answer.  The
+ *                    state is unchanged: feeding the same bytes says it again.
+ *   SNI_WATCH_DONE   the watch is over (the server side ended it): *used is 0
+ *                    and all the bytes pass unwatched, now and from now on.
+ * The client side never ends the watch itself.
+ */
+enum sni_watch_event sni_watch_client(struct sni_watch *w, const uint8_t *p, size_t n,
+                                      size_t *used);
+
+/*
+ * Feed the next n bytes the server sent (from its first byte), in any pieces;
+ * the watcher keeps what it needs of a split header itself and takes all n.
+ * Returns SNI_WATCH_DONE once the watch is over (then on every later call, of
+ * either side), else SNI_WATCH_MORE.
+ */
+enum sni_watch_event sni_watch_server(struct sni_watch *w, const uint8_t *p, size_t n);
+
+/* True once the watch is over: nothing the client sends needs watching. */
+bool sni_watch_over(const struct sni_watch *w);
+
+/* Static English text for an event. */
+const char *sni_watch_event_str(enum sni_watch_event e);
 
 #endif
