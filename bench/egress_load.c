@@ -22,7 +22,8 @@
  *   http     keep-alive GET http://HOST:PORT/ (origin form with --direct),
  *            one request at a time per connection; each request is a sample,
  *            timed from its write to the end of its body.
- *   bulk     CONNECT + hello, then S bytes each way at once (--bytes);
+ *   bulk     CONNECT + hello, then S bytes each way at once (--bytes; the
+ *            upload framed as TLS application_data records);
  *            reports throughput.  Latency: the whole tunnel.
  *   deny     CONNECT to a target the policy forbids: a 403 is a success, a
  *            200 a let_through error, any other answer a bad_status error.
@@ -278,6 +279,7 @@ struct conn {
     size_t out_left;
     uint64_t want;    /* bytes still to read in PH_BODY, PH_REPLY, PH_BULK */
     uint64_t up_left; /* bulk bytes still to send */
+    size_t up_off;    /* where in g_bulk_buf the stream goes on */
     bool body_to_eof; /* PH_BODY without Content-Length */
     bool close_after; /* http: the response said Connection: close */
     long served;      /* http: responses read on this connection */
@@ -446,6 +448,28 @@ static void want_write(struct conn *c, bool on)
     c->writing = on;
 }
 
+/* What bulk sends after the hello, over and over: TLS application_data
+ * records of BULK_RECORD bytes (a pattern inside), as a TLS client would
+ * send once its handshake is done.  A proxy that follows the client's
+ * records until the server has answered (egressd, for a second
+ * ClientHello) sees records, not noise. */
+#define BULK_RECORD 16384 /* SCRATCH_BYTES holds a whole number of them */
+_Static_assert(SCRATCH_BYTES % BULK_RECORD == 0, "the stream repeats whole records");
+static uint8_t *bulk_stream(void)
+{
+    uint8_t *b = malloc(SCRATCH_BYTES);
+
+    if (!b)
+        abort();
+    for (size_t i = 0; i < SCRATCH_BYTES; i++)
+        b[i] = (uint8_t)(i * 151 + 3);
+    for (size_t at = 0; at < SCRATCH_BYTES; at += BULK_RECORD) {
+        b[at] = 0x17, b[at + 1] = 0x03, b[at + 2] = 0x03;
+        b[at + 3] = (uint8_t)((BULK_RECORD - 5) >> 8), b[at + 4] = (uint8_t)(BULK_RECORD - 5);
+    }
+    return b;
+}
+
 /* Write what the socket takes of the message, then of the bulk stream.
  * Returns -1 when the connection ended (c may already be running again). */
 static int flush_out(struct conn *c)
@@ -461,14 +485,17 @@ static int flush_out(struct conn *c)
         c->w->bytes_up += (uint64_t)n;
     }
     while (c->ph == PH_BULK && c->up_left > 0) {
-        size_t len = c->up_left < SCRATCH_BYTES ? (size_t)c->up_left : SCRATCH_BYTES;
-        ssize_t n = send(c->fd, g_bulk_buf, len, MSG_NOSIGNAL);
+        size_t len = SCRATCH_BYTES - c->up_off;
+        if (len > c->up_left)
+            len = (size_t)c->up_left;
+        ssize_t n = send(c->fd, g_bulk_buf + c->up_off, len, MSG_NOSIGNAL);
         if (n == -1) {
             if (errno == EAGAIN || errno == EINTR)
                 return want_write(c, true), 0;
             return conn_fail_errno(c, errno), -1;
         }
         c->up_left -= (uint64_t)n;
+        c->up_off = (c->up_off + (size_t)n) % SCRATCH_BYTES;
         c->w->bytes_up += (uint64_t)n;
         progress(c);
     }
@@ -492,6 +519,7 @@ static int send_hello(struct conn *c)
         c->ph = PH_BULK;
         c->want = cfg.bulk_bytes;
         c->up_left = cfg.bulk_bytes;
+        c->up_off = 0;
     } else if (cfg.mode == MODE_DENY) {
         c->ph = PH_REFUSAL;
     } else {
@@ -1303,11 +1331,7 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    g_bulk_buf = malloc(SCRATCH_BYTES);
-    if (!g_bulk_buf)
-        abort();
-    for (size_t i = 0; i < SCRATCH_BYTES; i++)
-        g_bulk_buf[i] = (uint8_t)(i * 151 + 3);
+    g_bulk_buf = bulk_stream();
     atomic_store(&g_remaining, cfg.total);
 
     static struct worker ws[MAX_THREADS];

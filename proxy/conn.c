@@ -1073,7 +1073,7 @@ static void hello_done(struct px_conn *c, enum sni_result r)
     enum sni_error e = c->hello->error;
 
     if (r == SNI_NOT_TLS || r == SNI_MALFORMED) {
-        bool name = r == SNI_MALFORMED && e >= SNI_E_SNI_LIST && e <= SNI_E_SNI_NAME;
+        bool name = r == SNI_MALFORMED && sni_error_is_name(e);
         memset(&c->v.rule, 0, sizeof(c->v.rule));
         px_conn_deny(c, name ? PX_R_BAD_HOST : PX_R_NOT_TLS);
         return;
@@ -1088,6 +1088,7 @@ static void hello_done(struct px_conn *c, enum sni_result r)
         c->sni[h->host.len] = '\0';
         c->have_sni = true;
     }
+    c->hello_len = h->record_bytes; /* the relay watches what follows (rehello.c) */
     if (c->mode == PX_MODE_CONNECT) {
         struct policy_host sh;
         bool match = r == SNI_OK &&

@@ -42,12 +42,28 @@ struct px_relay_dir {
     bool shut;      /* `to` has been shut for writing */
 };
 
+/* The watch over a TLS tunnel's handshake after its first ClientHello
+ * (rehello.c): a later ClientHello (after a HelloRetryRequest) is held
+ * back until it is parsed and names the same host.  `on` until nothing the
+ * client sends can be a ClientHello the server takes; meanwhile the relay
+ * copies the client's bytes (no splice) and shows it the server's. */
+struct px_rehello {
+    bool on;
+    struct sni_watch w;
+    uint8_t keep[5]; /* the start of a record header not yet classified */
+    uint8_t keep_len;
+    struct sni_parser *parser; /* a later ClientHello being read ... */
+    uint8_t *hello;            /* ... and its bytes so far, held back */
+    size_t hello_len;
+};
+
 /* A tunnel: it owns both sockets once started (relay.c). */
 struct px_relay {
     int fd[2]; /* 0: client, 1: upstream */
     struct event ev[2];
     short watching[2];        /* EV_READ|EV_WRITE the socket's event waits for */
     struct px_relay_dir d[2]; /* 0: client -> upstream, 1: upstream -> client */
+    struct px_rehello rh;
 };
 
 /* A socket of a tunnel before its relay starts, without a bufferevent:
@@ -150,6 +166,7 @@ struct px_conn {
             struct px_raw rc, ru; /* client, upstream (tunnels; see above) */
             uint8_t *early;       /* what rc sent: the ClientHello and what follows */
             size_t early_len;
+            size_t hello_len; /* of early: the first ClientHello's records (0: none parsed) */
         };
         struct px_relay relay;
     };
@@ -224,5 +241,19 @@ void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next r
  * client sent before (c->early) is sent first.  May close. */
 void px_relay_start(struct px_conn *c);
 void px_relay_free(struct px_conn *c); /* closes both sockets */
+/* Append n bytes to what direction d has to write (relay.c sends them). */
+void px_relay_hold(struct px_relay_dir *d, const uint8_t *p, size_t n);
+
+/* rehello.c: a TLS tunnel's later ClientHellos. */
+/* Start the watch (the tunnel's first ClientHello was checked). */
+void px_rehello_start(struct px_conn *c);
+/* The client's next n bytes: what may go on is appended to the client
+ * direction's held bytes, the rest is kept back.  False when a later
+ * ClientHello named another host or broke the rules: closed. */
+bool px_rehello_client(struct px_conn *c, const uint8_t *p, size_t n);
+/* The server's next n bytes (relayed as usual); may end the watch, which
+ * lets bytes kept back go on. */
+void px_rehello_server(struct px_conn *c, const uint8_t *p, size_t n);
+void px_rehello_free(struct px_rehello *rh);
 
 #endif

@@ -122,6 +122,17 @@ static void hold(struct px_relay_dir *d, const uint8_t *p, size_t n)
     memcpy(hold_space(d, n), p, n);
 }
 
+void px_relay_hold(struct px_relay_dir *d, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return;
+    d->held = realloc(d->held, d->held_len + n);
+    if (d->held == NULL)
+        abort();
+    memcpy(d->held + d->held_len, p, n);
+    d->held_len += n;
+}
+
 static void start_splice(struct px_relay_dir *d)
 {
     if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) == -1) {
@@ -142,6 +153,30 @@ static bool count(struct px_conn *c, int i, size_t n)
     return px_conn_count(c, i, n);
 }
 
+/* Pass the n bytes just read into scratch on in direction i: written at
+ * once, what the peer does not take held.  While the handshake is watched
+ * (rehello.c) the client's bytes go through the watch, which holds back a
+ * later ClientHello, and the server's are shown to it.  False when the
+ * tunnel was closed. */
+static bool pass_on(struct px_conn *c, int i, size_t n)
+{
+    struct px_relay_dir *d = &c->relay.d[i];
+
+    if (c->relay.rh.on && i == 0)
+        return px_rehello_client(c, scratch, n); /* into d->held: flushed next */
+    if (c->relay.rh.on)
+        px_rehello_server(c, scratch, n);
+    ssize_t w = send(d->to, scratch, n, MSG_NOSIGNAL);
+    if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        px_conn_close(c, i == 0 ? "upstream error" : "client error");
+        return false;
+    }
+    size_t sent = w < 0 ? 0 : (size_t)w;
+    if (sent < n)
+        hold(d, scratch + sent, n - sent);
+    return true;
+}
+
 /* Read from d->from and write on at once, until the socket has no more,
  * the peer is full, or this wakeup's share is moved.  0, or -1 when the
  * tunnel was closed. */
@@ -154,8 +189,8 @@ static int pump(struct px_conn *c, int i)
         ssize_t n;
         size_t want;
 
-        if (d->pipe[0] == -1 && !d->no_pipe && d->total >= SPLICE_AFTER)
-            start_splice(d);
+        if (d->pipe[0] == -1 && !d->no_pipe && d->total >= SPLICE_AFTER && !c->relay.rh.on)
+            start_splice(d); /* (bytes a watch must see are not spliced) */
         if (d->pipe[0] != -1) {
             want = d->pipe_size;
             n = splice(d->from, NULL, d->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -177,17 +212,10 @@ static int pump(struct px_conn *c, int i)
         if (!count(c, i, (size_t)n))
             return -1;
         moved += (size_t)n;
-        if (d->pipe[0] != -1) {
+        if (d->pipe[0] != -1)
             d->in_pipe = (size_t)n;
-        } else {
-            ssize_t w = send(d->to, scratch, (size_t)n, MSG_NOSIGNAL);
-            if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                px_conn_close(c, i == 0 ? "upstream error" : "client error");
-                return -1;
-            }
-            if (w < n)
-                hold(d, scratch + (w < 0 ? 0 : w), (size_t)(n - (w < 0 ? 0 : w)));
-        }
+        else if (!pass_on(c, i, (size_t)n))
+            return -1;
         if (flush_dir(d) < 0) {
             px_conn_close(c, i == 0 ? "upstream error" : "client error");
             return -1;
@@ -242,13 +270,33 @@ static void on_socket(evutil_socket_t fd, short what, void *arg)
     settle(c);
 }
 
-/* Count and send what the client sent before the relay (`early` bytes,
- * held by the client's direction); false when the tunnel was closed. */
-static bool begin(struct px_conn *c, size_t early)
+/* Count and send what the client sent before the relay (`len` bytes at
+ * `early`, which the relay now owns); when they start with a ClientHello
+ * (`hello_len` bytes of them), the handshake is watched from its end on.
+ * False when the tunnel was closed. */
+static bool begin(struct px_conn *c, uint8_t *early, size_t len, size_t hello_len)
 {
-    if (early > 0 && !count(c, 0, early))
+    struct px_relay_dir *d = &c->relay.d[0];
+
+    if (hello_len == 0) {
+        d->held = early;
+        d->held_len = len;
+    } else {
+        px_rehello_start(c);
+        px_relay_hold(d, early, hello_len);
+    }
+    if (len > 0 && !count(c, 0, len)) {
+        if (hello_len > 0)
+            free(early);
         return false;
-    if (flush_dir(&c->relay.d[0]) < 0) {
+    }
+    if (hello_len > 0) {
+        bool ok = px_rehello_client(c, early + hello_len, len - hello_len);
+        free(early);
+        if (!ok)
+            return false;
+    }
+    if (flush_dir(d) < 0) {
         px_conn_close(c, "upstream error");
         return false;
     }
@@ -258,7 +306,6 @@ static bool begin(struct px_conn *c, size_t early)
 void px_relay_start(struct px_conn *c)
 {
     struct px_relay *r = &c->relay;
-    struct px_relay_dir d[2] = {0};
 
     px_conn_set_state(c, PX_S_RELAY);
     c->t_start_ms = c->t_start_ms ? c->t_start_ms : px_now_ms();
@@ -267,9 +314,8 @@ void px_relay_start(struct px_conn *c)
      * before the tunnel started (the ClientHello, and what followed it)
      * is relayed first, as it is, and counted like the rest. */
     assert(c->cli == NULL && c->up == NULL && c->rc.ev != NULL && c->ru.ev != NULL);
-    size_t early = c->early_len;
-    d[0].held = c->early;
-    d[0].held_len = c->early_len;
+    uint8_t *early = c->early;
+    size_t early_len = c->early_len, hello_len = c->hello_len;
     c->early = NULL;
     /* A raw socket's event is freed only once the relay's own event on
      * the socket is added: libevent counts events per socket, so the
@@ -282,13 +328,12 @@ void px_relay_start(struct px_conn *c)
     c->relaying = true;
     for (int i = 0; i < 2; i++) {
         r->fd[i] = fd[i];
-        r->d[i] = d[i];
         r->d[i].from = fd[i];
         r->d[i].to = fd[1 - i];
         r->d[i].pipe[0] = r->d[i].pipe[1] = -1;
     }
     px_conn_timeout(c, 1); /* rearm_idle sets the real deadline */
-    if (begin(c, early))
+    if (begin(c, early, early_len, hello_len))
         settle(c);
     for (int i = 0; i < 2; i++)
         event_free(old[i]);
@@ -309,5 +354,6 @@ void px_relay_free(struct px_conn *c)
         free(d->held);
         close(r->fd[s]);
     }
+    px_rehello_free(&r->rh);
     c->relaying = false;
 }
