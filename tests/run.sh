@@ -129,7 +129,7 @@ run_fuzzer() {
     mkdir -p "$corpus"
     [ $# -eq 0 ] || cp -n "$@" "$corpus"/
     if step "fuzz $name for ${secs}s" "$log" \
-        "$prog" -max_total_time="$secs" -max_len=20000 -print_final_stats=1 \
+        "$prog" -max_total_time="$secs" -max_len=20000 -timeout=30 -print_final_stats=1 \
         -artifact_prefix="$top/build/fuzz-" "$corpus"; then
         grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss)' "$log" | sed 's/^/    /'
     fi
