@@ -55,7 +55,9 @@
 # worker_processes), BENCH_THREADS (egress-load threads, 1),
 # BENCH_SINK_THREADS (1), BENCH_CONNS (concurrency, 50), BENCH_REPLY (4096),
 # BENCH_IDLE (5000), BENCH_BULK_CONNS (4), BENCH_BULK_BYTES (256m), BENCH_HELLO
-# (the ClientHello capture, default $CLIENTHELLO_DIR/curl.bin).
+# (the ClientHello capture, default $CLIENTHELLO_DIR/curl.bin), BENCH_EGRESSD
+# (the egressd to run, default BUILD_DIR/proxy/egressd: a before/after of one
+# change runs another egressd under the same load generator and sinks).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -101,7 +103,7 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy
 
 LOAD=$build/bench/egress-load
 SINK=$build/bench/egress-sink
-EGRESSD=$build/proxy/egressd
+EGRESSD=${BENCH_EGRESSD:-$build/proxy/egressd}
 PEERS=$top/bench/peers
 HELLO=${BENCH_HELLO:-${CLIENTHELLO_DIR:-$top/../shared/data/clienthello}/curl.bin}
 WORKERS=${BENCH_WORKERS:-2}
