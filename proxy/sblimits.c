@@ -57,7 +57,7 @@ static struct px_limit *add(const char *id, unsigned b, bool source)
 
     if (l == NULL)
         abort();
-    strncpy(l->id, id, sizeof(l->id) - 1);
+    memcpy(l->id, id, strnlen(id, sizeof(l->id) - 1)); /* calloc'd: ends in '\0' */
     pthread_mutex_init(&l->lock, NULL);
     l->tokens = -1; /* full at first use */
     l->source = source;

@@ -5,6 +5,7 @@
 # Builds (under build/):
 #   gcc    gcc, -Wall -Wextra -Werror          unit tests, bench smoke run
 #   clang  clang, same flags                   compiles clean with clang too
+#   release gcc -O3 (quickstart's build)       compiles clean with -O3 too
 #   asan   clang, ASan + UBSan                 unit tests again, under sanitizers
 #   fuzz   clang, libFuzzer + ASan + UBSan     each harness for FUZZ_SECONDS
 #
@@ -181,6 +182,8 @@ setup_build build/gcc gcc && {
         "$logs/bench-peers.log" bench/run.sh --smoke build/gcc
 }
 setup_build build/clang clang
+# What deploy/quickstart.sh builds: gcc -O3 warns of things -O2 does not.
+setup_build build/release gcc --buildtype=release
 setup_build build/asan clang -Db_sanitize=address,undefined -Db_lundef=false && \
     run_unit_tests build/asan asan
 setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false && {
