@@ -251,6 +251,19 @@ void px_conn_log(struct px_conn *c)
     px_metrics_bytes(c->msb, c->bytes_up, c->bytes_down);
 }
 
+void px_conn_end_denied(struct px_conn *c, enum px_reason r, const struct policy_rule_ref *rule,
+                        const char *why)
+{
+    if (rule != NULL)
+        c->v.rule = *rule;
+    else
+        memset(&c->v.rule, 0, sizeof(c->v.rule));
+    c->reason = r;
+    c->decision = POLICY_DENY;
+    c->decided = true;
+    px_conn_close(c, why);
+}
+
 bool px_conn_count(struct px_conn *c, int dir, size_t n)
 {
     if (dir == 0)
@@ -998,10 +1011,7 @@ static void revoke_conn(struct px_conn *c, const struct policy_rule_ref *rule)
         px_conn_close(c, "revoked"); /* between requests: no request to log */
         return;
     }
-    c->reason = PX_R_REVOKED;
-    c->decision = POLICY_DENY;
-    c->decided = true;
-    px_conn_close(c, "revoked");
+    px_conn_end_denied(c, PX_R_REVOKED, rule, "revoked");
 }
 
 /* Judge c again in world w (see px_conn_recheck_all).  May close. */
@@ -1041,6 +1051,14 @@ void px_conn_recheck_all(struct px_worker *w)
 }
 
 /* ------------------------------------------------------------ ClientHello */
+
+bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len)
+{
+    struct policy_host h;
+
+    return policy_host_normalize(name, len, &h) == POLICY_HOST_OK &&
+           strcmp(h.text, c->host.text) == 0;
+}
 
 /* CONNECT without SNI: allowed when the policy allows the address it goes
  * to as an IP literal (or `require-sni off`). */
@@ -1090,11 +1108,7 @@ static void hello_done(struct px_conn *c, enum sni_result r)
     }
     c->hello_len = h->record_bytes; /* the relay watches what follows (rehello.c) */
     if (c->mode == PX_MODE_CONNECT) {
-        struct policy_host sh;
-        bool match = r == SNI_OK &&
-                     policy_host_normalize(c->sni, strlen(c->sni), &sh) == POLICY_HOST_OK &&
-                     strcmp(sh.text, c->host.text) == 0;
-        if (r == SNI_OK && !match) {
+        if (r == SNI_OK && !px_conn_names_host(c, c->sni, strlen(c->sni))) {
             memset(&c->v.rule, 0, sizeof(c->v.rule));
             px_conn_deny(c, PX_R_SNI_MISMATCH);
             return;

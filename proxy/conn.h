@@ -182,6 +182,14 @@ void px_conn_close(struct px_conn *c, const char *why);
  * X-Egress-Deny header for HTTP and CONNECT-before-200, a TLS alert after
  * it and for transparent TLS; then close.  Closes. */
 void px_conn_deny(struct px_conn *c, enum px_reason r);
+/* End a connection whose stream has started (a tunnel relaying, an answer
+ * under way): nothing more can be answered, so the line says deny `r`
+ * (with `rule`, or none) and the stream just ends.  Closes. */
+void px_conn_end_denied(struct px_conn *c, enum px_reason r, const struct policy_rule_ref *rule,
+                        const char *why);
+/* Whether host name `name` (len bytes, as a ClientHello sent it) is the
+ * host c is for, once normalized. */
+bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len);
 /* Write nothing more; close once the output is read (lingering close). */
 void px_conn_flush_close(struct px_conn *c);
 /* Give the client socket back to conn.c's callbacks (between requests). */

@@ -63,18 +63,13 @@ static void settle_watch(struct px_conn *c)
 static enum px_reason judge_hello(const struct px_conn *c, enum sni_result r,
                                   const struct sni_parser *p)
 {
-    struct policy_host h;
-
     if (r == SNI_NOT_TLS || r == SNI_MALFORMED)
         return sni_error_is_name(p->error) ? PX_R_BAD_HOST : PX_R_NOT_TLS;
     if (p->hello.ech && !px_d.cfg->ech_allow)
         return PX_R_ECH;
     if (r == SNI_NO_SNI)
         return c->have_sni ? PX_R_SNI_MISMATCH : PX_R_ALLOWED;
-    if (!c->have_sni ||
-        policy_host_normalize((const char *)p->hello.host.ptr, p->hello.host.len, &h) !=
-            POLICY_HOST_OK ||
-        strcmp(h.text, c->host.text) != 0)
+    if (!c->have_sni || !px_conn_names_host(c, (const char *)p->hello.host.ptr, p->hello.host.len))
         return PX_R_SNI_MISMATCH;
     return PX_R_ALLOWED;
 }
@@ -84,11 +79,7 @@ static void refuse(struct px_conn *c, enum px_reason r)
 {
     px_log_debug("conn %llu %s: a later ClientHello: %s", (unsigned long long)c->id, c->src,
                  px_reason_str(r));
-    memset(&c->v.rule, 0, sizeof(c->v.rule));
-    c->reason = r;
-    c->decision = POLICY_DENY;
-    c->decided = true;
-    px_conn_close(c, "a later ClientHello was refused");
+    px_conn_end_denied(c, r, NULL, "a later ClientHello was refused");
 }
 
 /* Feed a ClientHello being read; *took: how many of the n bytes are its.
