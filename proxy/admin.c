@@ -205,12 +205,12 @@ static void on_sandbox(struct evhttp_request *req, const char *id)
         return;
     case EVHTTP_REQ_DELETE:
         switch (px_world_delete_sandbox(id, err, sizeof(err))) {
-        case 0:
+        case PX_WORLD_DELETED:
             px_log_info("admin: sandbox %s deleted", id);
             evhttp_send_reply(req, 204, NULL, NULL);
             return;
-        case 1: reply_error(req, 404, msg); return;
-        default: reply_errors(req, px_world_error_status(), err); return;
+        case PX_WORLD_NO_SUCH: reply_error(req, 404, msg); return;
+        case PX_WORLD_FAILED: reply_errors(req, px_world_error_status(), err); return;
         }
     case EVHTTP_REQ_PUT: break;
     default: reply_405(req, "GET, PUT, DELETE"); return;

@@ -514,19 +514,37 @@ static int cmp_slot(const void *a, const void *b)
     return memcmp(((const struct addr_slot *)a)->addr, ((const struct addr_slot *)b)->addr, 16);
 }
 
-/* Sort by id (held[] follows), then index the addresses.  Returns 0, -1
- * when an id is given twice (not a set of bindings: 400), or -2 when an
- * address is in two bindings (422); every conflict is in err.  `changed`,
- * when not NULL, is the binding the caller changed: messages name the
- * other one. */
-static int world_finish(struct world *w, const char *changed, char *err, size_t errlen)
+/* What is wrong with bindings given to a world, the worse one last:
+ * the HTTP status of each is status_of(). */
+enum fault {
+    FAULT_NONE,
+    FAULT_NO_LOAD, /* a binding that does not load: unknown preset, bad line, address taken (422) */
+    FAULT_SHAPE,   /* not a binding: JSON shape, a field, an id given twice (400) */
+};
+
+/* The worse of two faults. */
+static enum fault worse(enum fault a, enum fault b)
+{
+    return a > b ? a : b;
+}
+
+static int status_of(enum fault f)
+{
+    return f == FAULT_SHAPE ? 400 : 422;
+}
+
+/* Sort by id (held[] follows), then index the addresses.  FAULT_SHAPE
+ * when an id is given twice, FAULT_NO_LOAD when an address is in two
+ * bindings; every conflict is in err.  `changed`, when not NULL, is the
+ * binding the caller changed: messages name the other one. */
+static enum fault world_finish(struct world *w, const char *changed, char *err, size_t errlen)
 {
     struct {
         struct px_sandbox sb;
         struct held *h;
     } *tmp = calloc(w->n ? w->n : 1, sizeof(*tmp));
     char t[INET6_ADDRSTRLEN];
-    int rc = 0;
+    enum fault rc = FAULT_NONE;
 
     if (tmp == NULL)
         abort();
@@ -540,7 +558,7 @@ static int world_finish(struct world *w, const char *changed, char *err, size_t 
         w->held[i] = tmp[i].h;
         if (i > 0 && strcmp(w->sbx[i - 1].id, w->sbx[i].id) == 0) {
             err_add(err, errlen, "sandbox %s: id: given twice", w->sbx[i].id);
-            rc = -1;
+            rc = FAULT_SHAPE;
         }
     }
     explicit_bzero(tmp, w->n * sizeof(*tmp));
@@ -569,7 +587,7 @@ static int world_finish(struct world *w, const char *changed, char *err, size_t 
         }
         err_add(err, errlen, "sandbox %s: addresses: %s is already bound to sandbox %s", a->id,
                 addr_str(w->index[i].addr, t, sizeof(t)), b->id);
-        rc = rc ? rc : -2;
+        rc = worse(rc, FAULT_NO_LOAD);
     }
     w->pub.policy = w->base->policy;
     w->pub.hosts = w->base->hosts;
@@ -579,10 +597,10 @@ static int world_finish(struct world *w, const char *changed, char *err, size_t 
     return rc;
 }
 
-/* Parse and compile one binding into w.  Returns 0, -1 (not a binding:
- * 400) or -2 (does not load: 422); errors in err. */
-static int world_add_json(struct world *w, const json_t *obj, const char *id, char *err,
-                          size_t errlen)
+/* Parse and compile one binding into w: FAULT_NONE, or the fault with
+ * the errors in err. */
+static enum fault world_add_json(struct world *w, const json_t *obj, const char *id, char *err,
+                                 size_t errlen)
 {
     struct px_sandbox sb;
     struct policy_diag d = {0};
@@ -590,7 +608,7 @@ static int world_add_json(struct world *w, const json_t *obj, const char *id, ch
 
     if (px_sandbox_parse(obj, id, &sb, one, sizeof(one)) == -1) {
         err_add(err, errlen, "%s", one);
-        return -1;
+        return FAULT_SHAPE;
     }
     struct policy_binding *pb = px_sandbox_bind(w->base->policy, &sb, &d);
     if (pb == NULL) {
@@ -598,12 +616,12 @@ static int world_add_json(struct world *w, const json_t *obj, const char *id, ch
         policy_diag_free(&d);
         explicit_bzero(sb.token, sizeof(sb.token));
         json_decref(sb.json);
-        return -2;
+        return FAULT_NO_LOAD;
     }
     policy_diag_free(&d);
     world_add(w, &sb, held_new(pb, sb.json));
     explicit_bzero(sb.token, sizeof(sb.token));
-    return 0;
+    return FAULT_NONE;
 }
 
 /* ------------------------------------------------------- persistence */
@@ -1040,7 +1058,7 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
         explicit_bzero(sb.token, sizeof(sb.token));
     }
     json_decref(saved);
-    if (world_finish(w, NULL, err, errlen) != 0 || rc == -1) {
+    if (world_finish(w, NULL, err, errlen) != FAULT_NONE || rc == -1) {
         world_free(w);
         return -1;
     }
@@ -1072,7 +1090,7 @@ int px_world_reload(char *err, size_t errlen)
         else
             json_decref(json);
     }
-    if (w == NULL || w->n != old->n || world_finish(w, NULL, err, errlen) != 0) {
+    if (w == NULL || w->n != old->n || world_finish(w, NULL, err, errlen) != FAULT_NONE) {
         if (w != NULL)
             world_free(w);
         px_metrics_reload(false);
@@ -1095,37 +1113,37 @@ int px_world_put_sandbox(const char *id, const json_t *obj, char *err, size_t er
     for (size_t i = 0; i < old->n; i++)
         if (strcmp(old->sbx[i].id, id) != 0)
             world_add_shared(w, old, i);
-    int rc = world_add_json(w, obj, id, err, errlen);
-    if (rc == 0)
-        rc = world_finish(w, id, err, errlen);
-    if (rc != 0) {
-        error_status = rc == -1 ? 400 : 422;
+    enum fault f = world_add_json(w, obj, id, err, errlen);
+    if (f == FAULT_NONE)
+        f = world_finish(w, id, err, errlen);
+    if (f != FAULT_NONE) {
+        error_status = status_of(f);
         world_free(w);
         return -1;
     }
     return world_commit(w, err, errlen);
 }
 
-int px_world_delete_sandbox(const char *id, char *err, size_t errlen)
+enum px_world_delete px_world_delete_sandbox(const char *id, char *err, size_t errlen)
 {
     err[0] = '\0';
     struct world *old = current(err, errlen);
 
     if (old == NULL)
-        return -1;
+        return PX_WORLD_FAILED;
     if (px_world_by_id(&old->pub, id) == NULL)
-        return 1;
+        return PX_WORLD_NO_SUCH;
     struct world *w = world_new(old->base, old->n);
     for (size_t i = 0; i < old->n; i++)
         if (strcmp(old->sbx[i].id, id) != 0)
             world_add_shared(w, old, i);
     world_finish(w, NULL, err, errlen); /* fewer bindings cannot conflict */
-    return world_commit(w, err, errlen);
+    return world_commit(w, err, errlen) == 0 ? PX_WORLD_DELETED : PX_WORLD_FAILED;
 }
 
 int px_world_replace_sandboxes(const json_t *arr, char *err, size_t errlen)
 {
-    int worst = 0;
+    enum fault worst = FAULT_NONE;
 
     err[0] = '\0';
     struct world *old = current(err, errlen);
@@ -1137,16 +1155,11 @@ int px_world_replace_sandboxes(const json_t *arr, char *err, size_t errlen)
         return -1;
     }
     struct world *w = world_new(old->base, json_array_size(arr));
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        int rc = world_add_json(w, json_array_get(arr, i), NULL, err, errlen);
-        if (rc == -1 || (rc == -2 && worst == 0))
-            worst = rc;
-    }
-    int fin = world_finish(w, NULL, err, errlen);
-    if (fin == -1 || (fin == -2 && worst == 0))
-        worst = fin;
-    if (worst != 0) {
-        error_status = worst == -1 ? 400 : 422;
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        worst = worse(worst, world_add_json(w, json_array_get(arr, i), NULL, err, errlen));
+    worst = worse(worst, world_finish(w, NULL, err, errlen));
+    if (worst != FAULT_NONE) {
+        error_status = status_of(worst);
         world_free(w);
         return -1;
     }

@@ -92,9 +92,13 @@ int px_world_reload(char *err, size_t errlen);
  * (nothing changed). */
 int px_world_put_sandbox(const char *id, const json_t *obj, char *err, size_t errlen);
 
-/* Remove binding `id`.  Returns 0, 1 when there was none, -1 with the
- * reason (persisting failed; nothing changed). */
-int px_world_delete_sandbox(const char *id, char *err, size_t errlen);
+enum px_world_delete {
+    PX_WORLD_DELETED, /* gone, persisted, and the new world swapped in */
+    PX_WORLD_NO_SUCH, /* there was no binding `id` */
+    PX_WORLD_FAILED,  /* persisting failed (the reason in err); nothing changed */
+};
+/* Remove binding `id`. */
+enum px_world_delete px_world_delete_sandbox(const char *id, char *err, size_t errlen);
 
 /* Replace all bindings with the JSON array `arr` (all or nothing). */
 int px_world_replace_sandboxes(const json_t *arr, char *err, size_t errlen);

@@ -261,7 +261,7 @@ static void test_limits_follow_bindings(void)
     (void)px_limit_bytes(l, 1000, 0);
     px_limit_put(l);
     size_t before = px_limit_count();
-    ok(px_world_delete_sandbox("104", err, sizeof(err)) == 0, "delete 104");
+    ok(px_world_delete_sandbox("104", err, sizeof(err)) == PX_WORLD_DELETED, "delete 104");
     ok(px_limit_count() == before - 1, "its counters are gone with it (%zu -> %zu)", before,
        px_limit_count());
     ok(put("104", "{\"policy\":\"test\",\"addresses\":[\"10.99.0.44\"]}") == 0,
@@ -269,7 +269,7 @@ static void test_limits_follow_bindings(void)
     l = px_limit_get("104");
     ok(!px_limit_over_quota(l, 1000), "it starts with a fresh quota");
     px_limit_put(l);
-    ok(px_world_delete_sandbox("104", err, sizeof(err)) == 0, "delete 104 again");
+    ok(px_world_delete_sandbox("104", err, sizeof(err)) == PX_WORLD_DELETED, "delete 104 again");
 }
 
 static void test_replace_one(void)
@@ -368,7 +368,7 @@ static void test_validation(void)
     snprintf(text, sizeof(text), "{\"policy\":\"test\",\"name\":\"%s\",\"expires\":null}",
              longname);
     ok(put("103", text) == 0, "127 bytes is fine, and null stands for an absent field");
-    ok(px_world_delete_sandbox("103", err, sizeof(err)) == 0, "delete it");
+    ok(px_world_delete_sandbox("103", err, sizeof(err)) == PX_WORLD_DELETED, "delete it");
 
     json_t *big = J("{\"policy\":\"test\",\"allow\":[]}");
     for (int i = 0; i < 257; i++)
@@ -379,8 +379,9 @@ static void test_validation(void)
     json_array_remove(json_object_get(big, "allow"), 0);
     ok(px_world_put_sandbox("103", big, err, sizeof(err)) == 0, "256 are fine");
     json_decref(big);
-    ok(px_world_delete_sandbox("103", err, sizeof(err)) == 0, "delete it");
-    ok(px_world_delete_sandbox("103", err, sizeof(err)) == 1, "deleting it again: 1 (none)");
+    ok(px_world_delete_sandbox("103", err, sizeof(err)) == PX_WORLD_DELETED, "delete it");
+    ok(px_world_delete_sandbox("103", err, sizeof(err)) == PX_WORLD_NO_SUCH,
+       "deleting it again: none");
     ok(count() == 2, "two bindings remain");
 }
 
@@ -501,7 +502,8 @@ static void test_persistence(void)
        "put: a failed write is an error (500)");
     ok(gen() == g && count() == 2 && strcmp(who_has("10.99.0.13"), "-") == 0,
        "  and the old world stays");
-    ok(px_world_delete_sandbox("101", err, sizeof(err)) == -1 && px_world_error_status() == 500,
+    ok(px_world_delete_sandbox("101", err, sizeof(err)) == PX_WORLD_FAILED &&
+           px_world_error_status() == 500,
        "delete: a failed write is an error");
     ok(count() == 2 && strcmp(who_has("10.99.0.11"), "101") == 0, "  and 101 is still bound");
     json_t *set = json_array();
@@ -523,7 +525,7 @@ static void test_persistence(void)
     rename(moved, path);
     ok(put("103", "{\"policy\":\"test\"}") == 0 && count() == 3,
        "with the state dir back, a put works");
-    ok(px_world_delete_sandbox("103", err, sizeof(err)) == 0, "delete it");
+    ok(px_world_delete_sandbox("103", err, sizeof(err)) == PX_WORLD_DELETED, "delete it");
 }
 
 static void test_reload(void)
@@ -647,7 +649,8 @@ static void test_threads(void)
         snprintf(id, sizeof(id), "t%d", i % 7);
         snprintf(text, sizeof(text), "{\"policy\":\"test\",\"addresses\":[\"10.98.%d.%d\"]}", i % 7,
                  i);
-        if (i % 3 == 2 ? px_world_delete_sandbox(id, err, sizeof(err)) == -1 : put(id, text) != 0)
+        if (i % 3 == 2 ? px_world_delete_sandbox(id, err, sizeof(err)) == PX_WORLD_FAILED
+                       : put(id, text) != 0)
             fails++;
         if (i % 50 == 0 && px_world_reload(err, sizeof(err)) != 0)
             fails++;
