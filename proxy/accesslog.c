@@ -249,6 +249,8 @@ static size_t format_line(const struct px_log_entry *e, char *buf)
     put_uint(&l, e->duration_ms);
     PUT_LIT(&l, ",\"status\":");
     put_uint_or_null(&l, e->status);
+    PUT_LIT(&l, ",\"termination\":");
+    put_str(&l, e->termination);
     PUT_LIT(&l, "}");
     return l.len;
 }

@@ -32,7 +32,8 @@ struct px_log_entry {
     uint64_t bytes_up;    /* client -> origin */
     uint64_t bytes_down;  /* origin -> client */
     uint64_t duration_ms;
-    unsigned status; /* HTTP status sent or received, or 0 */
+    unsigned status;         /* HTTP status sent or received, or 0 */
+    const char *termination; /* "WHO/PHASE" that ended the connection, or NULL */
 };
 
 /* Open `path` ("stdout" for standard output) for appending.  Returns 0, or

@@ -1,12 +1,23 @@
 /*
- * conn.h - one client connection and what it does (conn.c, exchange.c,
- * relay.c).  Private to the daemon.
+ * conn.h - one client connection and what it does.  Private to the daemon.
+ * One noun per file:
+ *   conn.c      accept, the state ladder, timers, the close path, the log line
+ *   client.c    reading the client (bufferevent, or raw socket for tunnels)
+ *   identity.c  which sandbox it is, its metrics and limits handles
+ *   judge.c     the one decision path: expiry, name, quota, DNS, addresses
+ *   answer.c    the deny and fail contract (403 + X-Egress-Deny, TLS alert, 5xx)
+ *   upstream.c  connecting to the origin, address by address
+ *   hello.c     the ClientHello phase (transparent TLS, CONNECT after 200)
+ *   exchange.c  HTTP requests and responses, keep-alive
+ *   relay.c     the tunnel; rehello.c its later ClientHellos
+ *   revoke.c    judging open connections again after a world swap
  *
- * A connection owns its two bufferevents, its timer, its DNS request, its
- * world reference and its metrics handle, and gives them all back in one
- * place: px_conn_close(), which also writes the access-log line.  After
- * calling px_conn_close() (or any function documented as possibly closing),
- * a caller returns at once and touches nothing of the connection.
+ * A connection owns its bufferevents or raw sockets, its timer, its DNS
+ * request, its world reference and its metrics and limits handles, and
+ * gives them all back in one place: px_conn_close(), which also writes the
+ * access-log line.  After calling px_conn_close() (or any function
+ * documented as possibly closing), a caller returns at once and touches
+ * nothing of the connection.
  */
 #ifndef PX_CONN_H
 #define PX_CONN_H
@@ -18,12 +29,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "bev.h"
 #include "egressd.h"
 #include "http.h"
 #include "policy.h"
 #include "resolver.h"
 #include "sblimits.h"
 #include "sni.h"
+#include "sockaddr.h"
 #include "verdict.h"
 #include "world.h"
 
@@ -76,7 +89,7 @@ struct px_raw {
 };
 
 /* States; the comment says what the connection waits for.  Changed only by
- * conn_set_state(), which checks the transition. */
+ * px_conn_set_state(), which checks the transition. */
 enum px_conn_state {
     PX_S_HEAD,     /* a request head from the client (proxy, transparent HTTP) */
     PX_S_HELLO,    /* the ClientHello (transparent TLS, or CONNECT after 200) */
@@ -88,34 +101,9 @@ enum px_conn_state {
     PX_S_FLUSH,    /* a final answer (deny, error) is being written, then close */
 };
 
-struct px_conn {
-    struct px_conn *next, *prev; /* the worker's list */
-    struct px_worker *w;
-    const struct px_listener_spec *l;
-    uint64_t id;
-    enum px_conn_state state;
-    enum px_mode mode;
-    struct bufferevent *cli, *up; /* NULL where rc, ru are used, and once relaying */
-    struct event *timer;
-    int64_t t_accept_ms; /* the connection's start (max-conn-life) */
-    int64_t t_start_ms;  /* the current request's or tunnel's start */
-    int64_t t_active_ms; /* the last byte moved (timeout-idle) */
-
-    /* Who: the client, its binding and the world it is judged in. */
-    char src[INET6_ADDRSTRLEN + 8];
-    uint8_t src_addr[16];
-    struct sockaddr_storage orig_dst; /* transparent: SO_ORIGINAL_DST */
-    bool redirected;                  /* orig_dst is not the listener itself */
-    struct px_world *world;           /* the world of the last decision (px_conn_judge) */
-    const struct px_sandbox *sb;      /* NULL: default-policy */
-    const struct policy_binding *pb;
-    bool by_auth; /* sb was named by Proxy-Authorization, not by the source address */
-    struct px_msb *msb;
-    bool counted_active;
-    struct px_limit *lim; /* the sandbox's limits; counted as one open connection */
-    bool released;        /* answered (FLUSH): no longer counted as open */
-
-    /* What: the current request or tunnel. */
+/* The request (or tunnel) being judged: what it asks for and what was
+ * decided.  Reset for each request of a kept-alive connection. */
+struct px_request {
     char method[24];
     struct policy_host host;
     uint16_t port;
@@ -127,11 +115,53 @@ struct px_conn {
     bool decided;    /* decision/reason are final for this request */
     unsigned status; /* HTTP status sent or received */
     bool logged;     /* this request's log line is written */
+};
+
+/* The HTTP exchange (exchange.c): the head to send upstream, keep-alive,
+ * and the body framing each side declared. */
+struct px_exchange {
+    struct evbuffer *pending; /* bytes for upstream once it is connected */
+    bool client_keep_alive, upstream_keep_alive;
+    enum px_http_body req_body, resp_body;
+    uint64_t req_left, resp_left;
+    struct px_chunked req_chunks, resp_chunks;
+    bool req_done, resp_head_done;
+    bool head_started; /* a byte of the next request head is in: header timeout runs */
+};
+
+struct px_conn {
+    struct px_conn *next, *prev; /* the worker's list */
+    struct px_worker *w;
+    const struct px_listener_spec *l;
+    uint64_t id;
+    enum px_conn_state state;
+    enum px_mode mode;
+    struct bufferevent *cli, *up; /* NULL where rc, ru are used, and once relaying */
+    struct event *timer;
+    int64_t t_accept_ms;          /* the connection's start (max-conn-life) */
+    int64_t t_start_ms;           /* the current request's or tunnel's start */
+    int64_t t_active_ms;          /* the last byte moved (timeout-idle) */
+    enum px_end end_by;           /* who ended it (PX_END_NONE: nobody yet) ... */
+    enum px_conn_state end_phase; /* ... and in which state */
+
+    /* Who: the client, its binding and the world it is judged in. */
+    char src[PX_SOCKADDR_TEXT_MAX];
+    uint8_t src_addr[16];
+    struct sockaddr_storage orig_dst; /* transparent: SO_ORIGINAL_DST */
+    bool redirected;                  /* orig_dst is not the listener itself */
+    struct px_world *world;           /* the world of the last decision (px_conn_judge) */
+    const struct px_sandbox *sb;      /* NULL: default-policy */
+    const struct policy_binding *pb;
+    bool by_auth;         /* sb was named by Proxy-Authorization, not by the source address */
+    struct px_msb *msb;   /* counted as active there until FLUSH or the close */
+    struct px_limit *lim; /* the sandbox's limits; counted as one open connection */
+
+    struct px_request rq;
 
     /* Where: the checked addresses and the one connected to. */
     struct px_dns_req *dns;
     bool connect_refused; /* an address refused (or failed), not only timed out */
-    char upstream[INET6_ADDRSTRLEN + 8];
+    char upstream[PX_SOCKADDR_TEXT_MAX];
     struct sockaddr_storage up_ss;
     socklen_t up_len;
     int64_t t_connect_ms;
@@ -140,14 +170,7 @@ struct px_conn {
     /* The ClientHello being read (allocated only while reading it). */
     struct sni_parser *hello;
 
-    /* HTTP exchange: the head to send upstream and the body framing. */
-    struct evbuffer *pending; /* bytes for upstream once it is connected */
-    bool client_keep_alive, upstream_keep_alive;
-    enum px_http_body req_body, resp_body;
-    uint64_t req_left, resp_left;
-    struct px_chunked req_chunks, resp_chunks;
-    bool req_done, resp_head_done;
-    bool head_started; /* a byte of the next request head is in: header timeout runs */
+    struct px_exchange ex;
 
     /* Counters for the log line and the metrics. */
     uint64_t bytes_up, bytes_down;
@@ -155,9 +178,8 @@ struct px_conn {
 
     /* What a request needs until its tunnel starts, and the tunnel: the
      * two never live at once, so they share the memory (an idle tunnel is
-     * mostly this struct).  Once `relaying`, cli and up are NULL and rc, ru
-     * are the relay's. */
-    bool relaying;
+     * mostly this struct).  In PX_S_RELAY, cli and up are NULL and the
+     * relay arm is live; in every other state the first. */
     union {
         struct {
             char raw_host[256]; /* the host as asked for, for the log when it is bad */
@@ -174,40 +196,63 @@ struct px_conn {
 
 /* conn.c */
 void px_conn_set_state(struct px_conn *c, enum px_conn_state s);
+/* The state's word in the log's termination field ("head", "relay", ...). */
+const char *px_state_str(enum px_conn_state s);
+/* Note who ends c, in the state it is in now; the first call counts.
+ * Every close path calls it (px_conn_close with a guess from the reason,
+ * when no caller knew better). */
+void px_conn_ended(struct px_conn *c, enum px_end by);
 /* Write the current request's log line (once) and count it. */
 void px_conn_log(struct px_conn *c);
+/* "FILE:LINE" of the rule that decided, FILE without its directory, into
+ * buf (len >= 16); NULL when no rule decided.  What the log line, the
+ * X-Egress-Deny header and the 403 body all say. */
+const char *px_conn_rule_text(const struct px_conn *c, char *buf, size_t len);
 /* Log (if not yet) and free everything.  `why` goes to the debug log. */
 void px_conn_close(struct px_conn *c, const char *why);
+/* Write nothing more; close once the output is read (lingering close). */
+void px_conn_flush_close(struct px_conn *c);
+/* Set the state's timeout (ms from now; 0: none). */
+void px_conn_timeout(struct px_conn *c, uint64_t ms);
+/* Count n bytes moved (dir 0: client to upstream, 1: back) for the log
+ * line and the sandbox's byte quota.  False when the quota is used up: the
+ * connection was closed (reason limit). */
+bool px_conn_count(struct px_conn *c, int dir, size_t n);
+/* Close a raw socket (and its event), if in use. */
+void px_raw_free(struct px_raw *r);
+int64_t px_now_ms(void);
+
+/* client.c */
+/* Give the client bufferevent back to client.c's callbacks (between requests). */
+void px_conn_watch_client(struct px_conn *c);
+void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg);
+/* Read client socket fd as a raw socket (c->rc) into c->early. */
+void px_client_watch_raw(struct px_conn *c, int fd);
+/* Take the client's socket from its bufferevent (after its CONNECT head):
+ * what the bufferevent read beyond the head moves to c->early.  False
+ * when the connection was closed. */
+bool px_client_to_raw(struct px_conn *c);
+
+/* answer.c */
 /* Deny the current request with `r` (and the verdict's rule): 403 + the
  * X-Egress-Deny header for HTTP and CONNECT-before-200, a TLS alert after
  * it and for transparent TLS; then close.  Closes. */
 void px_conn_deny(struct px_conn *c, enum px_reason r);
+/* The same, for a denial no rule made (a ClientHello check, the
+ * transparent destination check). */
+void px_conn_deny_unruled(struct px_conn *c, enum px_reason r);
 /* End a connection whose stream has started (a tunnel relaying, an answer
  * under way): nothing more can be answered, so the line says deny `r`
  * (with `rule`, or none) and the stream just ends.  Closes. */
 void px_conn_end_denied(struct px_conn *c, enum px_reason r, const struct policy_rule_ref *rule,
                         const char *why);
-/* Whether host name `name` (len bytes, as a ClientHello sent it) is the
- * host c is for, once normalized. */
-bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len);
-/* Write nothing more; close once the output is read (lingering close). */
-void px_conn_flush_close(struct px_conn *c);
-/* Give the client socket back to conn.c's callbacks (between requests). */
-void px_conn_watch_client(struct px_conn *c);
-void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg);
-/* Write bev's output now instead of in the event loop's next round (saves
- * a round and two epoll changes per answer).  What the socket does not
- * take is written later as usual.  Call before any back-pressure check on
- * bev's output: its write callback does not run for what this writes. */
-void px_conn_write_now(struct bufferevent *bev);
-/* libevent 2.1 reads at most this much into a bufferevent per callback. */
-#define PX_BEV_READ_MAX 4096
-/* Read what bev's socket holds now (up to 64 KiB) into its input. */
-void px_conn_read_now(struct bufferevent *bev);
-/* Answer an error status (400, 414, 431, 502, 503, ...) and close. */
+/* Answer an error status (400, 407, 414, 429, 431, 502, 503, 504, ...) and
+ * close.  A refusal by egressd (bad_request, limit, not_allowed, a 408)
+ * gets the deny contract; a failure on the way to the origin gets an RFC
+ * 9209 Proxy-Status error.  Closes. */
 void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail);
-/* Set the state's timeout (ms from now; 0: none). */
-void px_conn_timeout(struct px_conn *c, uint64_t ms);
+
+/* identity.c */
 enum px_identity {
     PX_ID_OK,      /* c->sb, c->pb are the sandbox's (or default-policy's) */
     PX_ID_UNKNOWN, /* the credentials name no sandbox (407); c->sb is the source's */
@@ -218,26 +263,45 @@ enum px_identity {
  * Sets c->sb, c->pb and, when the sandbox is another than before, the
  * metrics and limits handles (counting the connection there). */
 enum px_identity px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len);
-/* The one judge of a request (c->host, c->port; c->host.len 0 when it did
- * not normalize), for the first request of a connection and every later
- * one, always in the current world: identify (auth as px_conn_identify
- * takes it), the binding's expiry, the name phase, the byte quota, then the
- * address phase on every address of the name, or on the address of the
- * upstream still open for this origin (c->up, kept alive: exchange.c keeps
- * it only for the same host and port).  A denial or a refusal answers and
- * closes; an allowed request goes on to px_conn_upstream_ready() once an
- * upstream is connected (at once when one is kept).  May close. */
+/* The same sandbox (or both none), whatever world each was found in. */
+bool px_conn_same_sandbox(const struct px_sandbox *a, const struct px_sandbox *b);
+
+/* judge.c */
+/* The one judge of a request (c->rq.host, c->rq.port; c->rq.host.len 0
+ * when it did not normalize), for the first request of a connection and
+ * every later one, always in the current world: identify (auth as
+ * px_conn_identify takes it), the binding's expiry, the name phase, the
+ * byte quota, then the address phase on every address of the name, or on
+ * the address of the upstream still open for this origin (c->up, kept
+ * alive: exchange.c keeps it only for the same host and port).  A denial
+ * or a refusal answers and closes; an allowed request goes on to
+ * px_conn_upstream_ready() once an upstream is connected (at once when
+ * one is kept).  May close. */
 void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len);
-/* Count n bytes moved (dir 0: client to upstream, 1: back) for the log
- * line and the sandbox's byte quota.  False when the quota is used up: the
- * connection was closed (reason limit). */
-bool px_conn_count(struct px_conn *c, int dir, size_t n);
-/* The upstream connection is up: continue by mode.  May close. */
+/* Whether sb's binding has expired at `now` (seconds since the epoch). */
+bool px_sandbox_expired(const struct px_sandbox *sb, int64_t now);
+
+/* upstream.c */
+/* Connect to the checked addresses (c->ans) from the first.  May close. */
+void px_upstream_connect(struct px_conn *c);
+/* Connect to the next one (the last failed or timed out).  When none is
+ * left: 504 connection_timeout if every address timed out, else 502
+ * connection_refused.  May close. */
+void px_upstream_next(struct px_conn *c);
+/* Let go of an upstream being connected (or kept), if any. */
+void px_upstream_drop(struct px_conn *c);
+/* The upstream connection is up: continue by mode (the 200 and the
+ * ClientHello, the relay, or the HTTP request).  May close. */
 void px_conn_upstream_ready(struct px_conn *c);
-int64_t px_now_ms(void);
-/* `v` in decimal at p (no '\0'); the end.  For text written on every
- * connection, where printf showed in the profile. */
-char *px_put_dec(char *p, unsigned v);
+
+/* hello.c */
+/* Read the ClientHello from c->early and what is still to come.  May close. */
+void px_hello_start(struct px_conn *c);
+/* Feed what c->early has that the parser has not seen.  May close. */
+void px_hello_feed(struct px_conn *c);
+/* Whether host name `name` (len bytes, as a ClientHello sent it) is the
+ * host c is for, once normalized. */
+bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len);
 
 /* exchange.c: HTTP on the proxy and transparent-HTTP listeners. */
 void px_exchange_on_head(struct px_conn *c); /* client bytes in PX_S_HEAD; may close */

@@ -1,8 +1,8 @@
 /*
  * egressd.h - the daemon's own internals, shared by egressd.c (process,
- * signals, reload), worker.c (threads and listeners), conn.c (one client
- * connection: identify, decide, resolve, connect), exchange.c (HTTP
- * requests and responses on a connection) and relay.c (the tunnel).
+ * signals, reload), worker.c (threads and listeners) and the connection
+ * code (conn.h lists its files: one client connection, its judge, its
+ * answers, its HTTP exchanges and its tunnel).
  * Nothing outside proxy/ includes it.
  *
  *   main thread                    worker threads (N, one event loop each)

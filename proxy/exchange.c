@@ -121,7 +121,7 @@ static const char *target_of(struct px_conn *c, const struct px_http_request *re
     if (!split_host_field(req->host_header, &h, port))
         *port = 0;
     if (*port == 0)
-        *port = c->redirected ? ntohs(((struct sockaddr_in *)&c->orig_dst)->sin_port) : 80;
+        *port = c->redirected ? px_sockaddr_port(&c->orig_dst) : 80;
     return NULL;
 }
 
@@ -135,23 +135,23 @@ static bool host_agrees(const struct px_conn *c, const struct px_http_request *r
         return true;
     if (!split_host_field(req->host_header, &h, &port))
         return false;
-    return strcmp(h.text, c->host.text) == 0 && (port ? port : 80) == c->port;
+    return strcmp(h.text, c->rq.host.text) == 0 && (port ? port : 80) == c->rq.port;
 }
 
 static void reset_request(struct px_conn *c)
 {
-    c->method[0] = c->raw_host[0] = '\0';
-    c->host.len = 0;
-    c->host.text[0] = '\0';
-    c->port = 0;
-    c->have_sni = false;
-    memset(&c->v, 0, sizeof(c->v));
-    c->decision = POLICY_ALLOW;
-    c->reason = PX_R_ALLOWED;
-    c->decided = c->logged = false;
-    c->status = 0;
+    c->rq.method[0] = c->raw_host[0] = '\0';
+    c->rq.host.len = 0;
+    c->rq.host.text[0] = '\0';
+    c->rq.port = 0;
+    c->rq.have_sni = false;
+    memset(&c->rq.v, 0, sizeof(c->rq.v));
+    c->rq.decision = POLICY_ALLOW;
+    c->rq.reason = PX_R_ALLOWED;
+    c->rq.decided = c->rq.logged = false;
+    c->rq.status = 0;
     c->bytes_up = c->bytes_down = 0;
-    c->resp_head_done = false;
+    c->ex.resp_head_done = false;
 }
 
 /* The first len bytes at p as a string in dst (cut to fit). */
@@ -180,7 +180,7 @@ static void host_port(char *dst, size_t size, const char *host, uint16_t port, b
     *p = '\0';
 }
 
-/* The head to send upstream, in origin form, into c->pending; the body's
+/* The head to send upstream, in origin form, into c->ex.pending; the body's
  * framing and keep-alive from the request.  False when it cannot be
  * forwarded (431; closed). */
 static bool prepare_forward(struct px_conn *c, const struct px_http_request *req)
@@ -188,23 +188,23 @@ static bool prepare_forward(struct px_conn *c, const struct px_http_request *req
     char authority[POLICY_HOST_MAX + 8];
     static _Thread_local char buf[PX_HEADER_BYTES_MAX + FORMAT_SLACK];
 
-    host_port(authority, sizeof(authority), c->host.text, c->port, true);
+    host_port(authority, sizeof(authority), c->rq.host.text, c->rq.port, true);
     size_t n = px_http_format_request(req, authority, true, buf, sizeof(buf));
     if (n == 0) {
         px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the request head is too large to forward");
         return false;
     }
-    if (c->pending == NULL)
-        c->pending = evbuffer_new();
-    evbuffer_add(c->pending, buf, n);
+    if (c->ex.pending == NULL)
+        c->ex.pending = evbuffer_new();
+    evbuffer_add(c->ex.pending, buf, n);
     c->bytes_up += n;
     evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
-    c->req_body = req->body;
-    c->req_left = req->content_length;
-    px_chunked_init(&c->req_chunks);
-    c->req_done =
+    c->ex.req_body = req->body;
+    c->ex.req_left = req->content_length;
+    px_chunked_init(&c->ex.req_chunks);
+    c->ex.req_done =
         req->body == PX_BODY_NONE || (req->body == PX_BODY_LENGTH && req->content_length == 0);
-    c->client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
+    c->ex.client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
     return true;
 }
 
@@ -214,8 +214,8 @@ static void keep_upstream_if_same(struct px_conn *c)
 {
     char key[sizeof(c->up_key)];
 
-    host_port(key, sizeof(key), c->host.text, c->port, false);
-    if (c->up != NULL && c->mode != PX_MODE_CONNECT && c->upstream_keep_alive &&
+    host_port(key, sizeof(key), c->rq.host.text, c->rq.port, false);
+    if (c->up != NULL && c->mode != PX_MODE_CONNECT && c->ex.upstream_keep_alive &&
         strcmp(key, c->up_key) == 0)
         return;
     if (c->up != NULL) {
@@ -226,50 +226,74 @@ static void keep_upstream_if_same(struct px_conn *c)
     memcpy(c->up_key, key, sizeof(key));
 }
 
-/* A whole head is in: take it apart, then the judge decides (a request
- * on a kept-alive connection as much as the first one).  May close. */
-static void on_request(struct px_conn *c, const struct px_http_request *req)
+/* The request's Proxy-Authorization value, copied into buf (AUTH_MAX;
+ * the head is drained from the input before the judge reads it), its
+ * length in *len; NULL when it has none (or not on the proxy listener).
+ * A value longer than any valid one becomes length 0: it names nobody
+ * (a 407). */
+static const char *copy_auth(const struct px_conn *c, const struct px_http_request *req, char *buf,
+                             size_t *len)
+{
+    size_t n = req->proxy_authorization.len;
+
+    *len = 0;
+    if (c->l->kind != PX_L_PROXY || n == 0)
+        return NULL;
+    if (n <= AUTH_MAX) {
+        memcpy(buf, req->proxy_authorization.p, n);
+        *len = n;
+    }
+    return buf;
+}
+
+/* Take the method and the target (host, port) of the request into c->rq.
+ * A host that does not normalize is left for the judge to deny
+ * (bad_host, as the sandbox asking).  False when it is malformed (400;
+ * closed). */
+static bool take_target(struct px_conn *c, const struct px_http_request *req)
 {
     struct px_http_view host;
     uint16_t port = 0;
     const char *err;
-    /* Who asks: the sandbox its credentials name, or its address.  The
-     * value is copied: the head is drained from the input before the judge
-     * reads it.  One longer than any valid value names nobody (length 0:
-     * a 407). */
-    char auth[AUTH_MAX];
-    size_t auth_len = req->proxy_authorization.len;
-    bool has_auth = c->l->kind == PX_L_PROXY && auth_len > 0;
-    if (has_auth && auth_len <= sizeof(auth))
-        memcpy(auth, req->proxy_authorization.p, auth_len);
-    else
-        auth_len = 0;
 
-    c->t_start_ms = px_now_ms();
-    copy_text(c->method, sizeof(c->method), req->method.p, req->method.len);
-    if (req->method.len >= sizeof(c->method)) {
+    copy_text(c->rq.method, sizeof(c->rq.method), req->method.p, req->method.len);
+    if (req->method.len >= sizeof(c->rq.method)) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "method name too long");
-        return;
+        return false;
     }
     err = target_of(c, req, &host, &port);
     if (err != NULL) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, err);
-        return;
+        return false;
     }
     copy_text(c->raw_host, sizeof(c->raw_host), host.p, host.len);
-    c->port = port;
-    if (policy_host_normalize(host.p, host.len, &c->host) != POLICY_HOST_OK)
-        c->host.len = 0; /* the judge denies it (bad_host), as the sandbox asking */
-    if (c->host.len != 0 && !host_agrees(c, req)) {
+    c->rq.port = port;
+    if (policy_host_normalize(host.p, host.len, &c->rq.host) != POLICY_HOST_OK)
+        c->rq.host.len = 0;
+    if (c->rq.host.len != 0 && !host_agrees(c, req)) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "the Host field disagrees with the request target");
-        return;
+        return false;
     }
+    return true;
+}
+
+/* A whole head is in: take it apart, then the judge decides (a request
+ * on a kept-alive connection as much as the first one).  May close. */
+static void on_request(struct px_conn *c, const struct px_http_request *req)
+{
+    char buf[AUTH_MAX];
+    size_t auth_len;
+    const char *auth = copy_auth(c, req, buf, &auth_len);
+
+    c->t_start_ms = px_now_ms();
+    if (!take_target(c, req))
+        return;
     if (c->mode == PX_MODE_CONNECT)
         evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
-    else if (c->host.len != 0 && !prepare_forward(c, req))
+    else if (c->rq.host.len != 0 && !prepare_forward(c, req))
         return;
     keep_upstream_if_same(c);
-    px_conn_judge(c, has_auth ? auth : NULL, auth_len);
+    px_conn_judge(c, auth, auth_len);
 }
 
 void px_exchange_on_head(struct px_conn *c)
@@ -280,8 +304,8 @@ void px_exchange_on_head(struct px_conn *c)
 
     if (len == 0)
         return;
-    if (!c->head_started) {
-        c->head_started = true;
+    if (!c->ex.head_started) {
+        c->ex.head_started = true;
         px_conn_timeout(c, px_d.cfg->timeout_header_ms);
     }
     size_t n = len < cap ? len : cap;
@@ -297,7 +321,7 @@ void px_exchange_on_head(struct px_conn *c)
         return;
     case PX_HTTP_OK: break;
     }
-    c->head_started = false;
+    c->ex.head_started = false;
     on_request(c, &req);
 }
 
@@ -369,10 +393,10 @@ static void forward_request_body(struct px_conn *c)
 {
     size_t moved = 0;
 
-    if (c->req_done)
+    if (c->ex.req_done)
         return;
     enum body_state r = move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up),
-                                  c->req_body, &c->req_left, &c->req_chunks, &moved);
+                                  c->ex.req_body, &c->ex.req_left, &c->ex.req_chunks, &moved);
     if (r == BODY_BROKEN) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "broken chunked request body");
         return;
@@ -380,9 +404,9 @@ static void forward_request_body(struct px_conn *c)
     if (!px_conn_count(c, 0, moved))
         return;
     c->t_active_ms = px_now_ms();
-    px_conn_write_now(c->up);
+    px_bev_write_now(c->up);
     if (r == BODY_DONE) {
-        c->req_done = true;
+        c->ex.req_done = true;
         hold_pipelined(c);
         if (c->state == PX_S_REQUEST)
             px_conn_set_state(c, PX_S_RESPONSE);
@@ -405,20 +429,38 @@ static uint64_t next_request_ms(const struct px_conn *c)
     return (uint64_t)left < idle ? (uint64_t)left : idle;
 }
 
+/* Who ends a connection whose response is done, when it does not go on:
+ * egressd (draining, its life is over, the request body was cut short), or
+ * the client that asked for Connection: close.  (A response framed by the
+ * origin's close was noted as the origin's end when it came.) */
+static enum px_end who_closes(const struct px_conn *c)
+{
+    if (!c->ex.req_done || atomic_load(&px_d.draining) || next_request_ms(c) == 0)
+        return PX_END_PROXY;
+    return PX_END_CLIENT;
+}
+
 static void response_done(struct px_conn *c)
 {
-    px_conn_log(c);
-    if (!c->req_done || !c->client_keep_alive || atomic_load(&px_d.draining) ||
+    if (!c->ex.req_done || !c->ex.client_keep_alive || atomic_load(&px_d.draining) ||
         next_request_ms(c) == 0) {
+        px_conn_ended(c, who_closes(c));
+        px_conn_log(c);
         px_conn_flush_close(c);
         return;
     }
+    px_conn_log(c);
     px_exchange_reset(c);
 }
 
-/* Parse the response head in up's input and send it on.  Returns 1 when a
- * final head was sent, 0 for more bytes, -1 when it closed. */
-static int response_head(struct px_conn *c)
+enum head_state {
+    HEAD_SENT,   /* the final head was sent on to the client */
+    HEAD_MORE,   /* more bytes are needed (an interim head may have gone on) */
+    HEAD_CLOSED, /* malformed, too large or over the quota: closed */
+};
+
+/* Parse the response head in up's input and send it on. */
+static enum head_state response_head(struct px_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->up);
     static _Thread_local struct px_http_response resp;
@@ -427,44 +469,89 @@ static int response_head(struct px_conn *c)
     for (;;) {
         size_t len = evbuffer_get_length(in), n = len < RESP_HEAD_MAX + 1 ? len : RESP_HEAD_MAX + 1;
         if (len == 0)
-            return 0;
+            return HEAD_MORE;
         /* What the first chain holds first: the head is mostly all there,
          * and making the whole input contiguous would copy the body that
          * came with it. */
         size_t first = evbuffer_get_contiguous_space(in), k = first < n ? first : n;
         const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)k);
-        enum px_http_result r = px_http_parse_response(p, k, &resp_limits, c->method, &resp);
+        enum px_http_result r = px_http_parse_response(p, k, &resp_limits, c->rq.method, &resp);
         if (r == PX_HTTP_NEED_MORE && k < n) {
             p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-            r = px_http_parse_response(p, n, &resp_limits, c->method, &resp);
+            r = px_http_parse_response(p, n, &resp_limits, c->rq.method, &resp);
         }
         if (r == PX_HTTP_NEED_MORE)
-            return 0;
+            return HEAD_MORE;
         if (r != PX_HTTP_OK || resp.status == 101) {
             px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin sent a malformed response");
-            return -1;
+            return HEAD_CLOSED;
         }
         if (resp.status < 200) { /* 100 Continue, 103: pass on, read on */
             evbuffer_remove_buffer(in, bufferevent_get_output(c->cli), resp.head_len);
             continue;
         }
-        c->status = resp.status;
-        c->resp_body = resp.body;
-        c->resp_left = resp.content_length;
-        px_chunked_init(&c->resp_chunks);
-        c->upstream_keep_alive = resp.keep_alive && resp.body != PX_BODY_TO_CLOSE;
+        c->rq.status = resp.status;
+        c->ex.resp_body = resp.body;
+        c->ex.resp_left = resp.content_length;
+        px_chunked_init(&c->ex.resp_chunks);
+        c->ex.upstream_keep_alive = resp.keep_alive && resp.body != PX_BODY_TO_CLOSE;
         if (resp.body == PX_BODY_TO_CLOSE || next_request_ms(c) == 0)
-            c->client_keep_alive = false; /* the answer says so: Connection: close */
-        size_t m = px_http_format_response(&resp, p, c->client_keep_alive, buf, sizeof(buf));
+            c->ex.client_keep_alive = false; /* the answer says so: Connection: close */
+        size_t m = px_http_format_response(&resp, p, c->ex.client_keep_alive, buf, sizeof(buf));
         if (m == 0) {
             px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
-            return -1;
+            return HEAD_CLOSED;
         }
         evbuffer_drain(in, resp.head_len);
         evbuffer_add(bufferevent_get_output(c->cli), buf, m);
-        c->resp_head_done = true;
-        return px_conn_count(c, 1, m) ? 1 : -1;
+        c->ex.resp_head_done = true;
+        return px_conn_count(c, 1, m) ? HEAD_SENT : HEAD_CLOSED;
     }
+}
+
+/* The response's next bytes in up's input: its head, then its body, sent
+ * on to the client.  False when the connection was closed, or the
+ * response is done (then the next request's phase has begun). */
+static bool take_response(struct px_conn *c)
+{
+    /* libevent reads at most 4 KiB at a time: when that much came, take
+     * what else is there now rather than in another round. */
+    if (evbuffer_get_length(bufferevent_get_input(c->up)) >= PX_BEV_READ_MAX &&
+        evbuffer_get_length(bufferevent_get_output(c->cli)) < EX_HIGH)
+        px_bev_read_now(c->up);
+    if (!c->ex.resp_head_done) {
+        enum head_state h = response_head(c);
+        if (h == HEAD_CLOSED)
+            return false;
+        if (h == HEAD_MORE) {
+            px_bev_write_now(c->cli); /* an interim (1xx) head */
+            return true;
+        }
+        if (c->ex.resp_body == PX_BODY_NONE ||
+            (c->ex.resp_body == PX_BODY_LENGTH && c->ex.resp_left == 0)) {
+            px_bev_write_now(c->cli); /* the head is the whole response */
+            response_done(c);
+            return false;
+        }
+    }
+    size_t moved = 0;
+    enum body_state r = move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli),
+                                  c->ex.resp_body, &c->ex.resp_left, &c->ex.resp_chunks, &moved);
+    if (r == BODY_BROKEN) {
+        c->rq.reason = PX_R_CONNECT_FAIL;
+        px_conn_ended(c, PX_END_UPSTREAM);
+        px_conn_close(c, "broken chunked response");
+        return false;
+    }
+    if (!px_conn_count(c, 1, moved))
+        return false;
+    px_bev_write_now(c->cli);
+    if (r == BODY_DONE) {
+        response_done(c);
+        return false;
+    }
+    pause_if_full(c->up, c->cli);
+    return true;
 }
 
 static void on_up_read(struct bufferevent *bev, void *arg)
@@ -473,41 +560,7 @@ static void on_up_read(struct bufferevent *bev, void *arg)
     (void)bev;
 
     c->t_active_ms = px_now_ms();
-    /* libevent reads at most 4 KiB at a time: when that much came, take
-     * what else is there now rather than in another round. */
-    if (evbuffer_get_length(bufferevent_get_input(c->up)) >= PX_BEV_READ_MAX &&
-        evbuffer_get_length(bufferevent_get_output(c->cli)) < EX_HIGH)
-        px_conn_read_now(c->up);
-    if (!c->resp_head_done) {
-        int r = response_head(c);
-        if (r < 0)
-            return;
-        if (r == 0) {
-            px_conn_write_now(c->cli); /* an interim (1xx) head */
-            return;
-        }
-        if (c->resp_body == PX_BODY_NONE || (c->resp_body == PX_BODY_LENGTH && c->resp_left == 0)) {
-            px_conn_write_now(c->cli);
-            response_done(c);
-            return;
-        }
-    }
-    size_t moved = 0;
-    enum body_state r = move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli),
-                                  c->resp_body, &c->resp_left, &c->resp_chunks, &moved);
-    if (r == BODY_BROKEN) {
-        c->reason = PX_R_CONNECT_FAIL;
-        px_conn_close(c, "broken chunked response");
-        return;
-    }
-    if (!px_conn_count(c, 1, moved))
-        return;
-    px_conn_write_now(c->cli);
-    if (r == BODY_DONE) {
-        response_done(c);
-        return;
-    }
-    pause_if_full(c->up, c->cli);
+    (void)take_response(c);
 }
 
 static void on_up_event(struct bufferevent *bev, short what, void *arg)
@@ -515,18 +568,21 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
     struct px_conn *c = arg;
     (void)bev;
 
-    if ((what & BEV_EVENT_EOF) && c->resp_head_done) {
-        on_up_read(c->up, c); /* what came with the end */
-        if (c->resp_body == PX_BODY_TO_CLOSE) {
+    if ((what & BEV_EVENT_EOF) && c->ex.resp_head_done) {
+        if (!take_response(c)) /* what came with the end */
+            return;
+        if (c->ex.resp_body == PX_BODY_TO_CLOSE) {
+            px_conn_ended(c, PX_END_UPSTREAM); /* its close ends the body */
             response_done(c);
             return;
         }
     }
-    if (!c->resp_head_done) {
+    if (!c->ex.resp_head_done) {
         px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin closed without a response");
         return;
     }
-    c->reason = PX_R_CONNECT_FAIL;
+    c->rq.reason = PX_R_CONNECT_FAIL;
+    px_conn_ended(c, PX_END_UPSTREAM);
     px_conn_close(c, "origin closed in the middle of a response");
 }
 
@@ -536,7 +592,7 @@ static void on_up_written(struct bufferevent *bev, void *arg)
     struct px_conn *c = arg;
 
     bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-    if (!c->req_done)
+    if (!c->ex.req_done)
         bufferevent_enable(c->cli, EV_READ);
 }
 
@@ -567,10 +623,10 @@ void px_exchange_start(struct px_conn *c)
      * writability with nothing to write, and cost two epoll changes. */
     bufferevent_enable(c->up, EV_READ);
     bufferevent_enable(c->cli, EV_READ);
-    evbuffer_add_buffer(bufferevent_get_output(c->up), c->pending);
+    evbuffer_add_buffer(bufferevent_get_output(c->up), c->ex.pending);
     px_conn_timeout(c, px_d.cfg->timeout_idle_ms);
-    if (c->req_done) {
-        px_conn_write_now(c->up);
+    if (c->ex.req_done) {
+        px_bev_write_now(c->up);
         hold_pipelined(c);
         px_conn_set_state(c, PX_S_RESPONSE);
     } else {
@@ -587,7 +643,7 @@ static void on_up_idle(struct bufferevent *bev, void *arg)
     /* An idle upstream that speaks or closes is of no more use. */
     bufferevent_free(c->up);
     c->up = NULL;
-    c->upstream_keep_alive = false;
+    c->ex.upstream_keep_alive = false;
 }
 
 static void on_up_idle_event(struct bufferevent *bev, short what, void *arg)
@@ -598,7 +654,7 @@ static void on_up_idle_event(struct bufferevent *bev, short what, void *arg)
 
 void px_exchange_reset(struct px_conn *c)
 {
-    if (c->up != NULL && !c->upstream_keep_alive) {
+    if (c->up != NULL && !c->ex.upstream_keep_alive) {
         bufferevent_free(c->up);
         c->up = NULL;
     }
@@ -608,7 +664,7 @@ void px_exchange_reset(struct px_conn *c)
     px_conn_set_state(c, PX_S_HEAD);
     px_conn_watch_client(c);
     px_conn_timeout(c, next_request_ms(c)); /* > 0: response_done saw to it */
-    c->head_started = false;
+    c->ex.head_started = false;
     if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
         px_exchange_on_head(c);
 }

@@ -57,7 +57,7 @@ static void settle_watch(struct px_conn *c)
 }
 
 /* Why a later ClientHello (parser result r) must not go on, or
- * PX_R_ALLOWED: it names the host the tunnel is for (c->host: the CONNECT
+ * PX_R_ALLOWED: it names the host the tunnel is for (c->rq.host: the CONNECT
  * host, which the first hello named, or the first hello's own name), or
  * none when the first named none; and no ECH unless allowed. */
 static enum px_reason judge_hello(const struct px_conn *c, enum sni_result r,
@@ -68,8 +68,8 @@ static enum px_reason judge_hello(const struct px_conn *c, enum sni_result r,
     if (p->hello.ech && !px_d.cfg->ech_allow)
         return PX_R_ECH;
     if (r == SNI_NO_SNI)
-        return c->have_sni ? PX_R_SNI_MISMATCH : PX_R_ALLOWED;
-    if (!c->have_sni || !px_conn_names_host(c, (const char *)p->hello.host.ptr, p->hello.host.len))
+        return c->rq.have_sni ? PX_R_SNI_MISMATCH : PX_R_ALLOWED;
+    if (!c->rq.have_sni || !px_conn_names_host(c, (const char *)p->hello.host.ptr, p->hello.host.len))
         return PX_R_SNI_MISMATCH;
     return PX_R_ALLOWED;
 }

@@ -153,6 +153,13 @@ static bool count(struct px_conn *c, int i, size_t n)
     return px_conn_count(c, i, n);
 }
 
+/* Close the tunnel because side s (0: client, 1: upstream) failed. */
+static void close_failed(struct px_conn *c, int s)
+{
+    px_conn_ended(c, s == 0 ? PX_END_CLIENT : PX_END_UPSTREAM);
+    px_conn_close(c, s == 0 ? "client error" : "upstream error");
+}
+
 /* Pass the n bytes just read into scratch on in direction i: written at
  * once, what the peer does not take held.  While the handshake is watched
  * (rehello.c) the client's bytes go through the watch, which holds back a
@@ -168,7 +175,7 @@ static bool pass_on(struct px_conn *c, int i, size_t n)
         px_rehello_server(c, scratch, n);
     ssize_t w = send(d->to, scratch, n, MSG_NOSIGNAL);
     if (w < 0 && errno != EAGAIN && errno != EINTR) {
-        px_conn_close(c, i == 0 ? "upstream error" : "client error");
+        close_failed(c, 1 - i);
         return false;
     }
     size_t sent = w < 0 ? 0 : (size_t)w;
@@ -201,11 +208,12 @@ static int pump(struct px_conn *c, int i)
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return 0;
-            px_conn_close(c, i == 0 ? "client error" : "upstream error");
+            close_failed(c, i);
             return -1;
         }
         if (n == 0) {
             d->eof = true;
+            px_conn_ended(c, i == 0 ? PX_END_CLIENT : PX_END_UPSTREAM); /* the first end counts */
             break;
         }
         c->t_active_ms = px_now_ms();
@@ -217,7 +225,7 @@ static int pump(struct px_conn *c, int i)
         else if (!pass_on(c, i, (size_t)n))
             return -1;
         if (flush_dir(d) < 0) {
-            px_conn_close(c, i == 0 ? "upstream error" : "client error");
+            close_failed(c, 1 - i);
             return -1;
         }
         /* A short read emptied the socket: wait for the next wakeup
@@ -258,7 +266,7 @@ static void on_socket(evutil_socket_t fd, short what, void *arg)
     if (what & EV_WRITE) {
         struct px_relay_dir *in = &r->d[1 - s];
         if (flush_dir(in) < 0) {
-            px_conn_close(c, s == 0 ? "client error" : "upstream error");
+            close_failed(c, s);
             return;
         }
         /* Drained: read again at once, what waits is already there. */
@@ -297,7 +305,7 @@ static bool begin(struct px_conn *c, uint8_t *early, size_t len, size_t hello_le
             return false;
     }
     if (flush_dir(d) < 0) {
-        px_conn_close(c, "upstream error");
+        close_failed(c, 1);
         return false;
     }
     return true;
@@ -325,7 +333,6 @@ void px_relay_start(struct px_conn *c)
     int fd[2] = {c->rc.fd, c->ru.fd};
     /* From here on the request phase's memory is the tunnel's. */
     memset(r, 0, sizeof(*r));
-    c->relaying = true;
     for (int i = 0; i < 2; i++) {
         r->fd[i] = fd[i];
         r->d[i].from = fd[i];
@@ -355,5 +362,4 @@ void px_relay_free(struct px_conn *c)
         close(r->fd[s]);
     }
     px_rehello_free(&r->rh);
-    c->relaying = false;
 }

@@ -37,6 +37,26 @@ enum px_reason {
     PX_R_COUNT
 };
 
+/* Who ended a connection: the access log's termination field says it,
+ * with the phase (docs/design.md, "Access log"). */
+enum px_end {
+    PX_END_NONE,     /* nobody yet: the connection stays open for the next request */
+    PX_END_CLIENT,   /* the client closed, reset or failed */
+    PX_END_UPSTREAM, /* the origin closed or failed (or did not resolve, or refused) */
+    PX_END_PROXY,    /* egressd: a denial, a bad request, shutting down */
+    PX_END_TIMEOUT,  /* a header, connect, idle, lookup or life timeout */
+    PX_END_LIMIT,    /* a connection, rate, lookup or byte limit */
+    PX_END_REVOKED,  /* its binding or policy changed under it */
+    PX_END_COUNT
+};
+
+static inline const char *px_end_str(enum px_end e)
+{
+    static const char *const words[PX_END_COUNT] = {"none",    "client", "upstream", "proxy",
+                                                    "timeout", "limit",  "revoked"};
+    return (unsigned)e < PX_END_COUNT ? words[e] : "?";
+}
+
 static inline const char *px_mode_str(enum px_mode m)
 {
     static const char *const words[PX_MODE_COUNT] = {"connect", "http", "tls", "plain"};

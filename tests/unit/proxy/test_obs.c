@@ -102,6 +102,7 @@ static struct px_log_entry full_entry(void)
         .bytes_down = 56789,
         .duration_ms = 2500,
         .status = 200,
+        .termination = "client/relay",
     };
     return e;
 }
@@ -116,7 +117,7 @@ static void test_format_full(void)
         "\"host\":\"github.com\",\"port\":443,\"sni\":\"github.com\",\"decision\":\"allow\","
         "\"reason\":\"allowed\",\"rule\":\"balanced.allow:15\",\"upstream\":\"140.82.112.3:443\","
         "\"country\":\"US\",\"asn\":36459,\"bytes_up\":1234,\"bytes_down\":56789,"
-        "\"duration_ms\":2500,\"status\":200}";
+        "\"duration_ms\":2500,\"status\":200,\"termination\":\"client/relay\"}";
 
     if (!ok(strcmp(line, want) == 0, "a full entry: every field, in DESIGN.md's order"))
         diag("got  %s\nwant %s", line, want);
@@ -138,7 +139,7 @@ static void test_format_nulls(void)
                        "\"host\":null,\"port\":null,\"sni\":null,\"decision\":\"deny\","
                        "\"reason\":\"no_sni\",\"rule\":null,\"upstream\":null,\"country\":null,"
                        "\"asn\":null,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,"
-                       "\"status\":null}";
+                       "\"status\":null,\"termination\":null}";
 
     if (!ok(strcmp(line, want) == 0,
             "NULL strings, empty country and zero port/asn/status are null; counts stay 0"))
@@ -170,7 +171,7 @@ static void test_format_hostile(void)
        "an SNI that is not UTF-8 reads back with U+FFFD in place of the bad byte");
     ok(o && strcmp(json_string_value(json_object_get(o, "method")), "GE\x01T") == 0,
        "a control byte is escaped, not lost");
-    ok(o && json_object_size(o) == 20, "still 20 fields");
+    ok(o && json_object_size(o) == 21, "still 21 fields");
     json_decref(o);
     free(line);
 }
@@ -261,6 +262,7 @@ static char *ref_line(const struct px_log_entry *e, const char *ts)
     json_object_set_new(o, "bytes_down", ref_num(e->bytes_down, false));
     json_object_set_new(o, "duration_ms", ref_num(e->duration_ms, false));
     json_object_set_new(o, "status", ref_num(e->status, true));
+    json_object_set_new(o, "termination", ref_str(e->termination));
     char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return line;
@@ -318,11 +320,11 @@ static void test_format_against_jansson(void)
 
     for (int i = 0; i < n; i++) {
         struct px_log_entry e = full_entry();
-        char *str[12];
-        const char **field[] = {&e.sandbox, &e.owner, &e.src,      &e.mode,
-                                &e.method,  &e.host,  &e.sni,      &e.decision,
-                                &e.reason,  &e.rule,  &e.upstream, &e.country};
-        for (int f = 0; f < 12; f++) {
+        char *str[13];
+        const char **field[] = {&e.sandbox,  &e.owner,   &e.src,        &e.mode,   &e.method,
+                                &e.host,     &e.sni,     &e.decision,   &e.reason, &e.rule,
+                                &e.upstream, &e.country, &e.termination};
+        for (int f = 0; f < 13; f++) {
             str[f] = rand_str(&seed);
             *field[f] = str[f];
         }
@@ -347,7 +349,7 @@ static void test_format_against_jansson(void)
         }
         free(got);
         free(want);
-        for (int f = 0; f < 12; f++)
+        for (int f = 0; f < 13; f++)
             free(str[f]);
     }
     if (!ok(same == n,

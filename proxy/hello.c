@@ -1,0 +1,131 @@
+/*
+ * hello.c - the ClientHello phase: a transparent TLS connection (decided
+ * on the hello's SNI) and a CONNECT tunnel after its 200 (checked: the
+ * SNI must name the CONNECT's host).  The client's bytes are kept in
+ * c->early as they come (client.c) and fed to sni/'s parser here; once
+ * the hello passes, the relay starts with them as they are, and rehello.c
+ * watches what follows.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+
+bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len)
+{
+    struct policy_host h;
+
+    return policy_host_normalize(name, len, &h) == POLICY_HOST_OK &&
+           strcmp(h.text, c->rq.host.text) == 0;
+}
+
+/* CONNECT without SNI: allowed when the policy allows the address it goes
+ * to as an IP literal (or `require-sni off`). */
+static bool literal_allowed(struct px_conn *c)
+{
+    struct policy_host h;
+    struct policy_verdict v;
+    char ip[PX_SOCKADDR_TEXT_MAX];
+
+    if (c->rq.host.kind != POLICY_HOST_NAME || !px_d.cfg->require_sni)
+        return true;
+    px_sockaddr_host_text(&c->up_ss, ip);
+    if (policy_host_normalize(ip, strlen(ip), &h) != POLICY_HOST_OK)
+        return false;
+    return policy_decide_name(c->pb, &h, c->rq.port, (int64_t)time(NULL), &v) != POLICY_DENY;
+}
+
+/* Why hello result r (with its parser's error) is refused whatever the
+ * host, or PX_R_ALLOWED when it is a ClientHello to look at. */
+static enum px_reason refused_hello(const struct sni_parser *p, enum sni_result r)
+{
+    if (r == SNI_NOT_TLS)
+        return PX_R_NOT_TLS;
+    if (r == SNI_MALFORMED)
+        return sni_error_is_name(p->error) ? PX_R_BAD_HOST : PX_R_NOT_TLS;
+    if (p->hello.ech && !px_d.cfg->ech_allow)
+        return PX_R_ECH;
+    return PX_R_ALLOWED;
+}
+
+/* CONNECT: the SNI must name the CONNECT's host; without one, the address
+ * must be allowed as a literal.  PX_R_ALLOWED, or why not. */
+static enum px_reason connect_hello_check(struct px_conn *c, enum sni_result r)
+{
+    if (r == SNI_OK && !px_conn_names_host(c, c->rq.sni, strlen(c->rq.sni)))
+        return PX_R_SNI_MISMATCH;
+    if (r == SNI_NO_SNI && !literal_allowed(c))
+        return PX_R_NO_SNI;
+    return PX_R_ALLOWED;
+}
+
+/* Transparent TLS: the SNI is the host, on the port the client aimed at
+ * (or the listener's upstream port); judge it. */
+static void judge_sni(struct px_conn *c)
+{
+    if (!c->rq.have_sni) {
+        px_conn_deny(c, PX_R_NO_SNI);
+        return;
+    }
+    _Static_assert(sizeof(c->raw_host) > SNI_HOST_MAX, "an SNI fits in raw_host");
+    memcpy(c->raw_host, c->rq.sni, strlen(c->rq.sni) + 1);
+    c->rq.port = c->redirected ? px_sockaddr_port(&c->orig_dst) : c->l->upstream_port;
+    if (policy_host_normalize(c->rq.sni, strlen(c->rq.sni), &c->rq.host) != POLICY_HOST_OK) {
+        c->rq.host.len = 0;
+        px_conn_deny(c, PX_R_BAD_HOST);
+        return;
+    }
+    px_conn_judge(c, NULL, 0);
+}
+
+/* The hello is complete (result r): check it (CONNECT) or decide on it
+ * (transparent).  May close. */
+static void hello_done(struct px_conn *c, enum sni_result r)
+{
+    const struct sni_hello *h = &c->hello->hello;
+    enum px_reason why = refused_hello(c->hello, r);
+
+    if (why == PX_R_ALLOWED && r == SNI_OK) {
+        memcpy(c->rq.sni, h->host.ptr, h->host.len);
+        c->rq.sni[h->host.len] = '\0';
+        c->rq.have_sni = true;
+    }
+    c->hello_len = h->record_bytes; /* the relay watches what follows (rehello.c) */
+    if (why == PX_R_ALLOWED && c->mode == PX_MODE_CONNECT)
+        why = connect_hello_check(c, r);
+    free(c->hello);
+    c->hello = NULL;
+    if (why != PX_R_ALLOWED) {
+        px_conn_deny_unruled(c, why);
+        return;
+    }
+    if (c->mode == PX_MODE_CONNECT)
+        px_relay_start(c);
+    else
+        judge_sni(c);
+}
+
+void px_hello_feed(struct px_conn *c)
+{
+    size_t seen = c->hello->consumed;
+    enum sni_result r = c->hello->result;
+
+    if (c->early_len > seen)
+        r = sni_parser_feed(c->hello, c->early + seen, c->early_len - seen);
+    if (r == SNI_NEED_MORE)
+        return;
+    hello_done(c, r);
+}
+
+void px_hello_start(struct px_conn *c)
+{
+    c->hello = malloc(sizeof(*c->hello));
+    if (c->hello == NULL)
+        abort();
+    sni_parser_init(c->hello);
+    if (c->state != PX_S_HELLO)
+        px_conn_set_state(c, PX_S_HELLO);
+    px_conn_timeout(c, px_d.cfg->timeout_header_ms);
+    px_hello_feed(c); /* what came with the CONNECT head */
+}

@@ -1,0 +1,199 @@
+/*
+ * judge.c - the one decision path (docs/design.md, "Decision path"), for
+ * the first request of a connection, every later one and the transparent
+ * ClientHello alike, always in the current world:
+ *
+ *   identify (identity.c) ─▶ expiry, binding without its preset
+ *     ─▶ bad host ─▶ name phase ─▶ byte quota
+ *     ─▶ addresses: the kept upstream's, the IP literal, or the resolver's
+ *     ─▶ address phase on every one ─▶ the transparent destination check
+ *     ─▶ connect (upstream.c), or the kept upstream at once
+ *
+ * A denial or a refusal answers and closes (answer.c).
+ */
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+#include "metrics.h"
+
+/* How long a lookup may take at most; the resolver's own timeouts end
+ * sooner, this bounds a lost answer. */
+#define RESOLVE_MAX_MS 30000
+
+bool px_sandbox_expired(const struct px_sandbox *sb, int64_t now)
+{
+    return sb->expires != 0 && now >= sb->expires;
+}
+
+/* The address phase on every address of c->ans: a denied one denies the
+ * request (a name that answers with a private address beside public ones
+ * is not trusted with either).  False when it was denied (closed). */
+static bool addresses_pass(struct px_conn *c)
+{
+    int64_t now = (int64_t)time(NULL);
+    struct policy_verdict name = c->rq.v, av;
+    bool would_deny = c->rq.decision == POLICY_WOULD_DENY;
+
+    for (size_t i = 0; i < c->ans.n; i++) {
+        policy_decide_addr(c->pb, c->ans.addr[i], c->rq.port, &name, now, &av);
+        if (i == 0 || av.decision != POLICY_ALLOW) {
+            memcpy(c->rq.v.country, av.country, sizeof(av.country));
+            c->rq.v.asn = av.asn;
+        }
+        if (av.decision == POLICY_DENY) {
+            c->rq.v = av;
+            px_conn_deny(c, (enum px_reason)av.reason);
+            return false;
+        }
+        if (av.decision == POLICY_WOULD_DENY && !would_deny) {
+            would_deny = true;
+            c->rq.v = av;
+            c->rq.reason = (enum px_reason)av.reason;
+        }
+    }
+    c->rq.decision = would_deny ? POLICY_WOULD_DENY : POLICY_ALLOW;
+    if (!would_deny)
+        c->rq.reason = PX_R_ALLOWED;
+    c->rq.decided = true;
+    return true;
+}
+
+/* A redirected transparent connection goes where the client aimed, and
+ * only if that is one of the name's addresses: c->ans becomes that one.
+ * False when it is not (denied, closed). */
+static bool keep_aimed_address(struct px_conn *c)
+{
+    size_t i = 0;
+
+    if (!c->redirected || c->l->kind == PX_L_PROXY)
+        return true;
+    while (i < c->ans.n && !px_sockaddr_is(&c->orig_dst, c->ans.addr[i]))
+        i++;
+    if (i == c->ans.n) {
+        px_conn_deny_unruled(c, c->mode == PX_MODE_TLS ? PX_R_SNI_MISMATCH : PX_R_BAD_HOST);
+        return false;
+    }
+    memmove(c->ans.addr[0], c->ans.addr[i], 16);
+    c->ans.n = 1;
+    return true;
+}
+
+/* c->ans holds the addresses to judge: judge them, then connect, or go on
+ * with the upstream kept alive for this origin.  May close. */
+static void judge_addresses(struct px_conn *c)
+{
+    if (!addresses_pass(c) || !keep_aimed_address(c))
+        return;
+    if (c->up != NULL) {
+        px_conn_upstream_ready(c); /* kept alive: it is connected to that address */
+        return;
+    }
+    px_upstream_connect(c);
+}
+
+/* The metrics word of a lookup's result. */
+static const char *dns_word(enum px_dns_result res, const struct px_dns_answer *a)
+{
+    switch (res) {
+    case PX_DNS_OK:
+        return a->source == PX_DNS_SRC_HOSTS   ? "hosts"
+               : a->source == PX_DNS_SRC_CACHE ? "cache"
+                                               : "ok";
+    case PX_DNS_NXDOMAIN: return "nxdomain";
+    default: return "fail";
+    }
+}
+
+static void on_dns(enum px_dns_result res, const struct px_dns_answer *a, void *arg)
+{
+    struct px_conn *c = arg;
+
+    c->dns = NULL;
+    if (res == PX_DNS_BUSY) {
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox has too many name lookups in flight");
+        return;
+    }
+    px_metrics_dns(dns_word(res, a));
+    if (res != PX_DNS_OK) {
+        px_conn_fail(c, 502, PX_R_DNS_FAIL,
+                     res == PX_DNS_NXDOMAIN ? "the name does not resolve"
+                                            : "the resolver did not answer");
+        return;
+    }
+    c->ans = *a;
+    judge_addresses(c);
+}
+
+/* The addresses to judge: the kept upstream's, the IP literal, or the
+ * name's, from the resolver (maybe later, in on_dns). */
+static void find_addresses(struct px_conn *c)
+{
+    if (c->up != NULL) {
+        c->ans.n = 1;
+        px_sockaddr_to16((struct sockaddr *)&c->up_ss, c->ans.addr[0]);
+        judge_addresses(c);
+        return;
+    }
+    px_conn_set_state(c, PX_S_RESOLVE);
+    if (c->rq.host.kind != POLICY_HOST_NAME) {
+        c->ans.n = 1;
+        memcpy(c->ans.addr[0], c->rq.host.addr, 16);
+        judge_addresses(c);
+        return;
+    }
+    px_conn_timeout(c, RESOLVE_MAX_MS);
+    c->dns = px_resolve_shared(c->w->resolver, c->world->hosts, c->rq.host.text,
+                               px_limit_dns_share(c->lim),
+                               (unsigned)px_d.cfg->max_lookups_per_sandbox, on_dns, c);
+}
+
+/* Expiry, a binding without its preset, the host, the name phase, the
+ * quota; then the addresses.  May close. */
+static void decide(struct px_conn *c)
+{
+    int64_t now = (int64_t)time(NULL);
+
+    if (c->sb != NULL && (c->pb == NULL || px_sandbox_expired(c->sb, now))) {
+        memset(&c->rq.v, 0, sizeof(c->rq.v));
+        px_conn_deny(c, PX_R_NOT_ALLOWED);
+        return;
+    }
+    if (c->rq.host.len == 0) {
+        px_conn_deny(c, PX_R_BAD_HOST);
+        return;
+    }
+    policy_decide_name(c->pb, &c->rq.host, c->rq.port, now, &c->rq.v);
+    c->rq.decision = c->rq.v.decision;
+    c->rq.reason = (enum px_reason)c->rq.v.reason;
+    if (c->rq.v.decision == POLICY_DENY) {
+        px_conn_deny(c, c->rq.reason);
+        return;
+    }
+    if (px_limit_over_quota(c->lim, px_d.cfg->quota_bytes_per_sandbox)) {
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox has used up its byte quota");
+        return;
+    }
+    find_addresses(c);
+}
+
+void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len)
+{
+    struct px_world *old = c->world;
+
+    /* The world of this decision is the current one; what pointed into the
+     * old one (the sandbox, its binding) is found again in the new one
+     * before the old one is let go. */
+    c->world = px_world_get();
+    enum px_identity who = px_conn_identify(c, auth, auth_len);
+    px_world_put(old);
+    switch (who) {
+    case PX_ID_OK: decide(c); return;
+    case PX_ID_UNKNOWN:
+        px_conn_fail(c, 407, PX_R_NOT_ALLOWED, "unknown sandbox credentials");
+        return;
+    case PX_ID_LIMIT:
+        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox opens too many connections");
+        return;
+    }
+}
