@@ -161,9 +161,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 const char *px_conn_rule_text(const struct px_conn *c, char *buf, size_t len)
 {
     const char *file = c->rq.v.rule.file, *slash;
-    enum px_reason r = c->rq.reason;
 
-    if (file == NULL || (r > PX_R_BAD_HOST && r != PX_R_REVOKED))
+    if (file == NULL || !px_reason_has_rule(c->rq.reason))
         return NULL;
     slash = strrchr(file, '/');
     file = slash ? slash + 1 : file;

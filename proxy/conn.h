@@ -299,6 +299,11 @@ void px_conn_upstream_ready(struct px_conn *c);
 void px_hello_start(struct px_conn *c);
 /* Feed what c->early has that the parser has not seen.  May close. */
 void px_hello_feed(struct px_conn *c);
+/* Why a complete ClientHello (parser p, result r) is refused whatever
+ * host it names: not TLS, malformed, a server_name that is no host name
+ * (bad_host), ECH under `ech deny`; PX_R_ALLOWED when it is one to look
+ * at.  For the first ClientHello and the later ones (rehello.c) alike. */
+enum px_reason px_hello_refused(const struct sni_parser *p, enum sni_result r);
 /* Whether host name `name` (len bytes, as a ClientHello sent it) is the
  * host c is for, once normalized. */
 bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len);

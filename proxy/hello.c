@@ -36,9 +36,7 @@ static bool literal_allowed(struct px_conn *c)
     return policy_decide_name(c->pb, &h, c->rq.port, (int64_t)time(NULL), &v) != POLICY_DENY;
 }
 
-/* Why hello result r (with its parser's error) is refused whatever the
- * host, or PX_R_ALLOWED when it is a ClientHello to look at. */
-static enum px_reason refused_hello(const struct sni_parser *p, enum sni_result r)
+enum px_reason px_hello_refused(const struct sni_parser *p, enum sni_result r)
 {
     if (r == SNI_NOT_TLS)
         return PX_R_NOT_TLS;
@@ -84,7 +82,7 @@ static void judge_sni(struct px_conn *c)
 static void hello_done(struct px_conn *c, enum sni_result r)
 {
     const struct sni_hello *h = &c->hello->hello;
-    enum px_reason why = refused_hello(c->hello, r);
+    enum px_reason why = px_hello_refused(c->hello, r);
 
     if (why == PX_R_ALLOWED && r == SNI_OK) {
         memcpy(c->rq.sni, h->host.ptr, h->host.len);

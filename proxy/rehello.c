@@ -63,13 +63,14 @@ static void settle_watch(struct px_conn *c)
 static enum px_reason judge_hello(const struct px_conn *c, enum sni_result r,
                                   const struct sni_parser *p)
 {
-    if (r == SNI_NOT_TLS || r == SNI_MALFORMED)
-        return sni_error_is_name(p->error) ? PX_R_BAD_HOST : PX_R_NOT_TLS;
-    if (p->hello.ech && !px_d.cfg->ech_allow)
-        return PX_R_ECH;
+    enum px_reason why = px_hello_refused(p, r);
+
+    if (why != PX_R_ALLOWED)
+        return why;
     if (r == SNI_NO_SNI)
         return c->rq.have_sni ? PX_R_SNI_MISMATCH : PX_R_ALLOWED;
-    if (!c->rq.have_sni || !px_conn_names_host(c, (const char *)p->hello.host.ptr, p->hello.host.len))
+    if (!c->rq.have_sni ||
+        !px_conn_names_host(c, (const char *)p->hello.host.ptr, p->hello.host.len))
         return PX_R_SNI_MISMATCH;
     return PX_R_ALLOWED;
 }
@@ -82,10 +83,14 @@ static void refuse(struct px_conn *c, enum px_reason r)
     px_conn_end_denied(c, r, NULL, "a later ClientHello was refused");
 }
 
-/* Feed a ClientHello being read; *took: how many of the n bytes are its.
- * 1: it is whole and may go on (released); 0: more is to come (all held);
- * -1: refused (closed). */
-static int hello_bytes(struct px_conn *c, const uint8_t *p, size_t n, size_t *took)
+enum hello_state {
+    HELLO_PASSED,  /* it is whole and may go on (released) */
+    HELLO_MORE,    /* more is to come (all held) */
+    HELLO_REFUSED, /* refused: closed */
+};
+
+/* Feed a ClientHello being read; *took: how many of the n bytes are its. */
+static enum hello_state hello_bytes(struct px_conn *c, const uint8_t *p, size_t n, size_t *took)
 {
     struct px_rehello *rh = &c->relay.rh;
     size_t before = rh->parser->consumed;
@@ -98,11 +103,11 @@ static int hello_bytes(struct px_conn *c, const uint8_t *p, size_t n, size_t *to
     memcpy(rh->hello + rh->hello_len, p, *took);
     rh->hello_len += *took;
     if (r == SNI_NEED_MORE)
-        return 0;
+        return HELLO_MORE;
     enum px_reason why = judge_hello(c, r, rh->parser);
     if (why != PX_R_ALLOWED) {
         refuse(c, why);
-        return -1;
+        return HELLO_REFUSED;
     }
     px_relay_hold(&c->relay.d[0], rh->hello, rh->hello_len);
     free(rh->hello);
@@ -110,7 +115,7 @@ static int hello_bytes(struct px_conn *c, const uint8_t *p, size_t n, size_t *to
     rh->hello = NULL;
     rh->parser = NULL;
     rh->hello_len = 0;
-    return 1;
+    return HELLO_PASSED;
 }
 
 /* A ClientHello starts: read it with a parser of its own. */
@@ -131,8 +136,7 @@ static bool client_stream(struct px_conn *c, const uint8_t *p, size_t n)
     while (n > 0) {
         size_t used;
         if (rh->parser != NULL) {
-            int r = hello_bytes(c, p, n, &used);
-            if (r < 0)
+            if (hello_bytes(c, p, n, &used) == HELLO_REFUSED)
                 return false;
             p += used, n -= used;
             continue;

@@ -82,27 +82,32 @@ static void rewatch(struct px_conn *c, int s)
     }
 }
 
-/* Write what direction d holds; 1 when all is out, 0 when the socket is
- * full, -1 on an error. */
-static int flush_dir(struct px_relay_dir *d)
+enum flush_result {
+    FLUSH_ALL,   /* all that d held is out */
+    FLUSH_FULL,  /* the socket took what it could; the rest waits */
+    FLUSH_ERROR, /* the socket failed */
+};
+
+/* Write what direction d holds. */
+static enum flush_result flush_dir(struct px_relay_dir *d)
 {
     while (d->in_pipe > 0) {
         ssize_t n =
             splice(d->pipe[0], NULL, d->to, NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0)
-            return errno == EAGAIN ? 0 : errno == EINTR ? 0 : -1;
+            return errno == EAGAIN || errno == EINTR ? FLUSH_FULL : FLUSH_ERROR;
         d->in_pipe -= (size_t)n;
     }
     while (d->held_len > d->held_off) {
         ssize_t n = send(d->to, d->held + d->held_off, d->held_len - d->held_off, MSG_NOSIGNAL);
         if (n < 0)
-            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+            return errno == EAGAIN || errno == EINTR ? FLUSH_FULL : FLUSH_ERROR;
         d->held_off += (size_t)n;
     }
     free(d->held);
     d->held = NULL;
     d->held_off = d->held_len = 0;
-    return 1;
+    return FLUSH_ALL;
 }
 
 /* Room for n bytes to be written later (the direction holds none). */
@@ -185,9 +190,9 @@ static bool pass_on(struct px_conn *c, int i, size_t n)
 }
 
 /* Read from d->from and write on at once, until the socket has no more,
- * the peer is full, or this wakeup's share is moved.  0, or -1 when the
+ * the peer is full, or this wakeup's share is moved.  False when the
  * tunnel was closed. */
-static int pump(struct px_conn *c, int i)
+static bool pump(struct px_conn *c, int i)
 {
     struct px_relay_dir *d = &c->relay.d[i];
     size_t moved = 0;
@@ -207,9 +212,9 @@ static int pump(struct px_conn *c, int i)
         }
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
-                return 0;
+                return true;
             close_failed(c, i);
-            return -1;
+            return false;
         }
         if (n == 0) {
             d->eof = true;
@@ -218,22 +223,22 @@ static int pump(struct px_conn *c, int i)
         }
         c->t_active_ms = px_now_ms();
         if (!count(c, i, (size_t)n))
-            return -1;
+            return false;
         moved += (size_t)n;
         if (d->pipe[0] != -1)
             d->in_pipe = (size_t)n;
         else if (!pass_on(c, i, (size_t)n))
-            return -1;
-        if (flush_dir(d) < 0) {
+            return false;
+        if (flush_dir(d) == FLUSH_ERROR) {
             close_failed(c, 1 - i);
-            return -1;
+            return false;
         }
         /* A short read emptied the socket: wait for the next wakeup
          * rather than ask again for an EAGAIN. */
         if ((size_t)n < want)
             break;
     }
-    return 0;
+    return true;
 }
 
 /* After any progress: pass on ends, close when both ways are done, and
@@ -265,15 +270,15 @@ static void on_socket(evutil_socket_t fd, short what, void *arg)
 
     if (what & EV_WRITE) {
         struct px_relay_dir *in = &r->d[1 - s];
-        if (flush_dir(in) < 0) {
+        if (flush_dir(in) == FLUSH_ERROR) {
             close_failed(c, s);
             return;
         }
         /* Drained: read again at once, what waits is already there. */
-        if (!dir_pending(in) && pump(c, 1 - s) < 0)
+        if (!dir_pending(in) && !pump(c, 1 - s))
             return;
     }
-    if ((what & EV_READ) && pump(c, s) < 0)
+    if ((what & EV_READ) && !pump(c, s))
         return;
     settle(c);
 }
@@ -304,7 +309,7 @@ static bool begin(struct px_conn *c, uint8_t *early, size_t len, size_t hello_le
         if (!ok)
             return false;
     }
-    if (flush_dir(d) < 0) {
+    if (flush_dir(d) == FLUSH_ERROR) {
         close_failed(c, 1);
         return false;
     }

@@ -57,6 +57,13 @@ static inline const char *px_end_str(enum px_end e)
     return (unsigned)e < PX_END_COUNT ? words[e] : "?";
 }
 
+/* Whether a rule can have decided reason r (the policy's own reasons, and
+ * a revocation by a rule): only then do the log and the answer name one. */
+static inline bool px_reason_has_rule(enum px_reason r)
+{
+    return r <= PX_R_BAD_HOST || r == PX_R_REVOKED;
+}
+
 static inline const char *px_mode_str(enum px_mode m)
 {
     static const char *const words[PX_MODE_COUNT] = {"connect", "http", "tls", "plain"};
