@@ -170,6 +170,12 @@ want "GET /v1/status: version, uptime, generation, counts, presets" 200 \
 GEN=$(egd_json "$BODY" 'l["generation"]')
 ctl "egressctl status: the same, one per line" 0 "sandboxes            2" "generation           $GEN" \
     -- status -c "$CONF"
+# The version is the one meson built (project() in meson.build).
+VERSION=$(meson introspect "$BUILD_DIR" --projectinfo |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+want "GET /v1/status: version $VERSION, meson's project version" 200 "l['version'] == '$VERSION'"
+ctl "egressctl status: version $VERSION" 0 "$(printf '%-20s %s' version "$VERSION")" \
+    -- status -c "$CONF"
 ctl "egressctl sandboxes: one line per binding" 0 "201" "carol" "127.0.0.7" "+1 allow" \
     -- -s "$SOCK" sandboxes
 out=$("$CTL" sandboxes -s "$SOCK" --json 2>&1)
