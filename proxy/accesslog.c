@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "utf8.h"
 
 /* A string field longer than this is cut (hosts are at most 253 bytes once
  * normalized; a raw bad_host or a method is whatever a client sent). */
@@ -54,42 +55,6 @@ static void put(struct line *l, const char *s, size_t n)
 
 #define PUT_LIT(l, lit) put((l), (lit), sizeof(lit) - 1)
 
-/* The length of the UTF-8 sequence at s (at most n bytes), or 0 when it is
- * not a valid one: the rules jansson checks (no overlong forms, no
- * surrogates, nothing past U+10FFFF), so a line stays what it was when
- * jansson wrote it. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], v;
-    size_t len;
-
-    if (c < 0x80)
-        return 1;
-    if (c < 0xc2 || c > 0xf4)
-        return 0;
-    len = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-    if (len > n)
-        return 0;
-    v = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff) || (len == 3 && v < 0x800) ||
-        (len == 4 && v < 0x10000))
-        return 0;
-    return len;
-}
-
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0, k; i < n; i += k)
-        if ((k = utf8_seq(s + i, n - i)) == 0)
-            return false;
-    return true;
-}
-
 /* A JSON string for s, or null.  A client may send any bytes as a host or
  * SNI: when the text is not valid UTF-8, every byte >= 0x80 becomes U+FFFD,
  * so the line stays valid JSON and still shows where the odd bytes were.
@@ -113,7 +78,9 @@ static void put_str(struct line *l, const char *str)
         while (n > 0 && (s[n] & 0xc0) == 0x80)
             n--;
     }
-    valid = utf8_valid(s, n);
+    /* utf8.h checks what jansson checks: a line stays what it was when
+     * jansson wrote it. */
+    valid = px_utf8_valid(s, n);
     l->p[l->len++] = '"';
     for (size_t i = 0; i < n; i++) {
         unsigned char c = s[i];

@@ -34,11 +34,8 @@
 #include "log.h"
 #include "policy.h"
 #include "verdict.h"
+#include "version.h"
 #include "world.h"
-
-#ifndef PX_VERSION
-#define PX_VERSION "0.1.0" /* meson's project version, unless the build passes its own */
-#endif
 
 #define BODY_MAX    (1u << 20) /* 1 MiB: far above any real set of bindings */
 #define HEADERS_MAX (16u << 10)
@@ -262,7 +259,7 @@ static void on_status(struct evhttp_request *req)
     for (size_t i = 0; policy_preset_name(w->policy, i) != NULL; i++)
         json_array_append_new(presets, json_string(policy_preset_name(w->policy, i)));
     clock_gettime(CLOCK_MONOTONIC, &now);
-    st = json_pack("{s:s,s:I,s:I,s:I,s:s,s:o}", "version", PX_VERSION, "uptime_s",
+    st = json_pack("{s:s,s:I,s:I,s:I,s:s,s:o}", "version", EGRESSD_VERSION, "uptime_s",
                    (json_int_t)(now.tv_sec - A.started.tv_sec), "generation",
                    (json_int_t)w->generation, "sandboxes", (json_int_t)w->n_sandboxes,
                    "default_policy", policy_binding_preset(w->default_pb), "presets", presets);

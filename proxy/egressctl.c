@@ -9,7 +9,10 @@
  * Commands that ask the running egressd over its admin API (the socket or
  * address of the config's `admin` directive, or -s/--socket):
  *   egressctl [-s SOCKET | -c egressd.conf] reload | sandboxes [--json] | status
- *   egressctl explain --live [-c egressd.conf | --socket SOCKET] [--sandbox ID] HOST[:PORT]
+ *   egressctl explain --live [-c egressd.conf] [--sandbox ID] HOST[:PORT]
+ *   egressctl -s SOCKET explain [--sandbox ID] HOST[:PORT]
+ * For explain a socket (-s SOCKET before the command, --socket after it)
+ * implies --live, as -s means the running egressd for every other command.
  *
  * From an access log: egressctl learn [--owner OWNER] [ACCESS-LOG]
  *
@@ -51,15 +54,16 @@ static void usage(FILE *f)
           "       egressctl explain -c egressd.conf [--preset P] [--sandbox FILE.json]\n"
           "                         [--addr IP]... [--at RFC3339] HOST[:PORT]\n"
           "       egressctl [-s SOCKET | -c egressd.conf] reload | sandboxes [--json] | status\n"
-          "       egressctl explain --live [-c egressd.conf | --socket SOCKET] [--sandbox ID]\n"
-          "                         HOST[:PORT]\n"
+          "       egressctl explain --live [-c egressd.conf] [--sandbox ID] HOST[:PORT]\n"
+          "       egressctl -s SOCKET explain [--sandbox ID] HOST[:PORT]    (--live implied)\n"
           "       egressctl learn [--owner OWNER] [ACCESS-LOG]\n"
           "\n"
           "check      validate egressd.conf and every preset in its policy-dir; print all errors\n"
           "explain    the verdict for HOST[:PORT] (default port 443) under a preset or a sandbox\n"
           "           binding (JSON as the admin API takes it), with the rule that decided;\n"
           "           --addr runs the address phase on an address the name resolved to;\n"
-          "           --live asks the running egressd (sandbox by id, names resolved by it)\n"
+          "           --live asks the running egressd (sandbox by id, names resolved by it);\n"
+          "           a socket (-s SOCKET before explain, or --socket) implies --live\n"
           "reload     make the running egressd reread policy-dir and hosts-file\n"
           "sandboxes  the running egressd's sandbox bindings\n"
           "status     the running egressd's version, uptime, generation and counts\n"
@@ -857,10 +861,14 @@ int main(int argc, char **argv)
         return cmd_learn(optind < argc ? argv[optind] : NULL, owner);
     if (online && optind == argc)
         return cmd_online(cmd, sock, a.conf, as_json);
+    /* A socket names the running egressd, for explain as for the rest. */
+    if (strcmp(cmd, "explain") == 0 && sock != NULL)
+        live = true;
     if (strcmp(cmd, "explain") == 0 && live && optind + 1 == argc) {
         if (a.preset != NULL || a.n_addrs > 0) {
-            fprintf(stderr, "egressctl explain --live: --preset and --addr are for the offline "
-                            "explain; the live one uses the sandbox's binding and resolves\n");
+            fprintf(stderr, "egressctl explain --live (or with a socket): --preset and --addr are "
+                            "for the offline explain; the live one uses the sandbox's binding and "
+                            "resolves\n");
             return EXIT_USAGE;
         }
         struct target t;

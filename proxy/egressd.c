@@ -29,6 +29,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "policy_load.h"
+#include "version.h"
 #include "world.h"
 
 #define MAX_WORKERS 64
@@ -383,7 +384,7 @@ int main(int argc, char **argv)
 
     evthread_use_pthreads();
     event_set_log_callback(on_libevent_log);
-    px_metrics_init(PX_VERSION);
+    px_metrics_init(EGRESSD_VERSION);
     px_d.cfg = &cfg;
     px_d.next_id = 1;
     px_d.http_limits = (struct px_http_limits){

@@ -25,8 +25,6 @@
 #include "http.h"
 #include "resolver.h"
 
-#define PX_VERSION "0.1.0"
-
 enum px_listener_kind {
     PX_L_PROXY, /* `listen`: CONNECT and absolute-URI HTTP */
     PX_L_TLS,   /* `transparent-tls`: ClientHello first */

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "utf8.h"
 
 #define DECISIONS 3 /* POLICY_ALLOW, POLICY_DENY, POLICY_WOULD_DENY */
 
@@ -77,36 +78,6 @@ static struct evhttp *http_server;
 
 /* ------------------------------------------------------------ label text */
 
-/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    size_t len;
-    unsigned cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2, cp = s[0] & 0x1f;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3, cp = s[0] & 0x0f;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4, cp = s[0] & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    /* overlong forms, UTF-16 surrogates, past U+10FFFF */
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || (cp >= 0xd800 && cp <= 0xdfff) ||
-        cp > 0x10ffff)
-        return 0;
-    return len;
-}
-
 /* A copy of s that is valid UTF-8 (the text format requires it of label
  * values): each byte that does not start a valid sequence becomes '?'.
  * Sandbox ids and owners come through the admin API's JSON and are UTF-8
@@ -119,7 +90,7 @@ static char *utf8_copy(const char *s)
     if (out == NULL)
         abort();
     while (i < n) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        size_t k = px_utf8_seq((const unsigned char *)s + i, n - i);
         if (k == 0) {
             out[i++] = '?';
             continue;

@@ -10,6 +10,7 @@
 
 #include "mcp.h"
 #include "mcp_server.h"
+#include "version.h"
 
 #if __has_include("../sbx.h")
 #include "../sbx.h"
@@ -147,7 +148,7 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .sbx = s,
         .presets = sbx_config_mcp_presets(s),
         .owner = default_owner(a.owner),
-        .version = sbx_mcp_version,
+        .version = EGRESSD_VERSION, /* serverInfo.version */
     };
     /* The assistant sees and touches its owner's sandboxes only. */
     sbx_scope_owner(s, cfg.owner);

@@ -15,6 +15,7 @@
  * A thread per connection (at most MAX_CONNS), each with deadlines on every
  * read and write so a slow or silent client cannot hold it; sizes are capped
  * (HEAD_MAX, MAX_HEADERS, BODY_MAX).  HTTP/1.1 keep-alive; no chunked bodies.
+ * Request heads are read by http/'s parser, as egressd reads them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "mcp_http.h"
 #include "mcp_server.h"
 
@@ -148,6 +150,7 @@ static const char *status_text(int status)
     case 406: return "Not Acceptable";
     case 408: return "Request Timeout";
     case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
@@ -228,134 +231,109 @@ static int origin_ok(const char *origin)
     return strncasecmp(origin, "http://", 7) == 0 && loopback_hostport(origin + 7);
 }
 
-/* The next line of the head at *p, cut at its CRLF; *p moves past it.
- * Returns NULL at the end of the head, and for a line that does not end in
- * CRLF or holds another CR: RFC 9112 section 2.2 lets a server read a bare
- * LF as a line end, but then the head would end elsewhere than where
- * sbx_mcp_http_head_end() found it, so such a head is refused instead. */
-static char *next_line(char **p)
-{
-    char *line = *p, *nl = strchr(line, '\n');
+/* http/'s caps for a head sent to this endpoint: the request line may use
+ * all of HEAD_MAX, as the head may. */
+static const struct px_http_limits head_limits = {HEAD_MAX, HEAD_MAX, MAX_HEADERS};
 
-    if (!nl || nl == line || nl[-1] != '\r' || memchr(line, '\r', (size_t)(nl - line - 1)))
-        return NULL;
-    nl[-1] = '\0';
-    *p = nl + 1;
-    return line;
+/* The fields the endpoint acts on, where they go in a request, and what a
+ * second one is called: one of each, a second Origin or token is an attack.
+ * (http/ refuses a second Host and a second Content-Length itself.) */
+static const struct {
+    const char *name;
+    size_t off;
+    const char *twice;
+} acted_on[] = {
+    {"Host", offsetof(struct sbx_mcp_http_request, host), "two Host fields"},
+    {"Origin", offsetof(struct sbx_mcp_http_request, origin), "two Origin fields"},
+    {"Authorization", offsetof(struct sbx_mcp_http_request, auth), "two Authorization fields"},
+    {"Content-Type", offsetof(struct sbx_mcp_http_request, content_type),
+     "two Content-Type fields"},
+    {"Accept", offsetof(struct sbx_mcp_http_request, accept), "two Accept fields"},
+    {"Mcp-Session-Id", offsetof(struct sbx_mcp_http_request, session_id),
+     "two Mcp-Session-Id fields"},
+    {"MCP-Protocol-Version", offsetof(struct sbx_mcp_http_request, protocol_version),
+     "two MCP-Protocol-Version fields"},
+};
+
+static enum sbx_mcp_http_head refuse(struct sbx_mcp_http_request *q, int status, const char *error)
+{
+    q->status = status;
+    q->error = error;
+    return SBX_MCP_HEAD_REFUSED;
 }
 
-/* Splits the request line and headers in place.  Returns 0, or the HTTP
- * status that refuses the request. */
-static int split_head(char *head, struct sbx_mcp_http_request *q)
+/* v (a view into buf) as a string in q->head, the copy of buf's head: the
+ * byte after it is a blank, a CR or the blank line's, never part of
+ * another view, so it becomes the NUL. */
+static const char *head_string(struct sbx_mcp_http_request *q, const char *buf,
+                               struct px_http_view v)
 {
-    char *p = head, *line, *colon, *blank, *v, *e;
-    int nheaders = 0;
+    char *s = q->head + (v.p - buf);
+
+    s[v.len] = '\0';
+    return s;
+}
+
+static int name_is(struct px_http_view name, const char *want)
+{
+    return name.len == strlen(want) && strncasecmp(name.p, want, name.len) == 0;
+}
+
+/* Copies the head and points q's strings into the copy.  Returns OK, or
+ * REFUSED for a second field the endpoint acts on. */
+static enum sbx_mcp_http_head take_head(struct sbx_mcp_http_request *q, const char *buf,
+                                        const struct px_http_request *req)
+{
+    memcpy(q->head, buf, req->head_len);
+    q->head[req->head_len] = '\0';
+    q->head_len = req->head_len;
+    q->method = head_string(q, buf, req->method);
+    q->target = head_string(q, buf, req->target);
+    q->keep_alive = req->keep_alive;
+    for (size_t i = 0; i < req->n_headers; i++) {
+        for (size_t k = 0; k < sizeof acted_on / sizeof acted_on[0]; k++) {
+            const char **slot = (const char **)((char *)q + acted_on[k].off);
+
+            if (!name_is(req->headers[i].name, acted_on[k].name))
+                continue;
+            if (*slot)
+                return refuse(q, 400, acted_on[k].twice);
+            *slot = head_string(q, buf, req->headers[i].value);
+        }
+    }
+    return SBX_MCP_HEAD_OK;
+}
+
+/* Contract in mcp_http.h.  http/ reads the head (RFC 9112 sections 2.2,
+ * 3, 5 and 6.3); what follows is this endpoint's: one of each field it acts
+ * on, a length-delimited body within BODY_MAX. */
+enum sbx_mcp_http_head sbx_mcp_http_parse_head(const char *buf, size_t len,
+                                               struct sbx_mcp_http_request *q)
+{
+    struct px_http_request req;
+    enum sbx_mcp_http_head r;
 
     memset(q, 0, sizeof *q);
     q->content_length = -1;
-    /* RFC 9112 section 2.2: empty lines before the request line are ignored. */
-    while ((line = next_line(&p)) != NULL && !*line)
-        ;
-    if (!line)
-        return 400;
-    q->method = line;
-    q->target = strchr(line, ' ');
-    if (!q->target)
-        return 400;
-    *q->target++ = '\0';
-    v = strchr(q->target, ' ');
-    if (!v)
-        return 400;
-    *v++ = '\0';
-    if (strcmp(v, "HTTP/1.1") != 0 && strcmp(v, "HTTP/1.0") != 0)
-        return 400;
-    q->http10 = strcmp(v, "HTTP/1.0") == 0;
-    q->keep_alive = !q->http10;
-    for (;;) {
-        if ((line = next_line(&p)) == NULL)
-            return 400; /* a bare CR or LF (the head ends in an empty line) */
-        if (!*line)
-            break;
-        if (++nheaders > MAX_HEADERS)
-            return 431;
-        colon = strchr(line, ':');
-        blank = strpbrk(line, " \t");
-        if (!colon || colon == line || (blank && blank < colon))
-            return 400; /* no name, obsolete line folding, blank before the colon */
-        *colon = '\0';
-        for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
-            ;
-        for (e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');)
-            *--e = '\0';
-        if (strcasecmp(line, "Content-Length") == 0) {
-            char *end;
-
-            if (q->content_length != -1 || !*v || strspn(v, "0123456789") != strlen(v))
-                return 400;
-            q->content_length = strtoll(v, &end, 10);
-            if (strlen(v) > 12)
-                return 413;
-        } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
-            q->chunked = 1;
-        } else if (strcasecmp(line, "Connection") == 0) {
-            if (strcasestr(v, "close"))
-                q->keep_alive = 0;
-            else if (strcasestr(v, "keep-alive"))
-                q->keep_alive = 1;
-        } else {
-            static const struct {
-                const char *name;
-                size_t off;
-            } known[] = {
-                {"Host", offsetof(struct sbx_mcp_http_request, host)},
-                {"Origin", offsetof(struct sbx_mcp_http_request, origin)},
-                {"Authorization", offsetof(struct sbx_mcp_http_request, auth)},
-                {"Content-Type", offsetof(struct sbx_mcp_http_request, content_type)},
-                {"Accept", offsetof(struct sbx_mcp_http_request, accept)},
-                {"Mcp-Session-Id", offsetof(struct sbx_mcp_http_request, session_id)},
-                {"MCP-Protocol-Version", offsetof(struct sbx_mcp_http_request, protocol_version)},
-            };
-            for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-                const char **slot = (const char **)((char *)q + known[i].off);
-
-                if (strcasecmp(line, known[i].name) != 0)
-                    continue;
-                if (*slot)
-                    return 400; /* one of each: a second Host or token is an attack */
-                *slot = v;
-            }
-        }
+    switch (px_http_parse_request(buf, len, &head_limits, &req)) {
+    case PX_HTTP_NEED_MORE:
+        /* http/ gives a verdict once the bytes reach max_head; this only
+         * makes sure no caller reads into a full buffer. */
+        return len < HEAD_MAX ? SBX_MCP_HEAD_MORE : refuse(q, 431, "header section too large");
+    case PX_HTTP_TOO_BIG: return refuse(q, req.method.len == 0 ? 414 : 431, req.error);
+    case PX_HTTP_BAD: return refuse(q, 400, req.error);
+    case PX_HTTP_OK: break;
     }
-    return 0;
-}
-
-ssize_t sbx_mcp_http_head_end(const char *buf, size_t len, int *status)
-{
-    size_t n = strnlen(buf, len);
-    const char *end = memmem(buf, n < HEAD_MAX ? n : HEAD_MAX, "\r\n\r\n", 4);
-
-    if (end)
-        return end + 4 - buf;
-    if (n != len) {
-        *status = 400; /* a NUL byte in the head */
-        return -1;
-    }
-    if (len >= HEAD_MAX) {
-        *status = 431;
-        return -1;
-    }
-    return 0;
-}
-
-int sbx_mcp_http_parse_head(char *head, struct sbx_mcp_http_request *q)
-{
-    int status = split_head(head, q);
-
-    if (!status && q->chunked)
-        status = 501;
-    else if (!status && q->content_length > (long long)BODY_MAX)
-        status = 413;
-    return status;
+    r = take_head(q, buf, &req);
+    if (r != SBX_MCP_HEAD_OK)
+        return r;
+    if (px_http_find(req.headers, req.n_headers, "Content-Length"))
+        q->content_length = (long long)req.content_length;
+    if (req.body == PX_BODY_CHUNKED)
+        return refuse(q, 501, "chunked bodies are not supported: send Content-Length");
+    if (req.content_length > BODY_MAX)
+        return refuse(q, 413, "the body is over the 8 MiB cap");
+    return SBX_MCP_HEAD_OK;
 }
 
 /* The media type of a header value, without parameters, is type. */
@@ -571,29 +549,28 @@ static void on_request(struct http *h, const struct sbx_mcp_http_request *q, str
     }
 }
 
-/* Reads the next request head into c->buf.  Returns its length (through the
- * blank line), 0 when the client closed or idled out between requests, or -1
- * with *status set. */
-static ssize_t read_head(struct conn *c, int *status)
+/* Reads the next request head into q, from c->buf and then the socket.
+ * Returns 0 when the client closed or idled out between requests (nobody to
+ * answer); else 1, with q read or refused (408 when the head did not come
+ * within its deadline). */
+static int read_head(struct conn *c, struct sbx_mcp_http_request *q)
 {
     int64_t deadline = now_ms() + c->h->idle_ms;
     int started = c->len > 0;
 
-    for (;;) {
-        ssize_t hl = sbx_mcp_http_head_end(c->buf, c->len, status);
-
-        if (hl != 0)
-            return hl;
+    while (sbx_mcp_http_parse_head(c->buf, c->len, q) == SBX_MCP_HEAD_MORE) {
         ssize_t n = read_until(c->fd, c->buf + c->len, HEAD_MAX - c->len, deadline);
+
         if (n <= 0) {
-            *status = 408;
-            return started ? -1 : 0;
+            refuse(q, 408, "the request head did not come in time");
+            return started;
         }
         if (!started)
             deadline = now_ms() + c->h->head_ms;
         started = 1;
         c->len += (size_t)n;
     }
+    return 1;
 }
 
 /* Reads q's body: what followed the head in c->buf, then the socket. */
@@ -623,29 +600,30 @@ static int read_body(struct conn *c, size_t head_len, struct sbx_mcp_http_reques
     return 0;
 }
 
+/* An answer to a refused head, saying what was wrong; the connection then
+ * closes: after a head that could not be read, where the next request would
+ * start is not known. */
+static void set_refusal(struct response *r, const struct sbx_mcp_http_request *q)
+{
+    char msg[256];
+
+    snprintf(msg, sizeof msg, "the request could not be read: %s", q->error);
+    set_error(r, q->status, msg);
+    r->close = 1;
+}
+
 /* Serves one request; returns 0 to keep the connection, -1 to close it. */
 static int serve_one(struct conn *c)
 {
-    struct sbx_mcp_http_request q = {.content_length = -1};
+    struct sbx_mcp_http_request q;
     struct response r = {0};
-    char head[HEAD_MAX + 1];
-    int status = 0, rc;
-    ssize_t hl = read_head(c, &status);
+    int rc;
 
-    if (hl == 0)
+    if (!read_head(c, &q))
         return -1;
-    if (hl > 0) {
-        memcpy(head, c->buf, (size_t)hl);
-        head[hl] = '\0';
-        status = sbx_mcp_http_parse_head(head, &q);
-    }
-    if (status) {
-        set_error(&r, status,
-                  status == 501 ? "chunked bodies are not supported: send "
-                                  "Content-Length"
-                                : "the request could not be read");
-        r.close = 1;
-    } else if (read_body(c, (size_t)hl, &q) == -1) {
+    if (q.status) {
+        set_refusal(&r, &q);
+    } else if (read_body(c, q.head_len, &q) == -1) {
         free(q.body);
         return -1; /* the client stopped sending: nobody to answer */
     } else {

@@ -20,9 +20,6 @@
 
 #include "../ops.h"
 
-/* This server's version (serverInfo.version): the project's, from meson. */
-extern const char sbx_mcp_version[];
-
 /* The protocol version we speak, and every older one we also accept. */
 #define SBX_MCP_PROTOCOL_LATEST "2025-11-25"
 

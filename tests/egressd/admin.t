@@ -162,6 +162,19 @@ ctl "egressctl explain --live: denied private_range, exit 1" 1 \
     -- explain --live -c "$CONF" loop.test:4443
 ctl "egressctl explain --live: an unknown sandbox is egressd's 404" 1 "404" "no sandbox '999'" \
     -- explain --live --socket "$SOCK" --sandbox 999 a.test
+# A socket names the running egressd for explain too, without --live or -c:
+# the sandbox by id and the addresses egressd resolved say the answer is its.
+ctl "egressctl -s SOCK explain: the live daemon answers (a socket implies --live)" 0 \
+    "sandbox   101" "address 127.0.0.21 allow allowed" "verdict   allow allowed rule sandbox 101:1" \
+    -- -s "$SOCK" explain --sandbox 101 extra.test:4443
+ctl "egressctl -s SOCK explain -s ID: after explain, -s is the sandbox" 1 \
+    "404" "no sandbox '999'" -- -s "$SOCK" explain -s 999 a.test
+ctl "egressctl explain --socket SOCK: live too" 1 \
+    "address 127.0.0.1 deny private_range" "verdict   deny private_range" \
+    -- explain --socket "$SOCK" loop.test:4443
+ctl "egressctl -s SOCK explain --preset: refused, the live explain uses the binding" 2 \
+    "--preset and --addr are for the offline explain" \
+    -- -s "$SOCK" explain --preset test a.test
 
 # --- status, sandboxes
 api GET /v1/status
@@ -169,6 +182,12 @@ want "GET /v1/status: version, uptime, generation, counts, presets" 200 \
     'isinstance(l["version"], str) and l["uptime_s"] >= 0 and l["generation"] >= 1 and l["sandboxes"] == 2 and l["presets"] == ["test"]'
 GEN=$(egd_json "$BODY" 'l["generation"]')
 ctl "egressctl status: the same, one per line" 0 "sandboxes            2" "generation           $GEN" \
+    -- status -c "$CONF"
+# The version is the one meson built (project() in meson.build).
+VERSION=$(meson introspect "$BUILD_DIR" --projectinfo |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+want "GET /v1/status: version $VERSION, meson's project version" 200 "l['version'] == '$VERSION'"
+ctl "egressctl status: version $VERSION" 0 "$(printf '%-20s %s' version "$VERSION")" \
     -- status -c "$CONF"
 ctl "egressctl sandboxes: one line per binding" 0 "201" "carol" "127.0.0.7" "+1 allow" \
     -- -s "$SOCK" sandboxes

@@ -107,6 +107,12 @@ EOF
 ok $? "DESIGN.md's families with their types and exactly their label names; label values bounded; no host name or address in the page"
 diag_file "$T/families.out" 20
 
+# ---- build_info: the version meson built (project() in meson.build)
+version=$(meson introspect "$BUILD_DIR" --projectinfo |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+check "egressd_build_info{version=\"$version\"}: meson's project version" \
+    grep -qxF "egressd_build_info{version=\"$version\"} 1" "$T/metrics.txt"
+
 # ---- the counts agree with the access log
 python3 - "$T/metrics.txt" "$T/access.log" >"$T/agree.out" 2>&1 <<'EOF'
 import collections, json, re, sys

@@ -1,5 +1,5 @@
 /*
- * fuzz_http.c - properties of egressd's HTTP/1.1 parser (proxy/http.h) on
+ * fuzz_http.c - properties of the HTTP/1.1 parser (http/http.h) on
  * any bytes, read as a request head, a response head and a chunked body.
  *
  * Properties:

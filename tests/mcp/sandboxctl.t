@@ -69,6 +69,15 @@ sys.exit(0 if box and box[0]["owner"] == "mcp-tester" and box[0]["policy"] == "l
 tap_ok $? "a sandbox made over MCP belongs to the server's --owner and has the chosen preset"
 grep -q '"isError":false' "$T/owner.out"
 tap_ok $? "create_server over a plain pipe answered without a tool error"
+version=$(meson introspect "$BUILD_DIR" --projectinfo |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+python3 -c '
+import json, sys
+first = json.loads(open(sys.argv[1]).readline())
+info = first["result"]["serverInfo"]
+sys.exit(0 if info["name"] == "sandboxctl" and info["version"] == sys.argv[2] else 1)' \
+    "$T/owner.out" "$version"
+tap_ok $? "initialize: serverInfo.version is meson's project version ($version)"
 sbx destroy mcp-owner-1 >/dev/null 2>&1
 tap_ok $? "the command line destroys it again"
 

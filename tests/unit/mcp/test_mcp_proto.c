@@ -637,18 +637,15 @@ static void test_long_names(void)
     json_decref(reply);
 }
 
-/* The status sbx_mcp_http_parse_head() gives head (a copy); the Host value
- * read goes to host. */
+/* The status sbx_mcp_http_parse_head() gives head (0 when it is read, -1
+ * when it needs more); the Host value read goes to host. */
 static int head_status(const char *head, char *host, size_t hostlen)
 {
-    struct sbx_mcp_http_request q;
-    char copy[1024];
-    int status;
+    static struct sbx_mcp_http_request q;
+    enum sbx_mcp_http_head r = sbx_mcp_http_parse_head(head, strlen(head), &q);
 
-    snprintf(copy, sizeof copy, "%s", head);
-    status = sbx_mcp_http_parse_head(copy, &q);
-    snprintf(host, hostlen, "%s", status == 0 && q.host ? q.host : "");
-    return status;
+    snprintf(host, hostlen, "%s", r == SBX_MCP_HEAD_OK && q.host ? q.host : "");
+    return r == SBX_MCP_HEAD_MORE ? -1 : q.status;
 }
 
 /* The request head: where lines end, and the blanks around a value. */
@@ -672,6 +669,77 @@ static void test_http_head(void)
        "every blank around a value goes, not only the last one ('%s')", host);
     ok(head_status("\r\nPOST /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n", host, sizeof host) == 0,
        "an empty line before the request line is ignored (RFC 9112 section 2.2)");
+    ok(head_status("\r\n\r\nPOST /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n", host, sizeof host) == 0,
+       "two empty lines before the request line are ignored too, not read as an empty head");
+    ok(head_status("POST /mcp HTTP/1.1\r\nHost: localhost\r\n", host, sizeof host) == -1,
+       "a head without its blank line needs more");
+    ok(head_status("POST /mcp HTTP/1.1\nHost: localhost", host, sizeof host) == 400,
+       "a bare LF is refused at once, before the head ends");
+}
+
+/* What the endpoint adds to http/'s rules, and the caps. */
+static void test_http_head_rules(void)
+{
+    static struct sbx_mcp_http_request q;
+    static char big[SBX_MCP_HTTP_HEAD_MAX + 64];
+    const char *h;
+    size_t n;
+
+    h = "POST /mcp?x=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 12\r\n"
+        "Origin: http://localhost\r\nConnection: close\r\n\r\n{\"jsonrpc\":1}";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_OK &&
+           strcmp(q.method, "POST") == 0 && strcmp(q.target, "/mcp?x=1") == 0 &&
+           q.content_length == 12 && strcmp(q.origin, "http://localhost") == 0 && !q.keep_alive &&
+           q.head_len == strlen(h) - 13 && !q.auth,
+       "method, target, Content-Length, Origin, Connection: close and the head's length");
+    h = "GET /mcp HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_OK && !q.keep_alive &&
+           q.content_length == -1,
+       "HTTP/1.0 without keep-alive is not kept; no Content-Length is -1");
+    h = "POST /mcp HTTP/1.1\r\nOrigin: http://localhost\r\norigin: http://evil.example\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_REFUSED && q.status == 400 &&
+           strcmp(q.error, "two Origin fields") == 0,
+       "two Origin fields (names ignore case): 400, saying so");
+    h = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_REFUSED && q.status == 501,
+       "Transfer-Encoding: chunked: 501");
+    h = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_REFUSED && q.status == 400,
+       "a Transfer-Encoding whose last coding is not chunked: 400 (RFC 9112 section 6.3)");
+    h = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_REFUSED && q.status == 400,
+       "Content-Length with Transfer-Encoding: 400");
+    h = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 8388608\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_OK,
+       "a Content-Length of exactly the 8 MiB cap is read");
+    h = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Length: 8388609\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(h, strlen(h), &q) == SBX_MCP_HEAD_REFUSED && q.status == 413,
+       "one byte over the body cap: 413");
+    static const char nul[] = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nX-A: a\0b\r\n\r\n";
+    ok(sbx_mcp_http_parse_head(nul, sizeof nul - 1, &q) == SBX_MCP_HEAD_REFUSED && q.status == 400,
+       "a NUL in a value: 400");
+
+    memset(big, 'a', sizeof big);
+    memcpy(big, "GET /", 5);
+    /* A line needs its CRLF within the cap: HEAD_MAX - 2 bytes of it may
+     * still end, one more may not. */
+    ok(sbx_mcp_http_parse_head(big, SBX_MCP_HTTP_HEAD_MAX - 2, &q) == SBX_MCP_HEAD_MORE,
+       "HEAD_MAX - 2 bytes of a request line not ended: more");
+    ok(sbx_mcp_http_parse_head(big, SBX_MCP_HTTP_HEAD_MAX - 1, &q) == SBX_MCP_HEAD_REFUSED &&
+           q.status == 414,
+       "HEAD_MAX - 1 bytes of a request line not ended: 414");
+    n = (size_t)snprintf(big, sizeof big, "GET /mcp HTTP/1.1\r\nX-Pad: ");
+    memset(big + n, 'a', sizeof big - n);
+    ok(sbx_mcp_http_parse_head(big, SBX_MCP_HTTP_HEAD_MAX, &q) == SBX_MCP_HEAD_REFUSED &&
+           q.status == 431,
+       "a header section not ended within HEAD_MAX: 431");
+    n = (size_t)snprintf(big, sizeof big, "GET /mcp HTTP/1.1\r\n");
+    for (int i = 0; i < SBX_MCP_HTTP_MAX_HEADERS + 1; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "X-%d: %d\r\n", i, i);
+    n += (size_t)snprintf(big + n, sizeof big - n, "\r\n");
+    ok(sbx_mcp_http_parse_head(big, n, &q) == SBX_MCP_HEAD_REFUSED && q.status == 431,
+       "65 header fields: 431");
 }
 
 int main(void)
@@ -695,6 +763,7 @@ int main(void)
     test_token();
     test_long_names();
     test_http_head();
+    test_http_head_rules();
     sbx_mcp_server_free(srv);
     fake_reset();
     return tap_done();
