@@ -11,26 +11,28 @@
 #
 # Then every executable tests/**/*.t script (integration tests that drive the
 # real programs; each prints TAP) runs once against the ASan+UBSan build, with
-# BUILD_DIR, SHARED_DIR and TOP in its environment (tests/egressd/ in a second
+# BUILD_DIR, DATA_DIR and TOP in its environment (tests/egressd/ in a second
 # lane beside the others).
 #
 # Environment: FUZZ_SECONDS (default 25 per harness, so that the whole suite
 # stays within 15 minutes on 2 cores; half that for sandboxctl's harnesses;
 # 0 skips fuzzing, and says so),
-# SHARED_DIR (default ../shared beside the checkout: the third-party test data).
+# DATA_DIR (default tests/data of this tree: the third-party test data, see
+# tests/data/README.md), CLIENTHELLO_DIR (default $DATA_DIR/clienthello) and
+# MMDB_DIR (default $DATA_DIR/mmdb).
 # Each check prints one line; logs of every step are in build/test-logs/.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-SHARED_DIR=${SHARED_DIR:-$top/../shared}
+DATA_DIR=${DATA_DIR:-$top/tests/data}
 FUZZ_SECONDS=${FUZZ_SECONDS:-25}
 logs=$top/build/test-logs
 passed=0
 failed=0
 
-export CLIENTHELLO_DIR=$SHARED_DIR/data/clienthello
-export MMDB_DIR=$SHARED_DIR/data/mmdb
+export CLIENTHELLO_DIR=${CLIENTHELLO_DIR:-$DATA_DIR/clienthello}
+export MMDB_DIR=${MMDB_DIR:-$DATA_DIR/mmdb}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Nothing under test may use this machine's certificate or proxy settings.
@@ -155,7 +157,7 @@ if ! deploy/install-deps.sh --test >"$logs/install.log" 2>&1; then
     exit 1
 fi
 if [ ! -d "$CLIENTHELLO_DIR" ]; then
-    fail "test data: $CLIENTHELLO_DIR not found (set SHARED_DIR)"
+    fail "test data: $CLIENTHELLO_DIR not found (set DATA_DIR or CLIENTHELLO_DIR)"
 fi
 
 # The C sources of the project: what git tracks, or every one outside build/.
@@ -221,7 +223,7 @@ run_scripts() {
     local t
     for t in "$@"; do
         tap_run "$(script_log "$t")" \
-            env BUILD_DIR="$top/build/asan" SHARED_DIR="$SHARED_DIR" TOP="$top" "$t"
+            env BUILD_DIR="$top/build/asan" DATA_DIR="$DATA_DIR" TOP="$top" "$t"
     done
 }
 if [ -f build/asan/build.ninja ]; then

@@ -4,7 +4,7 @@
 # with their types and only their bounded labels (no host name or address
 # anywhere), the counts agree with the access log, and a real Prometheus
 # server scrapes it and answers queries with the same series.  TAP on
-# stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs itself in a network
+# stdout.  Needs BUILD_DIR, TOP; runs itself in a network
 # namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
