@@ -66,7 +66,9 @@ setup_build() {
 
 # run_tap NAME LOG CMD...: run a TAP-producing program; every "ok" and
 # "not ok" line is one check, and a non-zero exit without a failing line
-# (a crash, a sanitizer report) is one more failure.
+# (a crash, a sanitizer report) is one more failure.  So is a plan ("1..N",
+# first or last) that is missing or does not match the lines the program
+# printed: a program that stops early, or skips checks, cannot pass.
 run_tap() {
     local name=$1 log=$2
     shift 2
@@ -83,11 +85,29 @@ tap_run() {
     echo "$rc" >"$log.rc"
 }
 
+# tap_plan_problem LOG RAN: what is wrong with the plan in LOG, for RAN
+# "ok"/"not ok" lines; nothing when it is right.  TAP puts the plan
+# first or last: either is taken, one of them.
+tap_plan_problem() {
+    local log=$1 ran=$2 plans planned
+    plans=$(grep -cE '^1\.\.[0-9]+([[:space:]]|$)' "$log")
+    if [ "$plans" -eq 0 ]; then
+        echo "no plan (no 1..N line), ran $ran"
+    elif [ "$plans" -gt 1 ]; then
+        echo "$plans plan lines, ran $ran"
+    else
+        planned=$(grep -m1 -oE '^1\.\.[0-9]+' "$log")
+        planned=${planned#1..}
+        [ "$planned" -eq "$ran" ] || echo "planned $planned, ran $ran"
+    fi
+}
+
 tap_count() {
-    local name=$1 log=$2 rc ok_n nok_n
+    local name=$1 log=$2 rc ok_n nok_n plan
     rc=$(cat "$log.rc" 2>/dev/null || echo 127)
     ok_n=$(grep -c '^ok ' "$log")
     nok_n=$(grep -c '^not ok ' "$log")
+    plan=$(tap_plan_problem "$log" $((ok_n + nok_n)))
     passed=$((passed + ok_n))
     failed=$((failed + nok_n))
     if [ "$rc" -ne 0 ] && [ "$nok_n" -eq 0 ]; then
@@ -95,10 +115,17 @@ tap_count() {
         nok_n=1
         echo "not ok - $name exited with status $rc" >>"$log"
     fi
+    if [ -n "$plan" ]; then
+        failed=$((failed + 1))
+        nok_n=$((nok_n + 1))
+        echo "not ok - $name: $plan" >>"$log"
+        plan=": $plan"
+    fi
     if [ "$nok_n" -eq 0 ]; then
         printf 'PASS %s (%d checks)\n' "$name" "$ok_n"
     else
-        printf 'FAIL %s (%d passed, %d failed; log: %s)\n' "$name" "$ok_n" "$nok_n" "${log#"$top"/}"
+        printf 'FAIL %s%s (%d passed, %d failed; log: %s)\n' "$name" "$plan" "$ok_n" "$nok_n" \
+            "${log#"$top"/}"
         grep -A2 '^not ok' "$log" | head -n 30 | sed 's/^/    /'
         grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$log" | head -n 5 | sed 's/^/    /'
     fi
