@@ -3,10 +3,10 @@
  *
  *   bench_sni [-n ITERATIONS] [-r ROUNDS] [DIR]
  *
- * DIR defaults to $CLIENTHELLO_DIR, else ../shared/data/clienthello.  Each
- * round times ITERATIONS parses (init + feed of the whole capture) and the
- * median round is reported, with the fastest and slowest, so one noisy
- * round on a busy machine does not move the figure.  A second column times
+ * DIR defaults to $CLIENTHELLO_DIR, else tests/data/clienthello (run from the
+ * top of the tree).  Each round times ITERATIONS parses (init + feed of the
+ * whole capture) and the median round is reported, with the fastest and
+ * slowest, so one noisy round on a busy machine does not move the figure.  A second column times
  * the same bytes fed in two pieces (the cut in the middle), the shape of a
  * ClientHello that arrives in two reads.
  */
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "bench_sni: -n must be >= 1, -r 1..%d\n", MAX_ROUNDS), 2;
     const char *dir = optind < argc ? argv[optind] : getenv("CLIENTHELLO_DIR");
     if (!dir)
-        dir = "../shared/data/clienthello";
+        dir = "tests/data/clienthello";
     long got = bench_list_hellos(dir, names, 64);
     if (got < 0)
         return perror(dir), 1;

@@ -55,8 +55,9 @@
  * the generator was not the bottleneck.
  *
  * --selftest checks the server_name rewriting against sni/'s parser on every
- * capture in DIR ($CLIENTHELLO_DIR, else ../shared/data/clienthello) and
- * prints TAP; that check is the only reason this program links sni.
+ * capture in DIR ($CLIENTHELLO_DIR, else tests/data/clienthello from the top
+ * of the tree) and prints TAP; that check is the only reason this program
+ * links sni.
  */
 #include "sni.h"
 
@@ -1184,7 +1185,7 @@ static void load_hello(void)
     const char *path = cfg.hello_path;
     if (!path) {
         const char *dir = getenv("CLIENTHELLO_DIR");
-        snprintf(def, sizeof def, "%s/curl.bin", dir ? dir : "../shared/data/clienthello");
+        snprintf(def, sizeof def, "%s/curl.bin", dir ? dir : "tests/data/clienthello");
         path = def;
     }
     FILE *f = fopen(path, "rb");
@@ -1314,7 +1315,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--selftest") == 0) {
         const char *dir = argc > 2 ? argv[2] : getenv("CLIENTHELLO_DIR");
-        return selftest(dir ? dir : "../shared/data/clienthello");
+        return selftest(dir ? dir : "tests/data/clienthello");
     }
     parse_args(argc, argv);
     if (cfg.mode != MODE_HTTP && (cfg.mode != MODE_DENY || cfg.transparent))

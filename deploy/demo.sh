@@ -14,14 +14,14 @@
 #   BUILD_DIR=build/x deploy/demo.sh
 #
 # Needs: the built egressd and sandboxctl, python3, curl, openssl, iproute2,
-# nftables, util-linux, and the Proxmox API schema in SHARED_DIR/data/proxmox
-# (default: ../shared beside the checkout).
+# nftables, util-linux, and the Proxmox API schema in DATA_DIR/proxmox
+# (default: tests/data/proxmox of this tree).
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$TOP/build/release}
-SHARED_DIR=${SHARED_DIR:-$TOP/../shared}
+DATA_DIR=${DATA_DIR:-$TOP/tests/data}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$PWD/$BUILD_DIR ;; esac
-export TOP BUILD_DIR SHARED_DIR
+export TOP BUILD_DIR DATA_DIR
 if [ "$(id -u)" -ne 0 ]; then
     echo "demo.sh: run it as root (it makes network namespaces, a bridge and nftables rules)" >&2
     exit 2

@@ -79,7 +79,7 @@ bool cidr_contains(const struct cidr *c, const uint8_t addr[16])
         {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d}, 96 + (len)                         \
     }
 
-/* DESIGN.md's default deny-range: what a sandbox must never reach through
+/* docs/design.md's default deny-range: what a sandbox must never reach through
  * the proxy, whatever a name resolves to.  IPv4 entries cover their mapped
  * forms by construction; NAT64 and 6to4 forms are checked by unwrapping
  * (see embedded_v4()).  SIIT's IPv4-translated ::ffff:0:a.b.c.d and

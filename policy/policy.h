@@ -2,7 +2,7 @@
  * policy.h - allowlist files compiled into an immutable policy snapshot, and
  * the two pure decision phases egressd runs on every connection.
  *
- * The files (DESIGN.md, "Policy files") are plain text an admin edits:
+ * The files (docs/design.md, "Policy files") are plain text an admin edits:
  * `NAME.allow` defines the preset NAME, one rule per line.  This module does
  * no I/O: the caller reads the files and the GeoIP databases and hands them
  * in; the module parses, reports every error with FILE:LINE:COL, and builds a
@@ -144,7 +144,7 @@ void policy_builder_add_preset(struct policy_builder *b, const char *name, const
 
 /* Address ranges of the configuration (egressd.conf `deny-range` and
  * `allow-range`).  `spec` is a CIDR or, for deny, "default" (the built-in
- * list of DESIGN.md); `where` ("egressd.conf:12") names it in messages.
+ * list of docs/design.md); `where` ("egressd.conf:12") names it in messages.
  * Without any deny-range call the default list applies. */
 void policy_builder_deny_range(struct policy_builder *b, const char *spec, const char *where);
 void policy_builder_allow_range(struct policy_builder *b, const char *spec, const char *where);

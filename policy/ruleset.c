@@ -2,7 +2,7 @@
  * ruleset.c - one line of a policy file into rules, and the rules of a
  * preset into the index the matcher reads.
  *
- * Grammar (DESIGN.md, "Policy files"), one rule per line, `#` to the end of
+ * Grammar (docs/design.md, "Policy files"), one rule per line, `#` to the end of
  * the line is a comment when it starts a token:
  *
  *   line     = rule | "deny" target [until] | "deny" geo | "mode" MODE

@@ -11,26 +11,28 @@
 #
 # Then every executable tests/**/*.t script (integration tests that drive the
 # real programs; each prints TAP) runs once against the ASan+UBSan build, with
-# BUILD_DIR, SHARED_DIR and TOP in its environment (tests/egressd/ in a second
+# BUILD_DIR, DATA_DIR and TOP in its environment (tests/egressd/ in a second
 # lane beside the others).
 #
 # Environment: FUZZ_SECONDS (default 25 per harness, so that the whole suite
 # stays within 15 minutes on 2 cores; half that for sandboxctl's harnesses;
 # 0 skips fuzzing, and says so),
-# SHARED_DIR (default ../shared beside the checkout: the third-party test data).
+# DATA_DIR (default tests/data of this tree: the third-party test data, see
+# tests/data/README.md), CLIENTHELLO_DIR (default $DATA_DIR/clienthello) and
+# MMDB_DIR (default $DATA_DIR/mmdb).
 # Each check prints one line; logs of every step are in build/test-logs/.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-SHARED_DIR=${SHARED_DIR:-$top/../shared}
+DATA_DIR=${DATA_DIR:-$top/tests/data}
 FUZZ_SECONDS=${FUZZ_SECONDS:-25}
 logs=$top/build/test-logs
 passed=0
 failed=0
 
-export CLIENTHELLO_DIR=$SHARED_DIR/data/clienthello
-export MMDB_DIR=$SHARED_DIR/data/mmdb
+export CLIENTHELLO_DIR=${CLIENTHELLO_DIR:-$DATA_DIR/clienthello}
+export MMDB_DIR=${MMDB_DIR:-$DATA_DIR/mmdb}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Nothing under test may use this machine's certificate or proxy settings.
@@ -64,7 +66,9 @@ setup_build() {
 
 # run_tap NAME LOG CMD...: run a TAP-producing program; every "ok" and
 # "not ok" line is one check, and a non-zero exit without a failing line
-# (a crash, a sanitizer report) is one more failure.
+# (a crash, a sanitizer report) is one more failure.  So is a plan ("1..N",
+# first or last) that is missing or does not match the lines the program
+# printed: a program that stops early, or skips checks, cannot pass.
 run_tap() {
     local name=$1 log=$2
     shift 2
@@ -81,11 +85,29 @@ tap_run() {
     echo "$rc" >"$log.rc"
 }
 
+# tap_plan_problem LOG RAN: what is wrong with the plan in LOG, for RAN
+# "ok"/"not ok" lines; nothing when it is right.  TAP puts the plan
+# first or last: either is taken, one of them.
+tap_plan_problem() {
+    local log=$1 ran=$2 plans planned
+    plans=$(grep -cE '^1\.\.[0-9]+([[:space:]]|$)' "$log")
+    if [ "$plans" -eq 0 ]; then
+        echo "no plan (no 1..N line), ran $ran"
+    elif [ "$plans" -gt 1 ]; then
+        echo "$plans plan lines, ran $ran"
+    else
+        planned=$(grep -m1 -oE '^1\.\.[0-9]+' "$log")
+        planned=${planned#1..}
+        [ "$planned" -eq "$ran" ] || echo "planned $planned, ran $ran"
+    fi
+}
+
 tap_count() {
-    local name=$1 log=$2 rc ok_n nok_n
+    local name=$1 log=$2 rc ok_n nok_n plan
     rc=$(cat "$log.rc" 2>/dev/null || echo 127)
     ok_n=$(grep -c '^ok ' "$log")
     nok_n=$(grep -c '^not ok ' "$log")
+    plan=$(tap_plan_problem "$log" $((ok_n + nok_n)))
     passed=$((passed + ok_n))
     failed=$((failed + nok_n))
     if [ "$rc" -ne 0 ] && [ "$nok_n" -eq 0 ]; then
@@ -93,10 +115,17 @@ tap_count() {
         nok_n=1
         echo "not ok - $name exited with status $rc" >>"$log"
     fi
+    if [ -n "$plan" ]; then
+        failed=$((failed + 1))
+        nok_n=$((nok_n + 1))
+        echo "not ok - $name: $plan" >>"$log"
+        plan=": $plan"
+    fi
     if [ "$nok_n" -eq 0 ]; then
         printf 'PASS %s (%d checks)\n' "$name" "$ok_n"
     else
-        printf 'FAIL %s (%d passed, %d failed; log: %s)\n' "$name" "$ok_n" "$nok_n" "${log#"$top"/}"
+        printf 'FAIL %s%s (%d passed, %d failed; log: %s)\n' "$name" "$plan" "$ok_n" "$nok_n" \
+            "${log#"$top"/}"
         grep -A2 '^not ok' "$log" | head -n 30 | sed 's/^/    /'
         grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$log" | head -n 5 | sed 's/^/    /'
     fi
@@ -155,7 +184,7 @@ if ! deploy/install-deps.sh --test >"$logs/install.log" 2>&1; then
     exit 1
 fi
 if [ ! -d "$CLIENTHELLO_DIR" ]; then
-    fail "test data: $CLIENTHELLO_DIR not found (set SHARED_DIR)"
+    fail "test data: $CLIENTHELLO_DIR not found (set DATA_DIR or CLIENTHELLO_DIR)"
 fi
 
 # The C sources of the project: what git tracks, or every one outside build/.
@@ -221,7 +250,7 @@ run_scripts() {
     local t
     for t in "$@"; do
         tap_run "$(script_log "$t")" \
-            env BUILD_DIR="$top/build/asan" SHARED_DIR="$SHARED_DIR" TOP="$top" "$t"
+            env BUILD_DIR="$top/build/asan" DATA_DIR="$DATA_DIR" TOP="$top" "$t"
     done
 }
 if [ -f build/asan/build.ninja ]; then

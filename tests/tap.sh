@@ -7,6 +7,9 @@
 #   diag_file FILE [N] the last N (20) lines of FILE as diagnostics
 #   bail TEXT          a failing line for a step nothing else can do without; end
 #   tap_end            the plan line "1..N"; exit status 1 if any check failed
+#
+# tests/run.sh checks the plan: a script that ends without tap_end (or bail),
+# or whose plan differs from the lines it printed, counts one more failure.
 
 tap_n=0
 tap_failed=0

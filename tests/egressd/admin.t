@@ -5,7 +5,7 @@
 # policy), explain, status, the state file, a restart that brings the
 # bindings back, a stale socket replaced and a non-socket refused, and a TCP
 # admin with its bearer token.  TAP on stdout.
-# Needs BUILD_DIR, SHARED_DIR, TOP; runs itself in a network namespace.
+# Needs BUILD_DIR, TOP; runs itself in a network namespace.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

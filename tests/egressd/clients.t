@@ -3,7 +3,7 @@
 # and absolute-URI HTTP, Proxy-Authorization), wget, python3 urllib, and a
 # server-first protocol through a `raw` CONNECT.  Each checks the body the
 # client got and the access-log line of its connection.  TAP on stdout.
-# Needs BUILD_DIR, SHARED_DIR, TOP; runs itself in a network namespace.
+# Needs BUILD_DIR, TOP; runs itself in a network namespace.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

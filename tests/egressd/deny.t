@@ -6,7 +6,7 @@
 # the URI, oversize line and header count), slowloris, and a forbidden
 # request pipelined behind an allowed one.  For each: the status, the
 # X-Egress-Deny header, the body and the access-log line agree on the reason
-# and the rule.  TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP.
+# and the rule.  TAP on stdout.  Needs BUILD_DIR, TOP.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

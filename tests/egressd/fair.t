@@ -4,7 +4,7 @@
 # written, not when the client goes; sources without a binding each have
 # their own limits instead of one shared `default` bucket.  (The byte quota
 # cut mid-request is in limits.t, name lookups in starve.t.)
-# TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

@@ -7,7 +7,7 @@
 # records, or ahead of the server's answer; on CONNECT and on the
 # transparent TLS port.  A real retry (openssl s_server offering P-256
 # only, curl and openssl s_client offering X25519 first) goes through.
-# TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 egd_netns "$@"

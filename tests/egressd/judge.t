@@ -8,7 +8,7 @@
 # binding expired and after it was deleted (the connection is revoked, the
 # next request is judged by what is left).  Also: max-header-bytes over
 # what can be forwarded is a config error naming the limit.
-# TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

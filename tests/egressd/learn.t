@@ -3,7 +3,7 @@
 # enforce would deny as would_deny; `egressctl learn` turns those lines of
 # the real access log into allow lines per owner, which, added to the
 # preset, let exactly those requests through in enforce mode.
-# TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

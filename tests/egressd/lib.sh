@@ -1,6 +1,8 @@
 # tests/egressd/lib.sh - shared set-up of egressd's end-to-end scripts.
 #
-# Source from bash; it needs BUILD_DIR, SHARED_DIR, TOP.  A script starts with
+# Source from bash; it needs BUILD_DIR and TOP (DATA_DIR, default
+# $TOP/tests/data, or CLIENTHELLO_DIR names another copy of the test data).
+# A script starts with
 #
 #   . "$(dirname "$0")/lib.sh"
 #   egd_netns "$@"          # re-runs the script inside `unshare -n`, lo up
@@ -53,10 +55,11 @@
 #   ok STATUS TEXT, check TEXT CMD..., diag TEXT, bail TEXT, tap_end (tests/tap.sh)
 
 set -u
-: "${BUILD_DIR:?BUILD_DIR is not set}" "${SHARED_DIR:?SHARED_DIR is not set}" "${TOP:?TOP is not set}"
+: "${BUILD_DIR:?BUILD_DIR is not set}" "${TOP:?TOP is not set}"
+DATA_DIR=${DATA_DIR:-$TOP/tests/data}
 EGD_BIN=$BUILD_DIR/proxy/egressd
 EGD_DIR=$TOP/tests/egressd
-EGD_HELLOS=${CLIENTHELLO_DIR:-$SHARED_DIR/data/clienthello}
+EGD_HELLOS=${CLIENTHELLO_DIR:-$DATA_DIR/clienthello}
 EGD_HTTPS_PORT=4443
 EGD_HTTP_PORT=8000
 EGD_PROXY=127.0.0.1:3128

@@ -7,7 +7,7 @@
 # cuts a download where the quota ends and refuses requests after.  Each with its log line.  Last, egressd
 # out of descriptors: it pauses its accepts instead of spinning, and serves
 # again once descriptors are free.
-# TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # metrics.t - egressd's /metrics after some traffic (allowed and denied, two
-# sandboxes): `promtool check metrics` passes, DESIGN.md's families are there
+# sandboxes): `promtool check metrics` passes, docs/design.md's families are there
 # with their types and only their bounded labels (no host name or address
 # anywhere), the counts agree with the access log, and a real Prometheus
 # server scrapes it and answers queries with the same series.  TAP on
-# stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs itself in a network
+# stdout.  Needs BUILD_DIR, TOP; runs itself in a network
 # namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
@@ -104,7 +104,7 @@ for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
 EOF
-ok $? "DESIGN.md's families with their types and exactly their label names; label values bounded; no host name or address in the page"
+ok $? "docs/design.md's families with their types and exactly their label names; label values bounded; no host name or address in the page"
 diag_file "$T/families.out" 20
 
 # ---- build_info: the version meson built (project() in meson.build)

@@ -2,7 +2,7 @@
 # ops.t - egressd in operation: policy reloads (a file renamed into
 # policy-dir, SIGHUP, broken files) while 200 CONNECT tunnels stream data;
 # bindings across a restart; SIGUSR1 and a renamed access log; the SIGTERM
-# drain.  TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs itself in a
+# drain.  TAP on stdout.  Needs BUILD_DIR, TOP; runs itself in a
 # network namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"

@@ -6,7 +6,7 @@
 # SO_ORIGINAL_DST.  The name (SNI or Host) must resolve to that
 # destination, which is where egressd then connects: a ClientHello naming
 # an allowed host sent to another host's address is domain fronting.
-# TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"

@@ -15,7 +15,7 @@
 # origin that speaks before the client's hello.  Last,
 # a CONNECT after a kept-alive GET on the same client connection: the idle
 # upstream the GET left must be closed, not leaked.  TAP on
-# stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in
+# stdout.  Needs BUILD_DIR, TOP; runs in
 # its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"

@@ -6,7 +6,7 @@
 # the log lines say `revoked`; tunnels that the new world still allows
 # stream through the reload byte for byte.  max-conn-life bounds a
 # kept-alive connection.
-# TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 egd_netns "$@"

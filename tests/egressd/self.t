@@ -8,7 +8,7 @@
 # from the next reload on; egressctl explain, which reads the same files,
 # says so too, also once self0 is down; an address not on the host (a.test)
 # still goes through; and an allow-range naming 11.22.33.44 lifts it, as for
-# any denied range.  TAP on stdout.  Needs BUILD_DIR, SHARED_DIR, TOP; runs
+# any denied range.  TAP on stdout.  Needs BUILD_DIR, TOP; runs
 # itself in a network namespace (root: it adds an interface there).
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"

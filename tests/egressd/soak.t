@@ -4,7 +4,7 @@
 # as it must, one access-log line each, and afterwards egressd holds exactly
 # the descriptors it held before and at most SOAK_RSS_KIB (10 MiB) more
 # memory.  The figures are printed as "# soak: ..." lines.  TAP on stdout.
-# Needs BUILD_DIR, SHARED_DIR, TOP; runs itself in a network namespace.
+# Needs BUILD_DIR, TOP; runs itself in a network namespace.
 #
 # Environment: SOAK_N (100000), SOAK_WARMUP (5000: connections before the
 # baseline is taken, so that allocator caches and, in a sanitizer build,

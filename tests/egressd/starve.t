@@ -14,7 +14,7 @@
 # Without the cap, every lookup went to evdns, which keeps 64 requests in
 # flight per worker and queues the rest first in, first out: the victim
 # waited behind thousands of timeouts (504 after 30 s).  TAP on stdout.
-# Needs BUILD_DIR, SHARED_DIR, TOP; runs in its own netns.
+# Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 egd_netns "$@"

@@ -4,9 +4,8 @@
 # (undici's EnvHttpProxyAgent), npm (install from a registry served here)
 # and apt (update + download from a repository built here).  Each checks
 # what the tool got and the access-log lines of its connections: sandbox,
-# owner, decision, rule, bytes.  TAP on stdout.  Needs BUILD_DIR,
-# SHARED_DIR, TOP; installs undici from npm once, then runs itself in a
-# network namespace.
+# owner, decision, rule, bytes.  TAP on stdout.  Needs BUILD_DIR, TOP;
+# installs undici from npm once, then runs itself in a network namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # transparent.t - egressd's transparent listeners.  TLS: the real
-# ClientHellos of the shared test data sent as they are to the TLS port
+# ClientHellos of tests/data/clienthello sent as they are to the TLS port
 # (their SNI decides: allowed ones reach the origin, whose ServerHello comes
 # back; the others get the access_denied alert), a real TLS client through
 # it, no SNI, not TLS.  HTTP: origin-form requests decided on Host.  TAP on
-# stdout.  Needs BUILD_DIR, SHARED_DIR, TOP.
+# stdout.  Needs BUILD_DIR, TOP (DATA_DIR or CLIENTHELLO_DIR: another copy of
+# the data).
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
-[ -f "$EGD_HELLOS/README.txt" ] || bail "the ClientHello samples ($EGD_HELLOS) are there"
+[ -f "$EGD_HELLOS/README.md" ] || bail "the ClientHello samples ($EGD_HELLOS) are there"
 
-# The samples and their SNI, from the data's README: "FILE CLIENT... SNI".
-mapfile -t samples < <(awk '$1 ~ /\.bin$/ { print $1, $NF }' "$EGD_HELLOS/README.txt")
+# The samples and their SNI, from the data's README: rows "| `FILE` | CLIENT | `SNI` |".
+mapfile -t samples < <(awk -F'|' '{ f = $2; n = $4; gsub(/[` ]/, "", f); gsub(/[` ]/, "", n) }
+    f ~ /\.bin$/ && n != "" { print f, n }' "$EGD_HELLOS/README.md")
 [ "${#samples[@]}" -ge 8 ] || bail "the README names the samples (found ${#samples[@]})"
 # wget's name is simply not allowed, git's is denied by a rule; the others are
 # allowed on the upstream port.  Each name gets an address and an origin.

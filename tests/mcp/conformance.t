@@ -23,7 +23,7 @@ stop_all() {
     mcp_pid= relay_pid=
     sbx_stop_all quiet
 }
-mcp_sbx_setup || exit 1
+mcp_sbx_setup || tap_stop
 trap stop_all EXIT
 expected=$TOP/tests/mcp/conformance-expected-failures.yml
 not_applicable=$TOP/tests/mcp/conformance-not-applicable.txt
@@ -34,14 +34,14 @@ mcp_pid=$!
 if ! mcp_wait_file "$T/mcp.port" "$mcp_pid"; then
     tap_ok 1 "sandboxctl mcp --http starts"
     sed 's/^/# /' "$T/mcp-http.log"
-    exit 1
+    tap_stop
 fi
 "$MCP_NODE22" "$TOP/tests/mcp/auth-relay.mjs" "$(cat "$T/mcp.port")" "$T/mcp-token" "$T/relay.port" \
     2>"$T/relay.log" &
 relay_pid=$!
 if ! mcp_wait_file "$T/relay.port" "$relay_pid"; then
     tap_ok 1 "the token relay starts"
-    exit 1
+    tap_stop
 fi
 url=http://127.0.0.1:$(cat "$T/relay.port")/mcp
 

@@ -22,7 +22,7 @@ trap cleanup EXIT
 
 if [ ! -x "$server" ]; then
     tap_ok 1 "mcp_fake_server is built ($server)"
-    exit 1
+    tap_stop
 fi
 token=0123456789abcdef-test-token
 printf '%s\n' "$token" >"$tmp/token"
@@ -33,7 +33,7 @@ pid=$!
 if ! mcp_wait_file "$tmp/port" "$pid"; then
     tap_ok 1 "the HTTP server starts"
     cat "$tmp/server.log"
-    exit 1
+    tap_stop
 fi
 port=$(cat "$tmp/port")
 url=http://127.0.0.1:$port/mcp

@@ -4,6 +4,8 @@
 # tap_ok COND_STATUS DESCRIPTION   one TAP line ("ok N - ..." or "not ok N - ...")
 # tap_relay                        renumbers "ok - ..." / "not ok - ..." lines
 #                                  of a helper (stdin) into this script's count
+# tap_stop                         the plan line for the checks so far, then
+#                                  exit 1: for a script that cannot go on
 # mcp_node_setup                   installs the pinned MCP SDK, the conformance
 #                                  suite and a Node 22 binary from npm into
 #                                  $TOP/build/mcp-node (once; under a lock), and
@@ -27,6 +29,11 @@ tap_ok() {
         tap_failed=$((tap_failed + 1))
         echo "not ok $tap_n - $*"
     fi
+}
+
+tap_stop() {
+    echo "1..$tap_n"
+    exit 1
 }
 
 tap_relay() {

@@ -18,7 +18,7 @@ stop_mcp() {
         mcp_pid=
     fi
 }
-mcp_sbx_setup || exit 1
+mcp_sbx_setup || tap_stop
 trap 'stop_mcp; sbx_stop_all quiet' EXIT
 
 # sdk MODE NAME ARGS...: the SDK client script, its lines numbered here.

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # egressctl check / explain against real files: the shipped presets, a
 # config full of mistakes, sandbox bindings, GeoIP rules and report mode.
-# TAP on stdout.  Needs BUILD_DIR (a meson build) and SHARED_DIR.
+# TAP on stdout.  Needs BUILD_DIR (a meson build); the MaxMind test databases
+# come from MMDB_DIR (default DATA_DIR/mmdb, DATA_DIR default tests/data).
 set -u
 ctl=$BUILD_DIR/proxy/egressctl
 top=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+mmdb=${MMDB_DIR:-${DATA_DIR:-$top/tests/data}/mmdb}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
@@ -110,8 +112,8 @@ cat >"$tmp/geo/egressd.conf" <<EOF2
 listen 127.0.0.1:3128
 policy-dir p
 default-policy temp
-geoip-country $SHARED_DIR/data/mmdb/GeoIP2-Country-Test.mmdb
-geoip-asn $SHARED_DIR/data/mmdb/GeoLite2-ASN-Test.mmdb
+geoip-country $mmdb/GeoIP2-Country-Test.mmdb
+geoip-asn $mmdb/GeoLite2-ASN-Test.mmdb
 EOF2
 gconf=$tmp/geo/egressd.conf
 expect "explain --at: an until rule holds before its time" 0 "allow allowed" \

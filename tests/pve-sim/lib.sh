@@ -7,8 +7,9 @@
 #   curl --cacert "$PVE_SIM_CA" -H "Authorization: PVEAPIToken=..." "$PVE_SIM_URL/version"
 #
 # pve_sim_start VERSION WORLD_JSON [extra pve_sim.py options...]
-#   VERSION is 8 or 9 (selects $SHARED_DIR/data/proxmox/pve-8.4- or
-#   pve-9.1-apischema.json; PVE_SIM_SCHEMA overrides). WORLD_JSON is a file
+#   VERSION is 8 or 9 (selects $DATA_DIR/proxmox/pve-8.4- or
+#   pve-9.1-apischema.json, DATA_DIR defaulting to tests/data of this tree;
+#   PVE_SIM_SCHEMA overrides). WORLD_JSON is a file
 #   name or the JSON text itself. Makes a CA and a server certificate for
 #   127.0.0.1/localhost in a temp dir, starts the simulator on 127.0.0.1:0
 #   and waits (up to 20 s) for its port. Exports:
@@ -39,8 +40,8 @@ pve_sim_start() {
     local version=$1 world=$2 schema dir i
     shift 2
     case $version in
-    8) schema=${PVE_SIM_SCHEMA:-${SHARED_DIR:?SHARED_DIR is not set}/data/proxmox/pve-8.4-apischema.json} ;;
-    9) schema=${PVE_SIM_SCHEMA:-${SHARED_DIR:?SHARED_DIR is not set}/data/proxmox/pve-9.1-apischema.json} ;;
+    8) schema=${PVE_SIM_SCHEMA:-${DATA_DIR:-$PVE_SIM_LIB_DIR/../data}/proxmox/pve-8.4-apischema.json} ;;
+    9) schema=${PVE_SIM_SCHEMA:-${DATA_DIR:-$PVE_SIM_LIB_DIR/../data}/proxmox/pve-9.1-apischema.json} ;;
     *)
         echo "pve_sim_start: VERSION must be 8 or 9, not '$version'" >&2
         return 2

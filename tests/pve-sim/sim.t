@@ -18,8 +18,8 @@ import urllib.parse
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.environ.get("TOP") or os.path.dirname(os.path.dirname(HERE))
-SHARED = os.environ.get("SHARED_DIR") or os.path.join(TOP, "..", "shared")
-SCHEMAS = {8: os.path.join(SHARED, "data/proxmox/pve-8.4-apischema.json"), 9: os.path.join(SHARED, "data/proxmox/pve-9.1-apischema.json")}
+DATA = os.environ.get("DATA_DIR") or os.path.join(TOP, "tests", "data")
+SCHEMAS = {8: os.path.join(DATA, "proxmox/pve-8.4-apischema.json"), 9: os.path.join(DATA, "proxmox/pve-9.1-apischema.json")}
 SECRET = "5f0c1d2e-3a4b-4c5d-8e9f-0123456789ab"
 TOKEN = "sandboxctl@pve!ctl"
 WEAK = "viewer@pve!ro"
@@ -501,7 +501,7 @@ pve_sim_stop
     wpath = os.path.join(tmp, "lib-world.json")
     with open(wpath, "w") as f:
         json.dump(world(8), f)
-    env = dict(os.environ, SHARED_DIR=SHARED, TMPDIR=tmp)
+    env = dict(os.environ, DATA_DIR=DATA, TMPDIR=tmp)
     p = subprocess.run(["bash", "-c", script, "lib", HERE, wpath, SECRET, tmp], capture_output=True, text=True, env=env, timeout=60)
     out = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
     ok(p.returncode == 0 and '"release": "8.4"' in out.get("VER", ""), "lib.sh: pve_sim_start brings up a simulator reachable with PVE_SIM_CA", p.stdout + p.stderr)
@@ -539,7 +539,8 @@ def cli_checks(tmp):
 def main():
     for v, path in SCHEMAS.items():
         if not os.path.exists(path):
-            print("not ok 1 - schema %s not found (set SHARED_DIR)" % path)
+            print("not ok 1 - schema %s not found (set DATA_DIR)" % path)
+            print("1..1")
             return 1
     tmp = tempfile.mkdtemp(prefix="pve-sim-t-")
     try:

@@ -59,7 +59,7 @@ run_version() {
         test "$(json_get "$a1" 'd = j["config"]["description"]; "owner: alice" in d and "policy: balanced" in d and "allow: pypi.org *.pythonhosted.org" in d and "ip-'"$addr"'" in j["config"]["tags"]')" = True
     check "PVE $v: both egressd hold the binding, the same" \
         test "$(egressd_state 1 'b["'"$vmid"'"]')" = "$(egressd_state 2 'b["'"$vmid"'"]')"
-    check "PVE $v: egressd's binding is DESIGN.md's (id, name, owner, addresses, policy, allow, expires)" \
+    check "PVE $v: egressd's binding is docs/design.md's (id, name, owner, addresses, policy, allow, expires)" \
         test "$(egressd_state 1 'x = b["'"$vmid"'"]; sorted(x) == sorted(["id", "name", "owner", "addresses", "policy", "allow", "expires"]) and x["id"] == "'"$vmid"'" and x["name"] == "a1" and x["owner"] == "alice" and x["addresses"] == ["'"$addr"'"] and x["policy"] == "balanced" and x["allow"] == ["pypi.org", "*.pythonhosted.org"]')" = True
     check "PVE $v: its expires is the sandbox's (create's answer)" \
         test "$(egressd_state 2 'b["'"$vmid"'"]["expires"]')" = "$(json_get "$out" 'j["expires"]')"

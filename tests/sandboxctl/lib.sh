@@ -1,6 +1,7 @@
 # tests/sandboxctl/lib.sh - shared set-up of sandboxctl's integration scripts.
 #
-# Source from bash after setting nothing; it needs BUILD_DIR, SHARED_DIR, TOP.
+# Source from bash after setting nothing; it needs BUILD_DIR and TOP (the
+# Proxmox API schemas come from DATA_DIR, default $TOP/tests/data).
 #
 #   sbx_start VERSION [WORLD_JSON] [pve_sim options...]
 #       a temp dir ($T), the Proxmox simulator, two real egressd
@@ -34,7 +35,7 @@
 # token $SBX_EGD_TOKEN), the two `egressd-admin` lines of $CONF.
 
 set -u
-: "${BUILD_DIR:?BUILD_DIR is not set}" "${SHARED_DIR:?SHARED_DIR is not set}" "${TOP:?TOP is not set}"
+: "${BUILD_DIR:?BUILD_DIR is not set}" "${TOP:?TOP is not set}"
 SBX_BIN=$BUILD_DIR/sandbox-orchestrator/sandboxctl
 EGD_BIN=$BUILD_DIR/proxy/egressd
 SBX_TOKEN_ID='sandboxctl@pve!ctl'

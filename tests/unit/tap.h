@@ -3,7 +3,8 @@
  *
  * Each check prints "ok N - what" or "not ok N - what" (with the place and,
  * for failures, a detail line).  tests/run.sh counts these lines across all
- * test programs; a program that crashes counts as a failure of its own.
+ * test programs; a program that crashes counts as a failure of its own, and
+ * so does one whose plan (tap_done()) is missing or does not match them.
  * Header-only so that a test links nothing but the module it tests.
  */
 #ifndef TESTS_TAP_H

@@ -1,7 +1,8 @@
 # tests/wall/lib.sh - the walled-in world of the wall test (tests/wall/wall.t)
 # and of deploy/demo.sh: a Proxmox host with sandboxes on a proxy-only
 # bridge, a fake internet and a fake LAN, all in network namespaces this
-# script makes and removes. Source from bash; needs BUILD_DIR, SHARED_DIR, TOP.
+# script makes and removes. Source from bash; needs BUILD_DIR and TOP (the
+# Proxmox API schemas come from DATA_DIR, default $TOP/tests/data).
 #
 #   wall_netns "$@"   re-run the calling script in `unshare -n` (the "Proxmox
 #                     host" namespace), lo up
@@ -30,7 +31,7 @@
 #             negative control (what a VM without its wall could reach)
 
 set -u
-: "${BUILD_DIR:?BUILD_DIR is not set}" "${SHARED_DIR:?SHARED_DIR is not set}" "${TOP:?TOP is not set}"
+: "${BUILD_DIR:?BUILD_DIR is not set}" "${TOP:?TOP is not set}"
 WALL_DIR=$TOP/tests/wall
 SBX_BIN=$BUILD_DIR/sandbox-orchestrator/sandboxctl
 EGD_BIN=$BUILD_DIR/proxy/egressd

@@ -1,5 +1,5 @@
 /*
- * test_host.c - policy_host_normalize(): every edge of DESIGN.md's host
+ * test_host.c - policy_host_normalize(): every edge of docs/design.md's host
  * rules, idempotence, and the address / time parsers beside it.
  */
 #include <string.h>

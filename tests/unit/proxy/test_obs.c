@@ -1,7 +1,7 @@
 /*
  * test_obs.c - the access log and the metrics page.
  *
- * Access log: every field in DESIGN.md's order, nulls, a hostile host and
+ * Access log: every field in docs/design.md's order, nulls, a hostile host and
  * SNI (quotes, a line feed, bytes that are not UTF-8) still give one valid
  * JSON line, the timestamp format, reopen after logrotate's rename, and
  * lines that stay whole while four threads write and the file is rotated.
@@ -119,7 +119,7 @@ static void test_format_full(void)
         "\"country\":\"US\",\"asn\":36459,\"bytes_up\":1234,\"bytes_down\":56789,"
         "\"duration_ms\":2500,\"status\":200,\"termination\":\"client/relay\"}";
 
-    if (!ok(strcmp(line, want) == 0, "a full entry: every field, in DESIGN.md's order"))
+    if (!ok(strcmp(line, want) == 0, "a full entry: every field, in docs/design.md's order"))
         diag("got  %s\nwant %s", line, want);
     free(line);
 }

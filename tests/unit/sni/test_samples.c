@@ -1,11 +1,12 @@
 /*
- * test_samples.c - the real ClientHellos in shared/data/clienthello parse to
- * the SNI that the folder's README.txt names for each, however the bytes are
+ * test_samples.c - the real ClientHellos in tests/data/clienthello parse to
+ * the SNI that the folder's README.md names for each, however the bytes are
  * cut: whole, split in two at every offset, one byte at a time, and re-framed
  * as two or three TLS records split at every offset.
  *
- * The expected names are read from README.txt (lines "FILE.bin ... SNI", the
- * SNI "(none)" for no server_name), so a sample added there is tested too.
+ * The expected names are read from README.md (table rows "| `FILE.bin` |
+ * CLIENT | `SNI` |", the SNI "(none)" for no server_name), so a sample added
+ * there is tested too.
  */
 #include "sni.h"
 #include "tap.h"
@@ -32,7 +33,7 @@ static struct sni_parser parser; /* 16 KiB: not on the stack */
 static const char *data_dir(void)
 {
     const char *d = getenv("CLIENTHELLO_DIR");
-    return d ? d : "../shared/data/clienthello";
+    return d ? d : "tests/data/clienthello"; /* run from the top of the tree */
 }
 
 static int read_file(const char *path, uint8_t *buf, size_t cap, size_t *len)
@@ -46,20 +47,39 @@ static int read_file(const char *path, uint8_t *buf, size_t cap, size_t *len)
     return too_big ? -1 : 0;
 }
 
-/* A README line "curl.bin  curl 7.88.1 (OpenSSL 3.0)  api.github.com". */
+/* The first `max` cells of a table row "| a | b | c |", trimmed of spaces
+ * and backticks, in place; returns how many there are. */
+static int row_cells(char *row, char **cell, int max)
+{
+    int n = 0;
+
+    if (row[0] != '|')
+        return 0;
+    for (char *c = row + 1, *end; n < max && (end = strchr(c, '|')); c = end + 1) {
+        char *e = end;
+        while (c < e && (*c == ' ' || *c == '`'))
+            c++;
+        while (e > c && (e[-1] == ' ' || e[-1] == '`'))
+            e--;
+        *e = '\0';
+        cell[n++] = c;
+    }
+    return n;
+}
+
+/* A README row "| `curl.bin` | curl 7.88.1 (OpenSSL 3.0) | `api.github.com` |". */
 static void readme_line(char *line)
 {
-    char *first = strtok(line, " \t\r\n"), *last = NULL, *tok;
+    char *cell[3];
 
-    if (!first || strlen(first) < 5 || strcmp(first + strlen(first) - 4, ".bin") != 0)
+    if (row_cells(line, cell, 3) < 3 || !*cell[2] || nsamples == MAX_SAMPLES)
         return;
-    while ((tok = strtok(NULL, " \t\r\n")))
-        last = tok;
-    if (!last || nsamples == MAX_SAMPLES)
+    const char *file = cell[0], *sni = cell[2];
+    if (strlen(file) < 5 || strcmp(file + strlen(file) - 4, ".bin") != 0)
         return;
     struct sample *s = &samples[nsamples++];
-    snprintf(s->file, sizeof s->file, "%s", first);
-    snprintf(s->sni, sizeof s->sni, "%s", strcmp(last, "(none)") == 0 ? "" : last);
+    snprintf(s->file, sizeof s->file, "%s", file);
+    snprintf(s->sni, sizeof s->sni, "%s", strcmp(sni, "(none)") == 0 ? "" : sni);
 }
 
 /* Join the record payloads of s into s->hs. */
@@ -78,7 +98,7 @@ static int load_samples(void)
 {
     char path[4096], line[512];
 
-    snprintf(path, sizeof path, "%s/README.txt", data_dir());
+    snprintf(path, sizeof path, "%s/README.md", data_dir());
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
@@ -210,8 +230,9 @@ static void test_reframed(const struct sample *s)
 
 int main(void)
 {
-    if (!ok(load_samples() == 0 && nsamples >= 8, "read %zu samples and their SNI from %s",
-            nsamples, data_dir()))
+    int loaded = load_samples() == 0; /* before nsamples is read for the message */
+    if (!ok(loaded && nsamples >= 8, "read %zu samples and their SNI from %s", nsamples,
+            data_dir()))
         return tap_done();
     for (size_t i = 0; i < nsamples; i++) {
         test_whole(&samples[i]);

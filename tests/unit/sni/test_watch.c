@@ -204,7 +204,7 @@ static size_t nsamples;
 static const char *data_dir(void)
 {
     const char *d = getenv("CLIENTHELLO_DIR");
-    return d ? d : "../shared/data/clienthello";
+    return d ? d : "tests/data/clienthello"; /* run from the top of the tree */
 }
 
 static int load_sample(const char *dir, const char *name)
