@@ -1,6 +1,6 @@
 /*
  * accesslog.c - see accesslog.h.  One JSON object per line, fields in the
- * order of DESIGN.md ("Access log"), every field on every line (null when
+ * order of docs/design.md ("Access log"), every field on every line (null when
  * there is nothing to say), so that `jq` and `egressctl learn` never have
  * to guess whether a field is missing or empty.
  *
@@ -169,7 +169,7 @@ static void format_ts(int64_t ts_ms, char *out, size_t outlen)
 }
 
 /* The line into buf (LINE_MAX_BYTES), without a newline; its length.  The
- * fields in the order of DESIGN.md. */
+ * fields in the order of docs/design.md. */
 static size_t format_line(const struct px_log_entry *e, char *buf)
 {
     struct line l = {buf, 0};

@@ -1,5 +1,5 @@
 /*
- * accesslog.h - the access log: one JSON object per line (DESIGN.md,
+ * accesslog.h - the access log: one JSON object per line (docs/design.md,
  * "Access log"), one write(2) per line (or per batch of whole lines) on a file
  * opened O_APPEND, so lines from worker threads never interleave.
  * SIGUSR1 -> px_accesslog_reopen() (logrotate).

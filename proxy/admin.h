@@ -1,5 +1,5 @@
 /*
- * admin.h - the admin API (DESIGN.md, "Sandbox bindings"): HTTP/1.1 + JSON
+ * admin.h - the admin API (docs/design.md, "Sandbox bindings"): HTTP/1.1 + JSON
  * on a unix socket (`admin unix:PATH`, mode 0660), or on TCP with a bearer
  * token (`admin ADDR:PORT` + `admin-token-file`), served by evhttp on the
  * main thread's event loop.

@@ -1,6 +1,6 @@
 /*
  * config.h - egressd.conf: one directive per line, `#` comments
- * (DESIGN.md, "Configuration").  Shared by egressd and egressctl.
+ * (docs/design.md, "Configuration").  Shared by egressd and egressctl.
  */
 #ifndef PX_CONFIG_H
 #define PX_CONFIG_H

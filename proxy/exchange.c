@@ -4,7 +4,7 @@
  * the body both ways with the framing each side declared, and go back for
  * the next request when both sides keep the connection alive.
  *
- * Each request is judged on its own (DESIGN.md): a second request on a
+ * Each request is judged on its own (docs/design.md): a second request on a
  * kept-alive connection runs the name phase again, and goes to a new
  * upstream unless it is for the same host and port as the one still open.
  * Framing is followed, never guessed: a body is forwarded byte for byte

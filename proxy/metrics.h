@@ -1,5 +1,5 @@
 /*
- * metrics.h - the egressd_ families of DESIGN.md ("Metrics"), kept in
+ * metrics.h - the egressd_ families of docs/design.md ("Metrics"), kept in
  * process memory and rendered in Prometheus text format 0.0.4.
  *
  * Labels stay bounded: sandbox and owner come from the bindings (admin-set),

@@ -1,5 +1,5 @@
 /*
- * resolver.h - egressd's own name resolution (DESIGN.md, decision step 4):
+ * resolver.h - egressd's own name resolution (docs/design.md, decision step 4):
  * the `hosts-file`, then the configured `resolver` servers through libevent's
  * evdns, with a cache that honours the answers' TTLs.  Never the libc
  * resolver, never /etc/resolv.conf, never /etc/hosts (unless the config

@@ -1,5 +1,5 @@
 /*
- * sblimits.h - per-sandbox limits (DESIGN.md configuration):
+ * sblimits.h - per-sandbox limits (docs/design.md configuration):
  * max-conns-per-sandbox, rate-new-conns-per-sandbox (a token bucket whose
  * burst is one second's worth) and quota-bytes-per-sandbox (bytes both
  * ways since the sandbox was bound, or egressd started).  Kept by sandbox

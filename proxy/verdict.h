@@ -1,6 +1,6 @@
 /*
  * verdict.h - the words egressd's log lines, metrics and deny answers share
- * (DESIGN.md, "Access log"): how a connection came in (mode) and why it was
+ * (docs/design.md, "Access log"): how a connection came in (mode) and why it was
  * decided as it was (reason).  The policy's own reasons come first, in the
  * order of enum policy_reason, so one cast maps them.
  */

@@ -1,7 +1,7 @@
 /*
  * world.h - everything a connection decides with, as one immutable,
  * reference-counted snapshot: the policy, the hosts table and the sandbox
- * bindings (DESIGN.md, "Sandbox bindings").  Workers take the current world
+ * bindings (docs/design.md, "Sandbox bindings").  Workers take the current world
  * when a connection (or request) starts and keep it until it ends; the main
  * thread builds a new world for every change (reload, binding put/delete)
  * and swaps it in atomically.  A connection never sees half a change.
@@ -85,7 +85,7 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
  * per line); returns 0 or -1.  Counts policy_reloads_total. */
 int px_world_reload(char *err, size_t errlen);
 
-/* Add or replace binding `id` from JSON `obj` (the object of DESIGN.md; its
+/* Add or replace binding `id` from JSON `obj` (the object of docs/design.md; its
  * "id", if present, must equal `id`).  Validates everything (addresses,
  * preset exists, extra allow lines parse, an address bound to another
  * sandbox), persists, swaps.  Returns 0, or -1 with the reason in err
