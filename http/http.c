@@ -52,7 +52,7 @@ static int hex_value(unsigned char c)
 }
 
 /* Does the view equal `lower` (lower-case ASCII), ignoring case? */
-static bool view_is(struct px_http_view v, const char *lower)
+static bool view_is(struct http_view v, const char *lower)
 {
     size_t n = strlen(lower);
 
@@ -68,7 +68,7 @@ static bool view_is(struct px_http_view v, const char *lower)
     return true;
 }
 
-static bool views_equal_nocase(struct px_http_view a, struct px_http_view b)
+static bool views_equal_nocase(struct http_view a, struct http_view b)
 {
     if (a.len != b.len)
         return false;
@@ -80,19 +80,19 @@ static bool views_equal_nocase(struct px_http_view a, struct px_http_view b)
     return true;
 }
 
-static struct px_http_view trim(const char *p, const char *end)
+static struct http_view trim(const char *p, const char *end)
 {
     while (p < end && is_ows(*p))
         p++;
     while (end > p && is_ows(end[-1]))
         end--;
-    return (struct px_http_view){p, (size_t)(end - p)};
+    return (struct http_view){p, (size_t)(end - p)};
 }
 
 /* The next non-empty element of a comma-separated list (RFC 9110 section
  * 5.6.1: empty elements are allowed and ignored), trimmed of OWS.  *p walks
  * the list; false at its end. */
-static bool list_next(const char **p, const char *end, struct px_http_view *elem)
+static bool list_next(const char **p, const char *end, struct http_view *elem)
 {
     while (*p < end) {
         const char *s = *p, *comma = memchr(s, ',', (size_t)(end - s));
@@ -106,7 +106,7 @@ static bool list_next(const char **p, const char *end, struct px_http_view *elem
     return false;
 }
 
-static bool view_is_token(struct px_http_view v)
+static bool view_is_token(struct http_view v)
 {
     if (v.len == 0)
         return false;
@@ -190,8 +190,8 @@ static size_t host_length(const char *p, size_t n, const char **error)
 /* authority = host [":" port], without userinfo (RFC 9112 section 3.2.1 and
  * 3.2.3: a "user@" part is refused, it only serves to deceive).  Fills host
  * (brackets kept) and port (0 when absent).  NULL or what was wrong. */
-static const char *parse_authority(const char *p, size_t n, bool need_port,
-                                   struct px_http_view *host, uint16_t *port)
+static const char *parse_authority(const char *p, size_t n, bool need_port, struct http_view *host,
+                                   uint16_t *port)
 {
     const char *error = NULL;
     size_t h;
@@ -201,7 +201,7 @@ static const char *parse_authority(const char *p, size_t n, bool need_port,
     h = host_length(p, n, &error);
     if (h == 0)
         return error;
-    *host = (struct px_http_view){p, h};
+    *host = (struct http_view){p, h};
     *port = 0;
     if (h == n)
         return need_port ? "no port in the authority" : NULL;
@@ -232,7 +232,7 @@ static const char *check_target_bytes(const char *p, size_t n)
 
 /* absolute-form (RFC 9112 section 3.2.2): "http://" authority [path] [?query].
  * Only http: an https URI goes through CONNECT. */
-static const char *parse_absolute(struct px_http_request *req)
+static const char *parse_absolute(struct http_request *req)
 {
     const char *t = req->target.p, *end = t + req->target.len, *colon, *auth, *a_end;
     const char *error;
@@ -240,7 +240,7 @@ static const char *parse_absolute(struct px_http_request *req)
     colon = memchr(t, ':', req->target.len);
     if (!colon || colon == t || end - colon < 3 || colon[1] != '/' || colon[2] != '/')
         return "request target is not origin- or absolute-form";
-    req->scheme = (struct px_http_view){t, (size_t)(colon - t)};
+    req->scheme = (struct http_view){t, (size_t)(colon - t)};
     if (!view_is(req->scheme, "http"))
         return "scheme other than http";
     auth = colon + 3;
@@ -250,36 +250,36 @@ static const char *parse_absolute(struct px_http_request *req)
     if (error)
         return error;
     if (a_end == end)
-        req->path = (struct px_http_view){"/", 1}; /* RFC 9112 section 3.2.1 */
+        req->path = (struct http_view){"/", 1}; /* RFC 9112 section 3.2.1 */
     else if (*a_end == '?')
         return "query without a path";
     else
-        req->path = (struct px_http_view){a_end, (size_t)(end - a_end)};
-    req->form = PX_HTTP_ABSOLUTE;
+        req->path = (struct http_view){a_end, (size_t)(end - a_end)};
+    req->form = HTTP_FORM_ABSOLUTE;
     return NULL;
 }
 
 /* The four forms of RFC 9112 section 3.2, each only where it belongs. */
-static const char *parse_target(struct px_http_request *req)
+static const char *parse_target(struct http_request *req)
 {
-    struct px_http_view t = req->target;
+    struct http_view t = req->target;
     const char *error = check_target_bytes(t.p, t.len);
 
     if (error)
         return error;
     if (req->method.len == 7 && memcmp(req->method.p, "CONNECT", 7) == 0) {
-        req->form = PX_HTTP_AUTHORITY; /* section 3.2.3: host:port, nothing else */
+        req->form = HTTP_FORM_AUTHORITY; /* section 3.2.3: host:port, nothing else */
         return parse_authority(t.p, t.len, true, &req->host, &req->port);
     }
     if (t.len == 1 && t.p[0] == '*') {
         if (req->method.len != 7 || memcmp(req->method.p, "OPTIONS", 7) != 0)
             return "'*' target without OPTIONS"; /* section 3.2.4 */
-        req->form = PX_HTTP_ASTERISK;
+        req->form = HTTP_FORM_ASTERISK;
         req->path = t;
         return NULL;
     }
     if (t.p[0] == '/') {
-        req->form = PX_HTTP_ORIGIN; /* section 3.2.1 */
+        req->form = HTTP_FORM_ORIGIN; /* section 3.2.1 */
         req->path = t;
         return NULL;
     }
@@ -296,7 +296,7 @@ static bool parse_version(const char *p, size_t n, unsigned *minor)
 }
 
 /* request-line = method SP request-target SP HTTP-version, one SP each. */
-static const char *parse_request_line(const char *p, size_t n, struct px_http_request *req)
+static const char *parse_request_line(const char *p, size_t n, struct http_request *req)
 {
     const char *end = p + n, *sp1 = p, *sp2;
 
@@ -304,11 +304,11 @@ static const char *parse_request_line(const char *p, size_t n, struct px_http_re
         sp1++;
     if (sp1 == p || sp1 == end || *sp1 != ' ')
         return "bad method";
-    req->method = (struct px_http_view){p, (size_t)(sp1 - p)};
+    req->method = (struct http_view){p, (size_t)(sp1 - p)};
     sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1));
     if (!sp2 || sp2 == sp1 + 1)
         return "bad request line";
-    req->target = (struct px_http_view){sp1 + 1, (size_t)(sp2 - sp1 - 1)};
+    req->target = (struct http_view){sp1 + 1, (size_t)(sp2 - sp1 - 1)};
     if (!parse_version(sp2 + 1, (size_t)(end - sp2 - 1), &req->minor))
         return "bad HTTP version";
     return parse_target(req);
@@ -318,7 +318,7 @@ static const char *parse_request_line(const char *p, size_t n, struct px_http_re
 
 /* status-line = HTTP-version SP status-code SP [reason-phrase]; the SP
  * before an empty reason is often left out, which is not ambiguous. */
-static const char *parse_status_line(const char *p, size_t n, struct px_http_response *resp)
+static const char *parse_status_line(const char *p, size_t n, struct http_response *resp)
 {
     if (n < 12 || !parse_version(p, 8, &resp->minor))
         return "bad HTTP version";
@@ -344,13 +344,13 @@ struct fields {
     bool te_chunked_last; /* the last transfer coding so far is chunked */
     bool close, keep_alive, expect_continue, upgrade;
     uint64_t content_length;
-    struct px_http_view host, proxy_authorization;
+    struct http_view host, proxy_authorization;
 };
 
 /* field-line = field-name ":" OWS field-value OWS.  No white space before
  * the colon (section 5.1), no obs-fold (section 5.2), no CTL but HT in the
  * value (RFC 9110 section 5.5). */
-static const char *parse_field_line(const char *p, size_t n, struct px_http_header *h)
+static const char *parse_field_line(const char *p, size_t n, struct http_header *h)
 {
     size_t i = 0;
 
@@ -367,14 +367,14 @@ static const char *parse_field_line(const char *p, size_t n, struct px_http_head
     for (size_t j = i + 1; j < n; j++)
         if (is_bad_ctl((unsigned char)p[j]))
             return "control byte in a field value";
-    h->name = (struct px_http_view){p, i};
+    h->name = (struct http_view){p, i};
     h->value = trim(p + i + 1, p + n);
     return NULL;
 }
 
 /* Content-Length = 1*DIGIT (RFC 9110 section 8.6), one field only: a list
  * or a second field, even an equal one, is refused (RFC 9112 6.3 item 5). */
-static const char *on_content_length(struct fields *f, struct px_http_view v)
+static const char *on_content_length(struct fields *f, struct http_view v)
 {
     uint64_t n = 0;
 
@@ -396,7 +396,7 @@ static const char *on_content_length(struct fields *f, struct px_http_view v)
 
 /* A request's Transfer-Encoding must be exactly "chunked" (RFC 9112 section
  * 6.3 item 4 lets a server refuse anything else with 400). */
-static const char *on_request_te(struct fields *f, struct px_http_view v)
+static const char *on_request_te(struct fields *f, struct http_view v)
 {
     if (f->seen_te)
         return "two Transfer-Encoding fields";
@@ -409,15 +409,15 @@ static const char *on_request_te(struct fields *f, struct px_http_view v)
 
 /* A response's transfer codings: a list over one or more fields, chunked at
  * most once and only last (RFC 9112 section 6.1). */
-static const char *on_response_te(struct fields *f, struct px_http_view v)
+static const char *on_response_te(struct fields *f, struct http_view v)
 {
     const char *p = v.p, *end = v.p + v.len;
-    struct px_http_view coding;
+    struct http_view coding;
     bool any = false;
 
     while (list_next(&p, end, &coding)) {
         const char *semi = memchr(coding.p, ';', coding.len);
-        struct px_http_view name = semi ? trim(coding.p, semi) : coding;
+        struct http_view name = semi ? trim(coding.p, semi) : coding;
 
         if (f->te_chunked_last)
             return "chunked is not the last transfer coding";
@@ -432,7 +432,7 @@ static const char *on_response_te(struct fields *f, struct px_http_view v)
     return NULL;
 }
 
-static const char *on_transfer_encoding(struct fields *f, struct px_http_view v)
+static const char *on_transfer_encoding(struct fields *f, struct http_view v)
 {
     /* RFC 9112 section 6.1: Transfer-Encoding in a 1.0 message means the
      * framing is faulty. */
@@ -446,10 +446,10 @@ static const char *on_transfer_encoding(struct fields *f, struct px_http_view v)
 /* Connection = #connection-option (RFC 9110 section 7.6.1).  Naming a
  * framing field there would make a proxy drop it and the next hop frame the
  * message differently: refused. */
-static const char *on_connection(struct fields *f, struct px_http_view v)
+static const char *on_connection(struct fields *f, struct http_view v)
 {
     const char *p = v.p, *end = v.p + v.len;
-    struct px_http_view opt;
+    struct http_view opt;
 
     while (list_next(&p, end, &opt)) {
         if (!view_is_token(opt))
@@ -465,9 +465,9 @@ static const char *on_connection(struct fields *f, struct px_http_view v)
 }
 
 /* Host = uri-host [":" port], once (RFC 9112 section 3.2). */
-static const char *on_host(struct fields *f, struct px_http_view v)
+static const char *on_host(struct fields *f, struct http_view v)
 {
-    struct px_http_view host;
+    struct http_view host;
     uint16_t port;
 
     if (f->seen_host)
@@ -479,7 +479,7 @@ static const char *on_host(struct fields *f, struct px_http_view v)
     return NULL;
 }
 
-static const char *on_request_field(struct fields *f, const struct px_http_header *h)
+static const char *on_request_field(struct fields *f, const struct http_header *h)
 {
     if (view_is(h->name, "host"))
         return on_host(f, h->value);
@@ -501,7 +501,7 @@ static const char *on_request_field(struct fields *f, const struct px_http_heade
 }
 
 /* What a field means for the message; NULL or what was wrong. */
-static const char *on_field(struct fields *f, const struct px_http_header *h)
+static const char *on_field(struct fields *f, const struct http_header *h)
 {
     if (view_is(h->name, "content-length"))
         return on_content_length(f, h->value);
@@ -531,7 +531,7 @@ struct scan {
     const char *error;
 };
 
-static enum px_http_result fail(struct scan *s, enum px_http_result r, const char *error)
+static enum http_result fail(struct scan *s, enum http_result r, const char *error)
 {
     s->error = error;
     return r;
@@ -542,87 +542,85 @@ static enum px_http_result fail(struct scan *s, enum px_http_result r, const cha
  * A line not yet ended is at least as long as the bytes so far, and the head
  * needs a CRLF more: the caps are judged on that, so NEED_MORE never comes
  * back once the buffered bytes already break one. */
-static enum px_http_result next_line(struct scan *s, size_t max_line, const char *too_big,
-                                     size_t *end)
+static enum http_result next_line(struct scan *s, size_t max_line, const char *too_big, size_t *end)
 {
     size_t e = s->pos;
 
     while (e < s->len && s->buf[e] != '\r' && s->buf[e] != '\n')
         e++;
     if (e - s->pos > max_line || e + 2 > s->max_head)
-        return fail(s, PX_HTTP_TOO_BIG, too_big);
+        return fail(s, HTTP_R_TOO_BIG, too_big);
     if (e == s->len)
-        return PX_HTTP_NEED_MORE;
+        return HTTP_R_NEED_MORE;
     if (s->buf[e] == '\n')
-        return fail(s, PX_HTTP_BAD, "bare LF in the head");
+        return fail(s, HTTP_R_BAD, "bare LF in the head");
     if (e + 1 == s->len)
-        return PX_HTTP_NEED_MORE;
+        return HTTP_R_NEED_MORE;
     if (s->buf[e + 1] != '\n')
-        return fail(s, PX_HTTP_BAD, "bare CR in the head");
+        return fail(s, HTTP_R_BAD, "bare CR in the head");
     *end = e;
-    return PX_HTTP_OK;
+    return HTTP_R_OK;
 }
 
 /* The start line at s->pos (a request skips empty lines before it, RFC 9112
  * section 2.2); on OK *start and *end bound it and s->pos is past it. */
-static enum px_http_result start_line(struct scan *s, const struct px_http_limits *lim,
-                                      bool skip_empty, size_t *start, size_t *end)
+static enum http_result start_line(struct scan *s, const struct http_limits *lim, bool skip_empty,
+                                   size_t *start, size_t *end)
 {
     const char *too_big = skip_empty ? "request line too long" : "status line too long";
 
     for (;;) {
-        enum px_http_result r = next_line(s, lim->max_line, too_big, end);
-        if (r != PX_HTTP_OK)
+        enum http_result r = next_line(s, lim->max_line, too_big, end);
+        if (r != HTTP_R_OK)
             return r;
         *start = s->pos;
         s->pos = *end + 2;
         if (*end > *start || !skip_empty)
-            return PX_HTTP_OK;
+            return HTTP_R_OK;
     }
 }
 
 /* Field lines up to the empty line that ends the head; s->pos is then the
  * head's length. */
-static enum px_http_result field_lines(struct scan *s, const struct px_http_limits *lim,
-                                       struct px_http_header *h, size_t *n, struct fields *f)
+static enum http_result field_lines(struct scan *s, const struct http_limits *lim,
+                                    struct http_header *h, size_t *n, struct fields *f)
 {
-    size_t cap =
-        lim->max_headers < PX_HTTP_MAX_HEADERS_CAP ? lim->max_headers : PX_HTTP_MAX_HEADERS_CAP;
+    size_t cap = lim->max_headers < HTTP_MAX_HEADERS_CAP ? lim->max_headers : HTTP_MAX_HEADERS_CAP;
 
     for (;;) {
         size_t start = s->pos, end;
         const char *error;
-        enum px_http_result r = next_line(s, SIZE_MAX, "header section too large", &end);
+        enum http_result r = next_line(s, SIZE_MAX, "header section too large", &end);
 
-        if (r != PX_HTTP_OK)
+        if (r != HTTP_R_OK)
             return r;
         s->pos = end + 2;
         if (end == start)
-            return PX_HTTP_OK;
+            return HTTP_R_OK;
         if (*n >= cap)
-            return fail(s, PX_HTTP_TOO_BIG, "too many header fields");
+            return fail(s, HTTP_R_TOO_BIG, "too many header fields");
         error = parse_field_line(s->buf + start, end - start, &h[*n]);
         if (!error)
             error = on_field(f, &h[*n]);
         if (error)
-            return fail(s, PX_HTTP_BAD, error);
+            return fail(s, HTTP_R_BAD, error);
         (*n)++;
     }
 }
 
 /* ---- requests ---- */
 
-static void request_init(struct px_http_request *req)
+static void request_init(struct http_request *req)
 {
-    static const struct px_http_view none = {"", 0};
+    static const struct http_view none = {"", 0};
 
     req->method = req->target = req->scheme = req->host = req->path = none;
     req->host_header = req->proxy_authorization = none;
     req->minor = 0;
-    req->form = PX_HTTP_ORIGIN;
+    req->form = HTTP_FORM_ORIGIN;
     req->port = 0;
     req->has_host_header = false;
-    req->body = PX_BODY_NONE;
+    req->body = HTTP_BODY_NONE;
     req->content_length = 0;
     req->keep_alive = req->expect_continue = req->upgrade = false;
     req->n_headers = 0;
@@ -632,7 +630,7 @@ static void request_init(struct px_http_request *req)
 
 /* Framing of a request (RFC 9112 section 6.3 items 4 to 7): chunked, a
  * length, or none.  A CONNECT has no content (RFC 9110 section 9.3.6). */
-static enum px_http_result request_done(struct px_http_request *req, const struct fields *f)
+static enum http_result request_done(struct http_request *req, const struct fields *f)
 {
     req->has_host_header = f->seen_host;
     req->host_header = f->host;
@@ -642,39 +640,38 @@ static enum px_http_result request_done(struct px_http_request *req, const struc
     req->keep_alive = persistent(f);
     req->content_length = f->content_length;
     if (f->seen_te)
-        req->body = PX_BODY_CHUNKED;
+        req->body = HTTP_BODY_CHUNKED;
     else if (f->content_length > 0)
-        req->body = PX_BODY_LENGTH;
-    if (req->form == PX_HTTP_AUTHORITY && req->body != PX_BODY_NONE) {
+        req->body = HTTP_BODY_LENGTH;
+    if (req->form == HTTP_FORM_AUTHORITY && req->body != HTTP_BODY_NONE) {
         req->error = "CONNECT with a body";
-        return PX_HTTP_BAD;
+        return HTTP_R_BAD;
     }
-    return PX_HTTP_OK;
+    return HTTP_R_OK;
 }
 
 /* Contract in http.h.  lim must not be NULL.  On BAD and TOO_BIG, req->error
  * says why; a TOO_BIG before the request line ended leaves method.len at 0
  * (414), after it is the header section's (431). */
-enum px_http_result px_http_parse_request(const char *buf, size_t len,
-                                          const struct px_http_limits *lim,
-                                          struct px_http_request *req)
+enum http_result http_parse_request(const char *buf, size_t len, const struct http_limits *lim,
+                                    struct http_request *req)
 {
     struct scan s = {buf, len, 0, lim->max_head, NULL};
     struct fields f = {.request = true};
     size_t start, end;
-    enum px_http_result r;
+    enum http_result r;
 
     request_init(req);
     r = start_line(&s, lim, true, &start, &end);
-    if (r == PX_HTTP_OK) {
+    if (r == HTTP_R_OK) {
         s.error = parse_request_line(buf + start, end - start, req);
-        r = s.error ? PX_HTTP_BAD : PX_HTTP_OK;
+        r = s.error ? HTTP_R_BAD : HTTP_R_OK;
     }
-    if (r == PX_HTTP_OK) {
+    if (r == HTTP_R_OK) {
         f.minor = req->minor;
         r = field_lines(&s, lim, req->headers, &req->n_headers, &f);
     }
-    if (r != PX_HTTP_OK) {
+    if (r != HTTP_R_OK) {
         req->error = s.error;
         return r;
     }
@@ -685,8 +682,8 @@ enum px_http_result px_http_parse_request(const char *buf, size_t len,
 /* ---- responses ---- */
 
 /* Framing of a response (RFC 9112 section 6.3 items 1 to 8). */
-static enum px_http_body response_body(const struct px_http_response *resp,
-                                       const char *request_method, const struct fields *f)
+static enum http_body response_body(const struct http_response *resp, const char *request_method,
+                                    const struct fields *f)
 {
     bool head = request_method && strcmp(request_method, "HEAD") == 0;
     bool connect = request_method && strcmp(request_method, "CONNECT") == 0;
@@ -694,21 +691,21 @@ static enum px_http_body response_body(const struct px_http_response *resp,
     /* Item 1: HEAD, 1xx, 204, 304 end at the head.  Item 2: a 2xx to
      * CONNECT turns into a tunnel (egressd never forwards one). */
     if (head || resp->status < 200 || resp->status == 204 || resp->status == 304)
-        return PX_BODY_NONE;
+        return HTTP_BODY_NONE;
     if (connect && resp->status < 300)
-        return PX_BODY_NONE;
+        return HTTP_BODY_NONE;
     if (f->seen_te) /* items 3 and 4: chunked last, else to the close */
-        return f->te_chunked_last ? PX_BODY_CHUNKED : PX_BODY_TO_CLOSE;
+        return f->te_chunked_last ? HTTP_BODY_CHUNKED : HTTP_BODY_TO_CLOSE;
     if (f->seen_cl) /* item 6 */
-        return f->content_length > 0 ? PX_BODY_LENGTH : PX_BODY_NONE;
-    return PX_BODY_TO_CLOSE; /* item 8 */
+        return f->content_length > 0 ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
+    return HTTP_BODY_TO_CLOSE; /* item 8 */
 }
 
-static void response_init(struct px_http_response *resp)
+static void response_init(struct http_response *resp)
 {
     resp->status = 0;
     resp->minor = 0;
-    resp->body = PX_BODY_NONE;
+    resp->body = HTTP_BODY_NONE;
     resp->content_length = 0;
     resp->keep_alive = false;
     resp->n_headers = 0;
@@ -717,35 +714,33 @@ static void response_init(struct px_http_response *resp)
 }
 
 /* Contract in http.h.  lim must not be NULL; request_method may be. */
-enum px_http_result px_http_parse_response(const char *buf, size_t len,
-                                           const struct px_http_limits *lim,
-                                           const char *request_method,
-                                           struct px_http_response *resp)
+enum http_result http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
+                                     const char *request_method, struct http_response *resp)
 {
     struct scan s = {buf, len, 0, lim->max_head, NULL};
     struct fields f = {.request = false};
     size_t start, end;
-    enum px_http_result r;
+    enum http_result r;
 
     response_init(resp);
     r = start_line(&s, lim, false, &start, &end);
-    if (r == PX_HTTP_OK) {
+    if (r == HTTP_R_OK) {
         s.error = parse_status_line(buf + start, end - start, resp);
-        r = s.error ? PX_HTTP_BAD : PX_HTTP_OK;
+        r = s.error ? HTTP_R_BAD : HTTP_R_OK;
     }
-    if (r == PX_HTTP_OK) {
+    if (r == HTTP_R_OK) {
         f.minor = resp->minor;
         r = field_lines(&s, lim, resp->headers, &resp->n_headers, &f);
     }
-    if (r != PX_HTTP_OK) {
+    if (r != HTTP_R_OK) {
         resp->error = s.error;
         return r;
     }
     resp->head_len = s.pos;
     resp->content_length = f.content_length;
     resp->body = response_body(resp, request_method, &f);
-    resp->keep_alive = persistent(&f) && resp->body != PX_BODY_TO_CLOSE;
-    return PX_HTTP_OK;
+    resp->keep_alive = persistent(&f) && resp->body != HTTP_BODY_TO_CLOSE;
+    return HTTP_R_OK;
 }
 
 /* ---- writing heads ---- */
@@ -772,17 +767,17 @@ static void put_str(struct out *o, const char *s)
     put(o, s, strlen(s));
 }
 
-static void put_view(struct out *o, struct px_http_view v)
+static void put_view(struct out *o, struct http_view v)
 {
     put(o, v.p, v.len);
 }
 
 /* Is `name` listed in any Connection field of h[0..n)? */
-static bool named_by_connection(const struct px_http_header *h, size_t n, struct px_http_view name)
+static bool named_by_connection(const struct http_header *h, size_t n, struct http_view name)
 {
     for (size_t i = 0; i < n; i++) {
         const char *p = h[i].value.p, *end = p + h[i].value.len;
-        struct px_http_view opt;
+        struct http_view opt;
 
         if (!view_is(h[i].name, "connection"))
             continue;
@@ -796,13 +791,13 @@ static bool named_by_connection(const struct px_http_header *h, size_t n, struct
 /* Hop-by-hop fields (RFC 9110 section 7.6.1) and the proxy's own ones: not
  * forwarded.  Framing fields always are (the parsers refuse a Connection
  * naming them, so a message is framed alike on both hops). */
-static bool is_hop_by_hop(const struct px_http_header *h, size_t n, struct px_http_view name)
+static bool is_hop_by_hop(const struct http_header *h, size_t n, struct http_view name)
 {
     static const char *const fixed[] = {"connection", "keep-alive", "te", "trailer", "upgrade"};
 
     if (view_is(name, "content-length") || view_is(name, "transfer-encoding"))
         return false;
-    if (name.len >= 6 && view_is((struct px_http_view){name.p, 6}, "proxy-"))
+    if (name.len >= 6 && view_is((struct http_view){name.p, 6}, "proxy-"))
         return true;
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         if (view_is(name, fixed[i]))
@@ -811,7 +806,7 @@ static bool is_hop_by_hop(const struct px_http_header *h, size_t n, struct px_ht
 }
 
 /* The end-to-end fields, then our Connection field and the empty line. */
-static void put_fields(struct out *o, const struct px_http_header *h, size_t n, bool skip_host,
+static void put_fields(struct out *o, const struct http_header *h, size_t n, bool skip_host,
                        bool keep_alive)
 {
     for (size_t i = 0; i < n; i++) {
@@ -840,8 +835,8 @@ static bool authority_safe(const char *a)
  * section 2.5: a proxy sends its own version); a CONNECT keeps its
  * authority-form target.  Also 0 when `authority` is empty or holds a byte
  * that cannot stand in a Host field. */
-size_t px_http_format_request(const struct px_http_request *req, const char *authority,
-                              bool keep_alive, char *out, size_t cap)
+size_t http_format_request(const struct http_request *req, const char *authority, bool keep_alive,
+                           char *out, size_t cap)
 {
     struct out o = {out, cap, 0, false};
 
@@ -849,7 +844,7 @@ size_t px_http_format_request(const struct px_http_request *req, const char *aut
         return 0;
     put_view(&o, req->method);
     put(&o, " ", 1);
-    put_view(&o, req->form == PX_HTTP_AUTHORITY ? req->target : req->path);
+    put_view(&o, req->form == HTTP_FORM_AUTHORITY ? req->target : req->path);
     put_str(&o, " HTTP/1.1\r\nHost: ");
     put_str(&o, authority);
     put(&o, "\r\n", 2);
@@ -858,20 +853,20 @@ size_t px_http_format_request(const struct px_http_request *req, const char *aut
 }
 
 /* The reason phrase of the status line at the start of buf (may be empty). */
-static struct px_http_view reason_phrase(const struct px_http_response *resp, const char *buf)
+static struct http_view reason_phrase(const struct http_response *resp, const char *buf)
 {
     const char *cr;
 
     if (!buf || resp->head_len < 14 || buf[12] != ' ')
-        return (struct px_http_view){"", 0};
+        return (struct http_view){"", 0};
     cr = memchr(buf + 13, '\r', resp->head_len - 13);
-    return (struct px_http_view){buf + 13, cr ? (size_t)(cr - buf - 13) : 0};
+    return (struct http_view){buf + 13, cr ? (size_t)(cr - buf - 13) : 0};
 }
 
 /* Contract in http.h.  `buf` is the buffer `resp` was parsed from (for the
  * reason phrase); the version is written as HTTP/1.1. */
-size_t px_http_format_response(const struct px_http_response *resp, const char *buf,
-                               bool keep_alive, char *out, size_t cap)
+size_t http_format_response(const struct http_response *resp, const char *buf, bool keep_alive,
+                            char *out, size_t cap)
 {
     struct out o = {out, cap, 0, false};
     char code[5] = {' ', (char)('0' + resp->status / 100 % 10),
@@ -905,7 +900,7 @@ enum chunked_state {
 };
 
 /* Contract in http.h: the state at the start of a chunked body. */
-void px_chunked_init(struct px_chunked *c)
+void http_chunked_init(struct http_chunked *c)
 {
     c->state = CH_SIZE;
     c->left = 0;
@@ -913,12 +908,12 @@ void px_chunked_init(struct px_chunked *c)
 }
 
 /* Count a byte of a size or trailer line against the line cap. */
-static int line_byte(struct px_chunked *c, int next)
+static int line_byte(struct http_chunked *c, int next)
 {
     return ++c->line > CHUNK_LINE_MAX ? CH_BAD : next;
 }
 
-static int size_byte(struct px_chunked *c, unsigned char b)
+static int size_byte(struct http_chunked *c, unsigned char b)
 {
     int d = hex_value(b);
 
@@ -937,7 +932,7 @@ static int size_byte(struct px_chunked *c, unsigned char b)
     return b == '\r' ? CH_SIZE_LF : CH_BAD;
 }
 
-static int trailer_byte(struct px_chunked *c, unsigned char b)
+static int trailer_byte(struct http_chunked *c, unsigned char b)
 {
     if (c->state == CH_TRAILER) {
         c->line = 0;
@@ -957,7 +952,7 @@ static int trailer_byte(struct px_chunked *c, unsigned char b)
 }
 
 /* The state after one byte outside chunk-data. */
-static int chunked_byte(struct px_chunked *c, unsigned char b)
+static int chunked_byte(struct http_chunked *c, unsigned char b)
 {
     switch (c->state) {
     case CH_SIZE: return size_byte(c, b);
@@ -987,8 +982,8 @@ static int chunked_byte(struct px_chunked *c, unsigned char b)
 
 /* Contract in http.h.  Once DONE, a further feed is DONE with *used 0; once
  * BAD, BAD.  On BAD, *used is the offset just past the offending byte. */
-enum px_chunked_result px_chunked_feed(struct px_chunked *c, const char *buf, size_t len,
-                                       size_t *used)
+enum http_chunked_result http_chunked_feed(struct http_chunked *c, const char *buf, size_t len,
+                                           size_t *used)
 {
     size_t i = 0;
 
@@ -1005,15 +1000,14 @@ enum px_chunked_result px_chunked_feed(struct px_chunked *c, const char *buf, si
     }
     *used = i;
     if (c->state == CH_DONE)
-        return PX_CHUNKED_DONE;
-    return c->state == CH_BAD ? PX_CHUNKED_BAD : PX_CHUNKED_MORE;
+        return HTTP_CHUNKED_DONE;
+    return c->state == CH_BAD ? HTTP_CHUNKED_BAD : HTTP_CHUNKED_MORE;
 }
 
 /* Contract in http.h. */
-const struct px_http_header *px_http_find(const struct px_http_header *h, size_t n,
-                                          const char *name)
+const struct http_header *http_find(const struct http_header *h, size_t n, const char *name)
 {
-    struct px_http_view want = {name, strlen(name)};
+    struct http_view want = {name, strlen(name)};
 
     for (size_t i = 0; i < n; i++)
         if (views_equal_nocase(h[i].name, want))

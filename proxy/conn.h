@@ -122,9 +122,9 @@ struct px_request {
 struct px_exchange {
     struct evbuffer *pending; /* bytes for upstream once it is connected */
     bool client_keep_alive, upstream_keep_alive;
-    enum px_http_body req_body, resp_body;
+    enum http_body req_body, resp_body;
     uint64_t req_left, resp_left;
-    struct px_chunked req_chunks, resp_chunks;
+    struct http_chunked req_chunks, resp_chunks;
     bool req_done, resp_head_done;
     bool head_started; /* a byte of the next request head is in: header timeout runs */
 };

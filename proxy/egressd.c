@@ -387,7 +387,7 @@ int main(int argc, char **argv)
     px_metrics_init(EGRESSD_VERSION);
     px_d.cfg = &cfg;
     px_d.next_id = 1;
-    px_d.http_limits = (struct px_http_limits){
+    px_d.http_limits = (struct http_limits){
         .max_line = 8192, .max_head = cfg.max_header_bytes, .max_headers = 100};
     if (start(err, sizeof(err)) == -1) {
         fprintf(stderr, "egressd: %s\n", err);

@@ -43,7 +43,7 @@ struct px_daemon {
     const struct px_config *cfg;
     struct px_listener_spec listeners[3 * PX_MAX_LISTENERS];
     size_t n_listeners;
-    struct px_http_limits http_limits;
+    struct http_limits http_limits;
     atomic_uint_fast64_t next_id; /* connection ids */
     atomic_long conns;            /* client connections open, all workers */
     atomic_bool draining;         /* SIGTERM: no new requests, tunnels finish */

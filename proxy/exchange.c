@@ -26,18 +26,18 @@
 #define FORMAT_SLACK  1024 /* what format adds: Host, Connection */
 #define AUTH_MAX      768  /* "Basic " and base64 of "id:token" (world.c takes 512) */
 
-static const struct px_http_limits resp_limits = {
-    .max_line = RESP_LINE_MAX, .max_head = RESP_HEAD_MAX, .max_headers = PX_HTTP_MAX_HEADERS_CAP};
+static const struct http_limits resp_limits = {
+    .max_line = RESP_LINE_MAX, .max_head = RESP_HEAD_MAX, .max_headers = HTTP_MAX_HEADERS_CAP};
 
 /* ------------------------------------------------------------ request head */
 
-static bool view_eq(struct px_http_view v, const char *s)
+static bool view_eq(struct http_view v, const char *s)
 {
     return v.len == strlen(s) && strncasecmp(v.p, s, v.len) == 0;
 }
 
 /* Split "host[:port]" (a Host field) into a normalized host and a port. */
-static bool split_host_field(struct px_http_view v, struct policy_host *h, uint16_t *port)
+static bool split_host_field(struct http_view v, struct policy_host *h, uint16_t *port)
 {
     const char *colon = NULL;
     size_t hlen = v.len;
@@ -82,15 +82,15 @@ static unsigned too_big_status(const char *p, size_t n)
 
 /* Host and port of the request, by listener and target form.  Returns an
  * error text for a 400, or NULL. */
-static const char *target_of(struct px_conn *c, const struct px_http_request *req,
-                             struct px_http_view *host, uint16_t *port)
+static const char *target_of(struct px_conn *c, const struct http_request *req,
+                             struct http_view *host, uint16_t *port)
 {
     bool proxy = c->l->kind == PX_L_PROXY;
 
-    if (req->form == PX_HTTP_AUTHORITY) {
+    if (req->form == HTTP_FORM_AUTHORITY) {
         if (!proxy)
             return "CONNECT is not served on this port";
-        if (req->body != PX_BODY_NONE)
+        if (req->body != HTTP_BODY_NONE)
             return "a CONNECT request with a body";
         c->mode = PX_MODE_CONNECT;
         *host = req->host;
@@ -98,7 +98,7 @@ static const char *target_of(struct px_conn *c, const struct px_http_request *re
         return NULL;
     }
     c->mode = proxy ? PX_MODE_HTTP : PX_MODE_PLAIN;
-    if (req->form == PX_HTTP_ABSOLUTE) {
+    if (req->form == HTTP_FORM_ABSOLUTE) {
         if (!view_eq(req->scheme, "http"))
             return "only http:// targets are forwarded; use CONNECT for https";
         *host = req->host;
@@ -107,7 +107,7 @@ static const char *target_of(struct px_conn *c, const struct px_http_request *re
     }
     if (proxy)
         return "not a proxy request: the target must be an absolute http:// URI";
-    if (req->form != PX_HTTP_ORIGIN || !req->has_host_header)
+    if (req->form != HTTP_FORM_ORIGIN || !req->has_host_header)
         return "a request without a Host field";
     /* Transparent HTTP: the Host field names the origin. */
     const char *colon = req->host_header.p[0] == '['
@@ -126,12 +126,12 @@ static const char *target_of(struct px_conn *c, const struct px_http_request *re
 }
 
 /* The Host field must name the same origin as an absolute target. */
-static bool host_agrees(const struct px_conn *c, const struct px_http_request *req)
+static bool host_agrees(const struct px_conn *c, const struct http_request *req)
 {
     struct policy_host h;
     uint16_t port;
 
-    if (req->form != PX_HTTP_ABSOLUTE || !req->has_host_header)
+    if (req->form != HTTP_FORM_ABSOLUTE || !req->has_host_header)
         return true;
     if (!split_host_field(req->host_header, &h, &port))
         return false;
@@ -183,13 +183,13 @@ static void host_port(char *dst, size_t size, const char *host, uint16_t port, b
 /* The head to send upstream, in origin form, into c->ex.pending; the body's
  * framing and keep-alive from the request.  False when it cannot be
  * forwarded (431; closed). */
-static bool prepare_forward(struct px_conn *c, const struct px_http_request *req)
+static bool prepare_forward(struct px_conn *c, const struct http_request *req)
 {
     char authority[POLICY_HOST_MAX + 8];
     static _Thread_local char buf[PX_HEADER_BYTES_MAX + FORMAT_SLACK];
 
     host_port(authority, sizeof(authority), c->rq.host.text, c->rq.port, true);
-    size_t n = px_http_format_request(req, authority, true, buf, sizeof(buf));
+    size_t n = http_format_request(req, authority, true, buf, sizeof(buf));
     if (n == 0) {
         px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the request head is too large to forward");
         return false;
@@ -201,9 +201,9 @@ static bool prepare_forward(struct px_conn *c, const struct px_http_request *req
     evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
     c->ex.req_body = req->body;
     c->ex.req_left = req->content_length;
-    px_chunked_init(&c->ex.req_chunks);
+    http_chunked_init(&c->ex.req_chunks);
     c->ex.req_done =
-        req->body == PX_BODY_NONE || (req->body == PX_BODY_LENGTH && req->content_length == 0);
+        req->body == HTTP_BODY_NONE || (req->body == HTTP_BODY_LENGTH && req->content_length == 0);
     c->ex.client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
     return true;
 }
@@ -231,7 +231,7 @@ static void keep_upstream_if_same(struct px_conn *c)
  * length in *len; NULL when it has none (or not on the proxy listener).
  * A value longer than any valid one becomes length 0: it names nobody
  * (a 407). */
-static const char *copy_auth(const struct px_conn *c, const struct px_http_request *req, char *buf,
+static const char *copy_auth(const struct px_conn *c, const struct http_request *req, char *buf,
                              size_t *len)
 {
     size_t n = req->proxy_authorization.len;
@@ -250,9 +250,9 @@ static const char *copy_auth(const struct px_conn *c, const struct px_http_reque
  * A host that does not normalize is left for the judge to deny
  * (bad_host, as the sandbox asking).  False when it is malformed (400;
  * closed). */
-static bool take_target(struct px_conn *c, const struct px_http_request *req)
+static bool take_target(struct px_conn *c, const struct http_request *req)
 {
-    struct px_http_view host;
+    struct http_view host;
     uint16_t port = 0;
     const char *err;
 
@@ -279,7 +279,7 @@ static bool take_target(struct px_conn *c, const struct px_http_request *req)
 
 /* A whole head is in: take it apart, then the judge decides (a request
  * on a kept-alive connection as much as the first one).  May close. */
-static void on_request(struct px_conn *c, const struct px_http_request *req)
+static void on_request(struct px_conn *c, const struct http_request *req)
 {
     char buf[AUTH_MAX];
     size_t auth_len;
@@ -300,7 +300,7 @@ void px_exchange_on_head(struct px_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->cli);
     size_t len = evbuffer_get_length(in), cap = px_d.http_limits.max_head + 1;
-    static _Thread_local struct px_http_request req;
+    static _Thread_local struct http_request req;
 
     if (len == 0)
         return;
@@ -310,16 +310,16 @@ void px_exchange_on_head(struct px_conn *c)
     }
     size_t n = len < cap ? len : cap;
     const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-    switch (px_http_parse_request(p, n, &px_d.http_limits, &req)) {
-    case PX_HTTP_NEED_MORE: return;
-    case PX_HTTP_TOO_BIG:
+    switch (http_parse_request(p, n, &px_d.http_limits, &req)) {
+    case HTTP_R_NEED_MORE: return;
+    case HTTP_R_TOO_BIG:
         px_conn_fail(c, too_big_status(p, n), PX_R_BAD_REQUEST,
                      req.error ? req.error : "request head too large");
         return;
-    case PX_HTTP_BAD:
+    case HTTP_R_BAD:
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, req.error ? req.error : "malformed request");
         return;
-    case PX_HTTP_OK: break;
+    case HTTP_R_OK: break;
     }
     c->ex.head_started = false;
     on_request(c, &req);
@@ -335,19 +335,19 @@ enum body_state {
 
 /* Move the body bytes of one message from `in` to `out` as its framing
  * says, adding what was moved to *moved. */
-static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum px_http_body kind,
-                                 uint64_t *left, struct px_chunked *ch, size_t *moved)
+static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum http_body kind,
+                                 uint64_t *left, struct http_chunked *ch, size_t *moved)
 {
     while (evbuffer_get_length(in) > 0) {
         size_t len = evbuffer_get_length(in), used;
         struct evbuffer_iovec v;
         switch (kind) {
-        case PX_BODY_NONE: return BODY_DONE;
-        case PX_BODY_TO_CLOSE:
+        case HTTP_BODY_NONE: return BODY_DONE;
+        case HTTP_BODY_TO_CLOSE:
             *moved += len;
             evbuffer_add_buffer(out, in);
             return BODY_MORE;
-        case PX_BODY_LENGTH:
+        case HTTP_BODY_LENGTH:
             used = len < *left ? len : (size_t)*left;
             evbuffer_remove_buffer(in, out, used);
             *moved += used;
@@ -355,21 +355,22 @@ static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum
             if (*left == 0)
                 return BODY_DONE;
             break;
-        case PX_BODY_CHUNKED:
+        case HTTP_BODY_CHUNKED:
             evbuffer_peek(in, -1, NULL, &v, 1);
-            enum px_chunked_result r = px_chunked_feed(ch, v.iov_base, v.iov_len, &used);
-            if (r == PX_CHUNKED_BAD)
+            enum http_chunked_result r = http_chunked_feed(ch, v.iov_base, v.iov_len, &used);
+            if (r == HTTP_CHUNKED_BAD)
                 return BODY_BROKEN;
-            if (r == PX_CHUNKED_MORE)
+            if (r == HTTP_CHUNKED_MORE)
                 used = v.iov_len;
             evbuffer_remove_buffer(in, out, used);
             *moved += used;
-            if (r == PX_CHUNKED_DONE)
+            if (r == HTTP_CHUNKED_DONE)
                 return BODY_DONE;
             break;
         }
     }
-    return kind == PX_BODY_NONE || (kind == PX_BODY_LENGTH && *left == 0) ? BODY_DONE : BODY_MORE;
+    return kind == HTTP_BODY_NONE || (kind == HTTP_BODY_LENGTH && *left == 0) ? BODY_DONE
+                                                                              : BODY_MORE;
 }
 
 static void pause_if_full(struct bufferevent *from, struct bufferevent *to)
@@ -463,7 +464,7 @@ enum head_state {
 static enum head_state response_head(struct px_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->up);
-    static _Thread_local struct px_http_response resp;
+    static _Thread_local struct http_response resp;
     static _Thread_local char buf[RESP_HEAD_MAX + FORMAT_SLACK];
 
     for (;;) {
@@ -475,14 +476,14 @@ static enum head_state response_head(struct px_conn *c)
          * came with it. */
         size_t first = evbuffer_get_contiguous_space(in), k = first < n ? first : n;
         const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)k);
-        enum px_http_result r = px_http_parse_response(p, k, &resp_limits, c->rq.method, &resp);
-        if (r == PX_HTTP_NEED_MORE && k < n) {
+        enum http_result r = http_parse_response(p, k, &resp_limits, c->rq.method, &resp);
+        if (r == HTTP_R_NEED_MORE && k < n) {
             p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-            r = px_http_parse_response(p, n, &resp_limits, c->rq.method, &resp);
+            r = http_parse_response(p, n, &resp_limits, c->rq.method, &resp);
         }
-        if (r == PX_HTTP_NEED_MORE)
+        if (r == HTTP_R_NEED_MORE)
             return HEAD_MORE;
-        if (r != PX_HTTP_OK || resp.status == 101) {
+        if (r != HTTP_R_OK || resp.status == 101) {
             px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin sent a malformed response");
             return HEAD_CLOSED;
         }
@@ -493,11 +494,11 @@ static enum head_state response_head(struct px_conn *c)
         c->rq.status = resp.status;
         c->ex.resp_body = resp.body;
         c->ex.resp_left = resp.content_length;
-        px_chunked_init(&c->ex.resp_chunks);
-        c->ex.upstream_keep_alive = resp.keep_alive && resp.body != PX_BODY_TO_CLOSE;
-        if (resp.body == PX_BODY_TO_CLOSE || next_request_ms(c) == 0)
+        http_chunked_init(&c->ex.resp_chunks);
+        c->ex.upstream_keep_alive = resp.keep_alive && resp.body != HTTP_BODY_TO_CLOSE;
+        if (resp.body == HTTP_BODY_TO_CLOSE || next_request_ms(c) == 0)
             c->ex.client_keep_alive = false; /* the answer says so: Connection: close */
-        size_t m = px_http_format_response(&resp, p, c->ex.client_keep_alive, buf, sizeof(buf));
+        size_t m = http_format_response(&resp, p, c->ex.client_keep_alive, buf, sizeof(buf));
         if (m == 0) {
             px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
             return HEAD_CLOSED;
@@ -527,8 +528,8 @@ static bool take_response(struct px_conn *c)
             px_bev_write_now(c->cli); /* an interim (1xx) head */
             return true;
         }
-        if (c->ex.resp_body == PX_BODY_NONE ||
-            (c->ex.resp_body == PX_BODY_LENGTH && c->ex.resp_left == 0)) {
+        if (c->ex.resp_body == HTTP_BODY_NONE ||
+            (c->ex.resp_body == HTTP_BODY_LENGTH && c->ex.resp_left == 0)) {
             px_bev_write_now(c->cli); /* the head is the whole response */
             response_done(c);
             return false;
@@ -571,7 +572,7 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
     if ((what & BEV_EVENT_EOF) && c->ex.resp_head_done) {
         if (!take_response(c)) /* what came with the end */
             return;
-        if (c->ex.resp_body == PX_BODY_TO_CLOSE) {
+        if (c->ex.resp_body == HTTP_BODY_TO_CLOSE) {
             px_conn_ended(c, PX_END_UPSTREAM); /* its close ends the body */
             response_done(c);
             return;

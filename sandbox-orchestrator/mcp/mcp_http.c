@@ -233,7 +233,7 @@ static int origin_ok(const char *origin)
 
 /* http/'s caps for a head sent to this endpoint: the request line may use
  * all of HEAD_MAX, as the head may. */
-static const struct px_http_limits head_limits = {HEAD_MAX, HEAD_MAX, MAX_HEADERS};
+static const struct http_limits head_limits = {HEAD_MAX, HEAD_MAX, MAX_HEADERS};
 
 /* The fields the endpoint acts on, where they go in a request, and what a
  * second one is called: one of each, a second Origin or token is an attack.
@@ -265,8 +265,7 @@ static enum sbx_mcp_http_head refuse(struct sbx_mcp_http_request *q, int status,
 /* v (a view into buf) as a string in q->head, the copy of buf's head: the
  * byte after it is a blank, a CR or the blank line's, never part of
  * another view, so it becomes the NUL. */
-static const char *head_string(struct sbx_mcp_http_request *q, const char *buf,
-                               struct px_http_view v)
+static const char *head_string(struct sbx_mcp_http_request *q, const char *buf, struct http_view v)
 {
     char *s = q->head + (v.p - buf);
 
@@ -274,7 +273,7 @@ static const char *head_string(struct sbx_mcp_http_request *q, const char *buf,
     return s;
 }
 
-static int name_is(struct px_http_view name, const char *want)
+static int name_is(struct http_view name, const char *want)
 {
     return name.len == strlen(want) && strncasecmp(name.p, want, name.len) == 0;
 }
@@ -282,7 +281,7 @@ static int name_is(struct px_http_view name, const char *want)
 /* Copies the head and points q's strings into the copy.  Returns OK, or
  * REFUSED for a second field the endpoint acts on. */
 static enum sbx_mcp_http_head take_head(struct sbx_mcp_http_request *q, const char *buf,
-                                        const struct px_http_request *req)
+                                        const struct http_request *req)
 {
     memcpy(q->head, buf, req->head_len);
     q->head[req->head_len] = '\0';
@@ -310,26 +309,26 @@ static enum sbx_mcp_http_head take_head(struct sbx_mcp_http_request *q, const ch
 enum sbx_mcp_http_head sbx_mcp_http_parse_head(const char *buf, size_t len,
                                                struct sbx_mcp_http_request *q)
 {
-    struct px_http_request req;
+    struct http_request req;
     enum sbx_mcp_http_head r;
 
     memset(q, 0, sizeof *q);
     q->content_length = -1;
-    switch (px_http_parse_request(buf, len, &head_limits, &req)) {
-    case PX_HTTP_NEED_MORE:
+    switch (http_parse_request(buf, len, &head_limits, &req)) {
+    case HTTP_R_NEED_MORE:
         /* http/ gives a verdict once the bytes reach max_head; this only
          * makes sure no caller reads into a full buffer. */
         return len < HEAD_MAX ? SBX_MCP_HEAD_MORE : refuse(q, 431, "header section too large");
-    case PX_HTTP_TOO_BIG: return refuse(q, req.method.len == 0 ? 414 : 431, req.error);
-    case PX_HTTP_BAD: return refuse(q, 400, req.error);
-    case PX_HTTP_OK: break;
+    case HTTP_R_TOO_BIG: return refuse(q, req.method.len == 0 ? 414 : 431, req.error);
+    case HTTP_R_BAD: return refuse(q, 400, req.error);
+    case HTTP_R_OK: break;
     }
     r = take_head(q, buf, &req);
     if (r != SBX_MCP_HEAD_OK)
         return r;
-    if (px_http_find(req.headers, req.n_headers, "Content-Length"))
+    if (http_find(req.headers, req.n_headers, "Content-Length"))
         q->content_length = (long long)req.content_length;
-    if (req.body == PX_BODY_CHUNKED)
+    if (req.body == HTTP_BODY_CHUNKED)
         return refuse(q, 501, "chunked bodies are not supported: send Content-Length");
     if (req.content_length > BODY_MAX)
         return refuse(q, 413, "the body is over the 8 MiB cap");

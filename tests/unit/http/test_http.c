@@ -13,7 +13,7 @@
 /* A byte string literal that may hold NUL: its bytes and its length. */
 #define S(lit) lit, sizeof(lit) - 1
 
-static const struct px_http_limits lim = {8192, 16384, 100};
+static const struct http_limits lim = {8192, 16384, 100};
 
 /* Heap copies, so ASan sees any read past the bytes given. */
 static char *dup_bytes(const char *s, size_t n)
@@ -23,7 +23,7 @@ static char *dup_bytes(const char *s, size_t n)
     return p;
 }
 
-static bool view_eq(struct px_http_view v, const char *s)
+static bool view_eq(struct http_view v, const char *s)
 {
     return v.len == strlen(s) && memcmp(v.p, s, v.len) == 0;
 }
@@ -39,17 +39,17 @@ struct req_case {
     const char *what;
     const char *in;
     size_t len;
-    enum px_http_result want;
+    enum http_result want;
     const char *error; /* exact text for BAD / TOO_BIG */
 };
 
 #define HEAD_OK(what, lit)                                                                         \
     {                                                                                              \
-        what, S(lit), PX_HTTP_OK, NULL                                                             \
+        what, S(lit), HTTP_R_OK, NULL                                                              \
     }
 #define HEAD_BAD(what, lit, error)                                                                 \
     {                                                                                              \
-        what, S(lit), PX_HTTP_BAD, error                                                           \
+        what, S(lit), HTTP_R_BAD, error                                                            \
     }
 
 static const struct req_case req_cases[] = {
@@ -213,19 +213,19 @@ static const struct req_case req_cases[] = {
 
 /* Every prefix of `in` gives NEED_MORE or exactly the whole's verdict, and
  * never NEED_MORE once the bytes reach max_head. */
-static bool prefixes_agree(const char *in, size_t len, const struct px_http_limits *l,
-                           enum px_http_result whole, const char *error, size_t head_len)
+static bool prefixes_agree(const char *in, size_t len, const struct http_limits *l,
+                           enum http_result whole, const char *error, size_t head_len)
 {
-    static struct px_http_request req;
+    static struct http_request req;
 
     for (size_t k = 0; k < len; k++) {
         char *p = dup_bytes(in, k);
-        enum px_http_result r = px_http_parse_request(p, k, l, &req);
-        bool agree = r == PX_HTTP_NEED_MORE ? k < l->max_head
-                                            : r == whole && req.error == error &&
-                                                  (r != PX_HTTP_OK || req.head_len == head_len);
+        enum http_result r = http_parse_request(p, k, l, &req);
+        bool agree = r == HTTP_R_NEED_MORE ? k < l->max_head
+                                           : r == whole && req.error == error &&
+                                                 (r != HTTP_R_OK || req.head_len == head_len);
         free(p);
-        if (!agree || (whole == PX_HTTP_OK && k < head_len && r != PX_HTTP_NEED_MORE)) {
+        if (!agree || (whole == HTTP_R_OK && k < head_len && r != HTTP_R_NEED_MORE)) {
             diag("prefix of %zu bytes: result %d error %s", k, r, str(req.error));
             return false;
         }
@@ -235,16 +235,16 @@ static bool prefixes_agree(const char *in, size_t len, const struct px_http_limi
 
 static void test_request_cases(void)
 {
-    static struct px_http_request req;
+    static struct http_request req;
 
     for (size_t i = 0; i < sizeof(req_cases) / sizeof(req_cases[0]); i++) {
         const struct req_case *c = &req_cases[i];
         char *p = dup_bytes(c->in, c->len);
-        enum px_http_result r = px_http_parse_request(p, c->len, &lim, &req);
+        enum http_result r = http_parse_request(p, c->len, &lim, &req);
         bool same = r == c->want &&
                     (c->error ? req.error && !strcmp(req.error, c->error) : req.error == NULL);
 
-        if (!ok(same, "request %s: %s", c->want == PX_HTTP_OK ? "ok" : "refused", c->what))
+        if (!ok(same, "request %s: %s", c->want == HTTP_R_OK ? "ok" : "refused", c->what))
             diag("result %d, error %s; expected %d, %s", r, str(req.error), c->want, str(c->error));
         ok(prefixes_agree(p, c->len, &lim, r, req.error, req.head_len),
            "request %s: every prefix needs more or agrees", c->what);
@@ -254,18 +254,18 @@ static void test_request_cases(void)
 
 /* ---- requests: what is extracted ---- */
 
-static enum px_http_result parse(const char *s, struct px_http_request *req)
+static enum http_result parse(const char *s, struct http_request *req)
 {
     static char buf[4096];
     size_t n = strlen(s);
 
     memcpy(buf, s, n);
-    return px_http_parse_request(buf, n, &lim, req);
+    return http_parse_request(buf, n, &lim, req);
 }
 
 static void test_request_fields(void)
 {
-    static struct px_http_request req;
+    static struct http_request req;
     const char *in = "POST http://Example.com:8080/up?x=1 HTTP/1.1\r\n"
                      "Host: example.com:8080\r\n"
                      "Proxy-Authorization:  Basic dTpw \r\n"
@@ -274,74 +274,74 @@ static void test_request_fields(void)
                      "\r\n"
                      "hello";
 
-    ok(parse(in, &req) == PX_HTTP_OK, "rich absolute-form request parses");
-    ok(view_eq(req.method, "POST") && req.minor == 1 && req.form == PX_HTTP_ABSOLUTE,
+    ok(parse(in, &req) == HTTP_R_OK, "rich absolute-form request parses");
+    ok(view_eq(req.method, "POST") && req.minor == 1 && req.form == HTTP_FORM_ABSOLUTE,
        "method, version and form");
     ok(view_eq(req.scheme, "http") && view_eq(req.host, "Example.com") && req.port == 8080,
        "scheme, host and port from the target");
     ok(view_eq(req.path, "/up?x=1"), "path with its query");
     ok(req.has_host_header && view_eq(req.host_header, "example.com:8080"), "Host field value");
     ok(view_eq(req.proxy_authorization, "Basic dTpw"), "Proxy-Authorization trimmed of OWS");
-    ok(req.body == PX_BODY_LENGTH && req.content_length == 5, "Content-Length framing");
+    ok(req.body == HTTP_BODY_LENGTH && req.content_length == 5, "Content-Length framing");
     ok(req.expect_continue && req.keep_alive && !req.upgrade, "Expect, keep-alive, no Upgrade");
     ok(req.n_headers == 4 && req.head_len == strlen(in) - 5, "4 fields; head ends before the body");
 
-    ok(parse("GET HTTP://h HTTP/1.0\r\n\r\n", &req) == PX_HTTP_OK && view_eq(req.path, "/") &&
+    ok(parse("GET HTTP://h HTTP/1.0\r\n\r\n", &req) == HTTP_R_OK && view_eq(req.path, "/") &&
            req.port == 0 && view_eq(req.scheme, "HTTP"),
        "absolute-form without a path gives '/', no port");
-    ok(parse("CONNECT [::1]:8443 HTTP/1.1\r\n\r\n", &req) == PX_HTTP_OK &&
-           req.form == PX_HTTP_AUTHORITY && view_eq(req.host, "[::1]") && req.port == 8443 &&
+    ok(parse("CONNECT [::1]:8443 HTTP/1.1\r\n\r\n", &req) == HTTP_R_OK &&
+           req.form == HTTP_FORM_AUTHORITY && view_eq(req.host, "[::1]") && req.port == 8443 &&
            !req.has_host_header,
        "CONNECT [::1]:8443: host keeps its brackets");
-    ok(parse("GET /p?q HTTP/1.1\r\nHost: a\r\n\r\n", &req) == PX_HTTP_OK &&
-           req.form == PX_HTTP_ORIGIN && view_eq(req.path, "/p?q") && req.host.len == 0,
+    ok(parse("GET /p?q HTTP/1.1\r\nHost: a\r\n\r\n", &req) == HTTP_R_OK &&
+           req.form == HTTP_FORM_ORIGIN && view_eq(req.path, "/p?q") && req.host.len == 0,
        "origin-form: path is the target");
-    ok(parse("OPTIONS * HTTP/1.1\r\n\r\n", &req) == PX_HTTP_OK && req.form == PX_HTTP_ASTERISK,
+    ok(parse("OPTIONS * HTTP/1.1\r\n\r\n", &req) == HTTP_R_OK && req.form == HTTP_FORM_ASTERISK,
        "OPTIONS *: asterisk-form");
-    ok(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &req) == PX_HTTP_OK &&
-           req.body == PX_BODY_CHUNKED,
+    ok(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &req) == HTTP_R_OK &&
+           req.body == HTTP_BODY_CHUNKED,
        "TE chunked framing");
-    ok(parse("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &req) == PX_HTTP_OK &&
-           req.body == PX_BODY_NONE && req.content_length == 0,
+    ok(parse("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &req) == HTTP_R_OK &&
+           req.body == HTTP_BODY_NONE && req.content_length == 0,
        "Content-Length: 0 is no body");
-    ok(parse("GET / HTTP/1.1\r\n\r\n", &req) == PX_HTTP_OK && req.body == PX_BODY_NONE,
+    ok(parse("GET / HTTP/1.1\r\n\r\n", &req) == HTTP_R_OK && req.body == HTTP_BODY_NONE,
        "no framing field: no body");
     ok(parse("GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", &req) ==
-               PX_HTTP_OK &&
+               HTTP_R_OK &&
            req.upgrade && req.keep_alive,
        "Upgrade seen");
 
     const char *pipelined = "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\n";
-    ok(parse(pipelined, &req) == PX_HTTP_OK && req.head_len == strlen(pipelined) - 17,
+    ok(parse(pipelined, &req) == HTTP_R_OK && req.head_len == strlen(pipelined) - 17,
        "pipelined bytes after the head are not part of it");
-    ok(parse("\r\n\r\nGET / HTTP/1.1\r\n\r\n", &req) == PX_HTTP_OK && req.head_len == 22 &&
+    ok(parse("\r\n\r\nGET / HTTP/1.1\r\n\r\n", &req) == HTTP_R_OK && req.head_len == 22 &&
            view_eq(req.method, "GET"),
        "empty lines before the request line count in head_len");
 }
 
 static void test_keep_alive(void)
 {
-    static struct px_http_request req;
+    static struct http_request req;
 
-    ok(parse("GET / HTTP/1.1\r\n\r\n", &req) == PX_HTTP_OK && req.keep_alive,
+    ok(parse("GET / HTTP/1.1\r\n\r\n", &req) == HTTP_R_OK && req.keep_alive,
        "1.1: persistent by default");
-    ok(parse("GET / HTTP/1.1\r\nConnection: close\r\n\r\n", &req) == PX_HTTP_OK && !req.keep_alive,
+    ok(parse("GET / HTTP/1.1\r\nConnection: close\r\n\r\n", &req) == HTTP_R_OK && !req.keep_alive,
        "1.1 with close");
-    ok(parse("GET / HTTP/1.1\r\nConnection: Keep-Alive, CLOSE\r\n\r\n", &req) == PX_HTTP_OK &&
+    ok(parse("GET / HTTP/1.1\r\nConnection: Keep-Alive, CLOSE\r\n\r\n", &req) == HTTP_R_OK &&
            !req.keep_alive,
        "close wins over keep-alive");
-    ok(parse("GET / HTTP/1.1\r\nConnection: x\r\nConnection: close\r\n\r\n", &req) == PX_HTTP_OK &&
+    ok(parse("GET / HTTP/1.1\r\nConnection: x\r\nConnection: close\r\n\r\n", &req) == HTTP_R_OK &&
            !req.keep_alive,
        "close in a second Connection field");
-    ok(parse("GET / HTTP/1.0\r\n\r\n", &req) == PX_HTTP_OK && !req.keep_alive,
+    ok(parse("GET / HTTP/1.0\r\n\r\n", &req) == HTTP_R_OK && !req.keep_alive,
        "1.0: not persistent by default");
-    ok(parse("GET / HTTP/1.0\r\nConnection: ,keep-alive,\r\n\r\n", &req) == PX_HTTP_OK &&
+    ok(parse("GET / HTTP/1.0\r\nConnection: ,keep-alive,\r\n\r\n", &req) == HTTP_R_OK &&
            req.keep_alive,
        "1.0 with keep-alive (empty list elements ignored)");
-    ok(parse("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n", &req) == PX_HTTP_OK &&
+    ok(parse("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n", &req) == HTTP_R_OK &&
            !req.expect_continue,
        "Expect ignored in 1.0 (RFC 9110 10.1.1)");
-    ok(parse("POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n", &req) == PX_HTTP_OK &&
+    ok(parse("POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n", &req) == HTTP_R_OK &&
            req.expect_continue,
        "Expect: 100-continue in 1.1");
 }
@@ -350,68 +350,68 @@ static void test_keep_alive(void)
 
 static void test_caps(void)
 {
-    static struct px_http_request req;
-    struct px_http_limits small = {64, 256, 4};
+    static struct http_request req;
+    struct http_limits small = {64, 256, 4};
     char buf[1200];
-    enum px_http_result r;
+    enum http_result r;
 
     /* request line: 64 bytes fit, 65 do not, and it shows before the CR */
     memset(buf, 'a', sizeof(buf));
     memcpy(buf, "GET /", 5);
     memcpy(buf + 55, " HTTP/1.1\r\n\r\n", 13);
-    ok(px_http_parse_request(buf, 68, &small, &req) == PX_HTTP_OK, "request line of 64 bytes");
+    ok(http_parse_request(buf, 68, &small, &req) == HTTP_R_OK, "request line of 64 bytes");
     buf[55] = 'a';
     memcpy(buf + 56, " HTTP/1.1\r\n\r\n", 13);
-    r = px_http_parse_request(buf, 69, &small, &req);
-    ok(r == PX_HTTP_TOO_BIG && !strcmp(str(req.error), "request line too long") &&
+    r = http_parse_request(buf, 69, &small, &req);
+    ok(r == HTTP_R_TOO_BIG && !strcmp(str(req.error), "request line too long") &&
            req.method.len == 0,
        "request line of 65 bytes: TOO_BIG, no method");
-    ok(px_http_parse_request(buf, 64, &small, &req) == PX_HTTP_NEED_MORE,
+    ok(http_parse_request(buf, 64, &small, &req) == HTTP_R_NEED_MORE,
        "64 bytes of an unfinished line: NEED_MORE");
-    r = px_http_parse_request(buf, 65, &small, &req);
-    ok(r == PX_HTTP_TOO_BIG, "65 bytes of an unfinished line: TOO_BIG before its end");
+    r = http_parse_request(buf, 65, &small, &req);
+    ok(r == HTTP_R_TOO_BIG, "65 bytes of an unfinished line: TOO_BIG before its end");
 
     /* header count */
     const char *four = "GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\n\r\n";
     const char *five = "GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\ne: 5\r\n\r\n";
-    ok(px_http_parse_request(four, strlen(four), &small, &req) == PX_HTTP_OK && req.n_headers == 4,
+    ok(http_parse_request(four, strlen(four), &small, &req) == HTTP_R_OK && req.n_headers == 4,
        "4 fields with max_headers 4");
-    r = px_http_parse_request(five, strlen(five), &small, &req);
-    ok(r == PX_HTTP_TOO_BIG && !strcmp(str(req.error), "too many header fields"),
+    r = http_parse_request(five, strlen(five), &small, &req);
+    ok(r == HTTP_R_TOO_BIG && !strcmp(str(req.error), "too many header fields"),
        "5 fields with max_headers 4: TOO_BIG");
 
     /* head bytes: exactly max_head is fine, one more is not */
     size_t n = (size_t)sprintf(buf, "GET / HTTP/1.1\r\nX: ");
     memset(buf + n, 'v', 256 - n - 4);
     memcpy(buf + 252, "\r\n\r\n", 4);
-    ok(px_http_parse_request(buf, 256, &small, &req) == PX_HTTP_OK && req.head_len == 256,
+    ok(http_parse_request(buf, 256, &small, &req) == HTTP_R_OK && req.head_len == 256,
        "head of exactly max_head bytes");
     memset(buf + 20, 'v', 300);
     memcpy(buf + 253, "\r\n\r\n", 4);
-    r = px_http_parse_request(buf, 257, &small, &req);
-    ok(r == PX_HTTP_TOO_BIG && !strcmp(str(req.error), "header section too large"),
+    r = http_parse_request(buf, 257, &small, &req);
+    ok(r == HTTP_R_TOO_BIG && !strcmp(str(req.error), "header section too large"),
        "head of max_head + 1 bytes: TOO_BIG");
     bool never = true;
     for (size_t k = 0; k <= 257; k++) {
-        r = px_http_parse_request(buf, k, &small, &req);
-        if (r == PX_HTTP_NEED_MORE && k >= small.max_head)
+        r = http_parse_request(buf, k, &small, &req);
+        if (r == HTTP_R_NEED_MORE && k >= small.max_head)
             never = false;
-        if (r != PX_HTTP_NEED_MORE && r != PX_HTTP_TOO_BIG)
+        if (r != HTTP_R_NEED_MORE && r != HTTP_R_TOO_BIG)
             never = false;
     }
     ok(never, "no NEED_MORE once the buffer holds max_head bytes");
-    r = px_http_parse_request(buf, 255, &small, &req);
-    ok(r == PX_HTTP_TOO_BIG, "255 bytes of a head not yet ended: TOO_BIG (it needs a CRLF more)");
+    r = http_parse_request(buf, 255, &small, &req);
+    ok(r == HTTP_R_TOO_BIG, "255 bytes of a head not yet ended: TOO_BIG (it needs a CRLF more)");
 
-    /* max_headers above the array is held to PX_HTTP_MAX_HEADERS_CAP */
-    struct px_http_limits wide = {8192, 65536, 1000};
+    /* max_headers above the array is held to HTTP_MAX_HEADERS_CAP */
+    struct http_limits wide = {8192, 65536, 1000};
     static char many[8192];
     size_t m = (size_t)sprintf(many, "GET / HTTP/1.1\r\n");
-    for (int i = 0; i <= PX_HTTP_MAX_HEADERS_CAP; i++)
+    for (int i = 0; i <= HTTP_MAX_HEADERS_CAP; i++)
         m += (size_t)sprintf(many + m, "x%d: 1\r\n", i);
     m += (size_t)sprintf(many + m, "\r\n");
-    r = px_http_parse_request(many, m, &wide, &req);
-    ok(r == PX_HTTP_TOO_BIG && req.n_headers == PX_HTTP_MAX_HEADERS_CAP,
+    r = http_parse_request(many, m, &wide, &req);
+    ok(r == HTTP_R_TOO_BIG && req.n_headers == HTTP_MAX_HEADERS_CAP,
        "257 fields with max_headers 1000: TOO_BIG at the array's cap");
 }
 
@@ -419,98 +419,98 @@ static void test_caps(void)
 
 struct resp_case {
     const char *what, *in, *method;
-    enum px_http_result want;
-    enum px_http_body body;
+    enum http_result want;
+    enum http_body body;
     bool keep_alive;
     const char *error;
 };
 
 static const struct resp_case resp_cases[] = {
-    {"200 with length", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc", "GET", PX_HTTP_OK,
-     PX_BODY_LENGTH, true, NULL},
-    {"HEAD: no body", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", "HEAD", PX_HTTP_OK,
-     PX_BODY_NONE, true, NULL},
-    {"204: no body", "HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n", "GET", PX_HTTP_OK,
-     PX_BODY_NONE, true, NULL},
+    {"200 with length", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc", "GET", HTTP_R_OK,
+     HTTP_BODY_LENGTH, true, NULL},
+    {"HEAD: no body", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", "HEAD", HTTP_R_OK,
+     HTTP_BODY_NONE, true, NULL},
+    {"204: no body", "HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n", "GET", HTTP_R_OK,
+     HTTP_BODY_NONE, true, NULL},
     {"304: no body", "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", "GET",
-     PX_HTTP_OK, PX_BODY_NONE, true, NULL},
-    {"100: no body", "HTTP/1.1 100 Continue\r\n\r\n", "POST", PX_HTTP_OK, PX_BODY_NONE, true, NULL},
-    {"2xx to CONNECT: tunnel", "HTTP/1.1 200 Connection established\r\n\r\n", "CONNECT", PX_HTTP_OK,
-     PX_BODY_NONE, true, NULL},
-    {"no framing: to the close", "HTTP/1.1 200 OK\r\n\r\n", "GET", PX_HTTP_OK, PX_BODY_TO_CLOSE,
+     HTTP_R_OK, HTTP_BODY_NONE, true, NULL},
+    {"100: no body", "HTTP/1.1 100 Continue\r\n\r\n", "POST", HTTP_R_OK, HTTP_BODY_NONE, true,
+     NULL},
+    {"2xx to CONNECT: tunnel", "HTTP/1.1 200 Connection established\r\n\r\n", "CONNECT", HTTP_R_OK,
+     HTTP_BODY_NONE, true, NULL},
+    {"no framing: to the close", "HTTP/1.1 200 OK\r\n\r\n", "GET", HTTP_R_OK, HTTP_BODY_TO_CLOSE,
      false, NULL},
-    {"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", PX_HTTP_OK,
-     PX_BODY_CHUNKED, true, NULL},
+    {"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", HTTP_R_OK,
+     HTTP_BODY_CHUNKED, true, NULL},
     {"gzip, chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "GET",
-     PX_HTTP_OK, PX_BODY_CHUNKED, true, NULL},
+     HTTP_R_OK, HTTP_BODY_CHUNKED, true, NULL},
     {"gzip then chunked in two fields",
      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", "GET",
-     PX_HTTP_OK, PX_BODY_CHUNKED, true, NULL},
+     HTTP_R_OK, HTTP_BODY_CHUNKED, true, NULL},
     {"gzip only: to the close", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "GET",
-     PX_HTTP_OK, PX_BODY_TO_CLOSE, false, NULL},
-    {"no reason phrase, no SP", "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", "GET", PX_HTTP_OK,
-     PX_BODY_NONE, true, NULL},
-    {"empty reason phrase", "HTTP/1.1 404 \r\nContent-Length: 1\r\n\r\n", NULL, PX_HTTP_OK,
-     PX_BODY_LENGTH, true, NULL},
+     HTTP_R_OK, HTTP_BODY_TO_CLOSE, false, NULL},
+    {"no reason phrase, no SP", "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", "GET", HTTP_R_OK,
+     HTTP_BODY_NONE, true, NULL},
+    {"empty reason phrase", "HTTP/1.1 404 \r\nContent-Length: 1\r\n\r\n", NULL, HTTP_R_OK,
+     HTTP_BODY_LENGTH, true, NULL},
     {"1.0 keep-alive", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n",
-     "GET", PX_HTTP_OK, PX_BODY_LENGTH, true, NULL},
-    {"1.0 default close", "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", "GET", PX_HTTP_OK,
-     PX_BODY_LENGTH, false, NULL},
+     "GET", HTTP_R_OK, HTTP_BODY_LENGTH, true, NULL},
+    {"1.0 default close", "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", "GET", HTTP_R_OK,
+     HTTP_BODY_LENGTH, false, NULL},
     {"chunked, gzip", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", "GET",
-     PX_HTTP_BAD, 0, false, "chunked is not the last transfer coding"},
+     HTTP_R_BAD, 0, false, "chunked is not the last transfer coding"},
     {"chunked twice",
      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", "GET",
-     PX_HTTP_BAD, 0, false, "chunked is not the last transfer coding"},
+     HTTP_R_BAD, 0, false, "chunked is not the last transfer coding"},
     {"chunked with a parameter", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked;x=1\r\n\r\n", "GET",
-     PX_HTTP_BAD, 0, false, "bad Transfer-Encoding"},
+     HTTP_R_BAD, 0, false, "bad Transfer-Encoding"},
     {"TE and CL", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-     "GET", PX_HTTP_BAD, 0, false, "Content-Length with Transfer-Encoding"},
+     "GET", HTTP_R_BAD, 0, false, "Content-Length with Transfer-Encoding"},
     {"two CL", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", "GET",
-     PX_HTTP_BAD, 0, false, "two Content-Length fields"},
-    {"TE in 1.0", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", PX_HTTP_BAD, 0,
+     HTTP_R_BAD, 0, false, "two Content-Length fields"},
+    {"TE in 1.0", "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", HTTP_R_BAD, 0,
      false, "Transfer-Encoding in an HTTP/1.0 message"},
-    {"status 099", "HTTP/1.1 099 X\r\n\r\n", "GET", PX_HTTP_BAD, 0, false, "bad status code"},
-    {"status 600", "HTTP/1.1 600 X\r\n\r\n", "GET", PX_HTTP_BAD, 0, false, "bad status code"},
-    {"status of 2 digits", "HTTP/1.1 20 X\r\n\r\n", "GET", PX_HTTP_BAD, 0, false,
+    {"status 099", "HTTP/1.1 099 X\r\n\r\n", "GET", HTTP_R_BAD, 0, false, "bad status code"},
+    {"status 600", "HTTP/1.1 600 X\r\n\r\n", "GET", HTTP_R_BAD, 0, false, "bad status code"},
+    {"status of 2 digits", "HTTP/1.1 20 X\r\n\r\n", "GET", HTTP_R_BAD, 0, false, "bad status code"},
+    {"status glued to the reason", "HTTP/1.1 200OK\r\n\r\n", "GET", HTTP_R_BAD, 0, false,
      "bad status code"},
-    {"status glued to the reason", "HTTP/1.1 200OK\r\n\r\n", "GET", PX_HTTP_BAD, 0, false,
-     "bad status code"},
-    {"HTTP/2 status line", "HTTP/2 200 OK\r\n\r\n", "GET", PX_HTTP_BAD, 0, false,
+    {"HTTP/2 status line", "HTTP/2 200 OK\r\n\r\n", "GET", HTTP_R_BAD, 0, false,
      "bad HTTP version"},
-    {"control byte in the reason", "HTTP/1.1 200 O\x01K\r\n\r\n", "GET", PX_HTTP_BAD, 0, false,
+    {"control byte in the reason", "HTTP/1.1 200 O\x01K\r\n\r\n", "GET", HTTP_R_BAD, 0, false,
      "control byte in the reason phrase"},
-    {"response obs-fold", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", "GET", PX_HTTP_BAD, 0, false,
+    {"response obs-fold", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", "GET", HTTP_R_BAD, 0, false,
      "obs-fold (a line starting with white space)"},
-    {"response bare LF", "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", "GET", PX_HTTP_BAD, 0, false,
+    {"response bare LF", "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", "GET", HTTP_R_BAD, 0, false,
      "bare LF in the head"},
 };
 
 static void test_response_cases(void)
 {
-    static struct px_http_response resp;
+    static struct http_response resp;
 
     for (size_t i = 0; i < sizeof(resp_cases) / sizeof(resp_cases[0]); i++) {
         const struct resp_case *c = &resp_cases[i];
         size_t n = strlen(c->in);
         char *p = dup_bytes(c->in, n);
-        enum px_http_result r = px_http_parse_response(p, n, &lim, c->method, &resp);
+        enum http_result r = http_parse_response(p, n, &lim, c->method, &resp);
         bool same = r == c->want &&
                     (c->error ? resp.error && !strcmp(resp.error, c->error) : resp.error == NULL);
 
-        if (same && r == PX_HTTP_OK)
+        if (same && r == HTTP_R_OK)
             same = resp.body == c->body && resp.keep_alive == c->keep_alive;
-        if (!ok(same, "response %s: %s", r == PX_HTTP_OK ? "ok" : "refused", c->what))
+        if (!ok(same, "response %s: %s", r == HTTP_R_OK ? "ok" : "refused", c->what))
             diag("result %d error %s body %d keep-alive %d", r, str(resp.error), resp.body,
                  resp.keep_alive);
         free(p);
     }
     const char *in = "HTTP/1.1 201 Created\r\nContent-Length: 12\r\nX: y\r\n\r\nbody";
-    ok(px_http_parse_response(in, strlen(in), &lim, "POST", &resp) == PX_HTTP_OK &&
+    ok(http_parse_response(in, strlen(in), &lim, "POST", &resp) == HTTP_R_OK &&
            resp.status == 201 && resp.minor == 1 && resp.content_length == 12 &&
            resp.n_headers == 2 && resp.head_len == strlen(in) - 4,
        "response status, version, length, fields, head_len");
-    struct px_http_limits small = {16, 1024, 8};
-    ok(px_http_parse_response(in, strlen(in), &small, "GET", &resp) == PX_HTTP_TOO_BIG &&
+    struct http_limits small = {16, 1024, 8};
+    ok(http_parse_response(in, strlen(in), &small, "GET", &resp) == HTTP_R_TOO_BIG &&
            !strcmp(str(resp.error), "status line too long"),
        "status line over max_line: TOO_BIG");
 }
@@ -519,7 +519,7 @@ static void test_response_cases(void)
 
 static void test_format_request(void)
 {
-    static struct px_http_request req, again;
+    static struct http_request req, again;
     static char in[1024], out[1024];
     const char *head = "GET http://example.com/a?b HTTP/1.0\r\n"
                        "Host: evil.example\r\n"
@@ -546,31 +546,30 @@ static void test_format_request(void)
     size_t n = strlen(head), w = strlen(want), got;
 
     memcpy(in, head, n);
-    ok(px_http_parse_request(in, n, &lim, &req) == PX_HTTP_OK, "request to format parses");
-    got = px_http_format_request(&req, "example.com", false, out, sizeof(out));
+    ok(http_parse_request(in, n, &lim, &req) == HTTP_R_OK, "request to format parses");
+    got = http_format_request(&req, "example.com", false, out, sizeof(out));
     if (!ok(got == w && memcmp(out, want, w) == 0,
             "format_request: origin-form, Host first, hop-by-hop and Proxy-* gone"))
         diag("got %zu bytes: %.*s", got, (int)got, out);
-    ok(px_http_parse_request(out, got, &lim, &again) == PX_HTTP_OK &&
-           again.form == PX_HTTP_ORIGIN && view_eq(again.path, "/a?b") &&
-           again.proxy_authorization.len == 0 && !again.keep_alive &&
-           again.body == PX_BODY_LENGTH && again.content_length == 2,
+    ok(http_parse_request(out, got, &lim, &again) == HTTP_R_OK && again.form == HTTP_FORM_ORIGIN &&
+           view_eq(again.path, "/a?b") && again.proxy_authorization.len == 0 && !again.keep_alive &&
+           again.body == HTTP_BODY_LENGTH && again.content_length == 2,
        "its output parses back: origin-form, same path and framing, no credentials");
-    ok(!px_http_find(again.headers, again.n_headers, "x-secret") &&
-           !px_http_find(again.headers, again.n_headers, "proxy-authorization"),
+    ok(!http_find(again.headers, again.n_headers, "x-secret") &&
+           !http_find(again.headers, again.n_headers, "proxy-authorization"),
        "a field named by Connection and Proxy-Authorization are not forwarded");
-    ok(px_http_format_request(&req, "example.com", false, out, w) == w,
+    ok(http_format_request(&req, "example.com", false, out, w) == w,
        "format_request fits in exactly its length");
-    ok(px_http_format_request(&req, "example.com", false, out, w - 1) == 0,
+    ok(http_format_request(&req, "example.com", false, out, w - 1) == 0,
        "format_request: one byte short gives 0");
-    ok(px_http_format_request(&req, "example.com\r\nX: y", false, out, sizeof(out)) == 0,
+    ok(http_format_request(&req, "example.com\r\nX: y", false, out, sizeof(out)) == 0,
        "format_request: an authority with CRLF gives 0");
 
     const char *t = "POST /up HTTP/1.1\r\nHost: h:81\r\nTransfer-Encoding: chunked\r\n\r\n";
     n = strlen(t);
     memcpy(in, t, n);
-    ok(px_http_parse_request(in, n, &lim, &req) == PX_HTTP_OK, "transparent request parses");
-    got = px_http_format_request(&req, "h:81", true, out, sizeof(out));
+    ok(http_parse_request(in, n, &lim, &req) == HTTP_R_OK, "transparent request parses");
+    got = http_format_request(&req, "h:81", true, out, sizeof(out));
     want = "POST /up HTTP/1.1\r\nHost: h:81\r\nTransfer-Encoding: chunked\r\n"
            "Connection: keep-alive\r\n\r\n";
     ok(got == strlen(want) && memcmp(out, want, got) == 0,
@@ -579,7 +578,7 @@ static void test_format_request(void)
 
 static void test_format_response(void)
 {
-    static struct px_http_response resp;
+    static struct http_response resp;
     static char out[1024];
     const char *in = "HTTP/1.0 404 Not Found\r\n"
                      "Connection: keep-alive, X-Hop\r\n"
@@ -593,18 +592,18 @@ static void test_format_response(void)
                        "Connection: keep-alive\r\n\r\n";
     size_t got;
 
-    ok(px_http_parse_response(in, strlen(in), &lim, "GET", &resp) == PX_HTTP_OK,
+    ok(http_parse_response(in, strlen(in), &lim, "GET", &resp) == HTTP_R_OK,
        "response to format parses");
-    got = px_http_format_response(&resp, in, true, out, sizeof(out));
+    got = http_format_response(&resp, in, true, out, sizeof(out));
     if (!ok(got == strlen(want) && memcmp(out, want, got) == 0,
             "format_response: HTTP/1.1, reason kept, hop-by-hop gone"))
         diag("got: %.*s", (int)got, out);
-    ok(px_http_format_response(&resp, in, true, out, strlen(want) - 1) == 0,
+    ok(http_format_response(&resp, in, true, out, strlen(want) - 1) == 0,
        "format_response: one byte short gives 0");
     in = "HTTP/1.1 204\r\n\r\n";
-    ok(px_http_parse_response(in, strlen(in), &lim, "GET", &resp) == PX_HTTP_OK,
+    ok(http_parse_response(in, strlen(in), &lim, "GET", &resp) == HTTP_R_OK,
        "204 without reason parses");
-    got = px_http_format_response(&resp, in, false, out, sizeof(out));
+    got = http_format_response(&resp, in, false, out, sizeof(out));
     want = "HTTP/1.1 204 \r\nConnection: close\r\n\r\n";
     ok(got == strlen(want) && memcmp(out, want, got) == 0,
        "format_response: empty reason keeps the SP");
@@ -615,7 +614,7 @@ static void test_format_response(void)
 struct chunk_case {
     const char *what, *in;
     size_t len;
-    enum px_chunked_result want;
+    enum http_chunked_result want;
     size_t used; /* for DONE */
 };
 
@@ -625,57 +624,57 @@ struct chunk_case {
     }
 
 static const struct chunk_case chunk_cases[] = {
-    CH("two chunks", "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", PX_CHUNKED_DONE, 26),
-    CH("extensions", "5;name=val;x\r\nhello\r\n0;last=\"y\"\r\n\r\n", PX_CHUNKED_DONE, 35),
-    CH("BWS before ';'", "5 \t;a=b\r\nhello\r\n0\r\n\r\n", PX_CHUNKED_DONE, 21),
-    CH("trailers", "1\r\na\r\n0\r\nX-Sum: 1\r\nY:\t2\r\n\r\n", PX_CHUNKED_DONE, 27),
-    CH("pipelined bytes after the end", "0\r\n\r\nGET / HTTP/1.1\r\n", PX_CHUNKED_DONE, 5),
-    CH("hex in both cases", "A\r\n0123456789\r\na\r\n0123456789\r\n00\r\n\r\n", PX_CHUNKED_DONE,
+    CH("two chunks", "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", HTTP_CHUNKED_DONE, 26),
+    CH("extensions", "5;name=val;x\r\nhello\r\n0;last=\"y\"\r\n\r\n", HTTP_CHUNKED_DONE, 35),
+    CH("BWS before ';'", "5 \t;a=b\r\nhello\r\n0\r\n\r\n", HTTP_CHUNKED_DONE, 21),
+    CH("trailers", "1\r\na\r\n0\r\nX-Sum: 1\r\nY:\t2\r\n\r\n", HTTP_CHUNKED_DONE, 27),
+    CH("pipelined bytes after the end", "0\r\n\r\nGET / HTTP/1.1\r\n", HTTP_CHUNKED_DONE, 5),
+    CH("hex in both cases", "A\r\n0123456789\r\na\r\n0123456789\r\n00\r\n\r\n", HTTP_CHUNKED_DONE,
        36),
-    CH("15 hex digits", "fffffffffffffff\r\nabc", PX_CHUNKED_MORE, 0),
-    CH("not yet ended", "5\r\nhello\r\n0\r\n\r", PX_CHUNKED_MORE, 0),
-    CH("16 hex digits", "1000000000000000\r\n", PX_CHUNKED_BAD, 0),
-    CH("bare LF after the size", "5\nhello\r\n0\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("bare CR after the size", "5\rhello\r\n0\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("data longer than the size", "5\r\nhelloX\r\n0\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("bare LF after the data", "5\r\nhello\n0\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("not a hex digit", "g\r\n", PX_CHUNKED_BAD, 0),
-    CH("empty size", "\r\n", PX_CHUNKED_BAD, 0),
-    CH("signed size", "-1\r\n", PX_CHUNKED_BAD, 0),
-    CH("0x prefix", "0x5\r\nhello\r\n", PX_CHUNKED_BAD, 0),
-    CH("white space without an extension", "5 \r\nhello\r\n0\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("white space before the size", " 5\r\nhello\r\n", PX_CHUNKED_BAD, 0),
-    CH("NUL in an extension", "5;a\0\r\nhello\r\n", PX_CHUNKED_BAD, 0),
-    CH("bare LF ends the body", "0\r\n\n", PX_CHUNKED_BAD, 0),
-    CH("bare CR ends the body", "0\r\n\rX", PX_CHUNKED_BAD, 0),
-    CH("trailer obs-fold", "0\r\nX: 1\r\n y\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("trailer without a colon", "0\r\nbad\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("trailer with a bare CR", "0\r\nX: a\rb\r\n\r\n", PX_CHUNKED_BAD, 0),
-    CH("trailer with a space before the colon", "0\r\nX : a\r\n\r\n", PX_CHUNKED_BAD, 0),
+    CH("15 hex digits", "fffffffffffffff\r\nabc", HTTP_CHUNKED_MORE, 0),
+    CH("not yet ended", "5\r\nhello\r\n0\r\n\r", HTTP_CHUNKED_MORE, 0),
+    CH("16 hex digits", "1000000000000000\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("bare LF after the size", "5\nhello\r\n0\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("bare CR after the size", "5\rhello\r\n0\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("data longer than the size", "5\r\nhelloX\r\n0\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("bare LF after the data", "5\r\nhello\n0\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("not a hex digit", "g\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("empty size", "\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("signed size", "-1\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("0x prefix", "0x5\r\nhello\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("white space without an extension", "5 \r\nhello\r\n0\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("white space before the size", " 5\r\nhello\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("NUL in an extension", "5;a\0\r\nhello\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("bare LF ends the body", "0\r\n\n", HTTP_CHUNKED_BAD, 0),
+    CH("bare CR ends the body", "0\r\n\rX", HTTP_CHUNKED_BAD, 0),
+    CH("trailer obs-fold", "0\r\nX: 1\r\n y\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("trailer without a colon", "0\r\nbad\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("trailer with a bare CR", "0\r\nX: a\rb\r\n\r\n", HTTP_CHUNKED_BAD, 0),
+    CH("trailer with a space before the colon", "0\r\nX : a\r\n\r\n", HTTP_CHUNKED_BAD, 0),
 };
 
 struct feed_result {
-    enum px_chunked_result r;
+    enum http_chunked_result r;
     size_t end; /* offset in the whole input where DONE came */
 };
 
 /* Feed `in` in pieces cut at `cut` (and byte by byte when bytewise). */
 static struct feed_result feed(const char *in, size_t len, size_t cut, bool bytewise)
 {
-    struct px_chunked c;
+    struct http_chunked c;
     size_t off = 0, used = 0;
-    enum px_chunked_result r = PX_CHUNKED_MORE;
+    enum http_chunked_result r = HTTP_CHUNKED_MORE;
 
-    px_chunked_init(&c);
+    http_chunked_init(&c);
     while (off < len) {
         size_t n = bytewise ? 1 : (off < cut ? cut - off : len - off);
         char *p = dup_bytes(in + off, n);
-        r = px_chunked_feed(&c, p, n, &used);
+        r = http_chunked_feed(&c, p, n, &used);
         free(p);
-        if (r != PX_CHUNKED_MORE)
+        if (r != HTTP_CHUNKED_MORE)
             return (struct feed_result){r, off + used};
         if (used != n)
-            return (struct feed_result){PX_CHUNKED_BAD, (size_t)-1}; /* MORE eats all */
+            return (struct feed_result){HTTP_CHUNKED_BAD, (size_t)-1}; /* MORE eats all */
         off += n;
     }
     return (struct feed_result){r, 0};
@@ -686,7 +685,7 @@ static void test_chunked(void)
     for (size_t i = 0; i < sizeof(chunk_cases) / sizeof(chunk_cases[0]); i++) {
         const struct chunk_case *c = &chunk_cases[i];
         struct feed_result whole = feed(c->in, c->len, c->len, false);
-        bool same = whole.r == c->want && (c->want != PX_CHUNKED_DONE || whole.end == c->used);
+        bool same = whole.r == c->want && (c->want != HTTP_CHUNKED_DONE || whole.end == c->used);
 
         if (!ok(same, "chunked %s", c->what))
             diag("result %d end %zu", whole.r, whole.end);
@@ -706,36 +705,36 @@ static void test_chunked(void)
     memcpy(big, "1;", 2);
     memset(big + 2, 'e', 4096 - 2);
     memcpy(big + 4096, rest, 10);
-    ok(feed(big, 4106, 4106, false).r == PX_CHUNKED_DONE, "size line of 4096 bytes");
+    ok(feed(big, 4106, 4106, false).r == HTTP_CHUNKED_DONE, "size line of 4096 bytes");
     memset(big + 2, 'e', 4097 - 2);
     memcpy(big + 4097, rest, 10);
-    ok(feed(big, 4107, 4107, false).r == PX_CHUNKED_BAD, "size line of 4097 bytes");
+    ok(feed(big, 4107, 4107, false).r == HTTP_CHUNKED_BAD, "size line of 4097 bytes");
     memcpy(big, "0\r\nX:", 5);
     memset(big + 5, 'v', 4096 - 2);
     memcpy(big + 4099, "\r\n\r\n", 4);
-    ok(feed(big, 4103, 4103, false).r == PX_CHUNKED_DONE, "trailer line of 4096 bytes");
+    ok(feed(big, 4103, 4103, false).r == HTTP_CHUNKED_DONE, "trailer line of 4096 bytes");
     big[4099] = 'v';
     memcpy(big + 4100, "\r\n\r\n", 4);
-    ok(feed(big, 4104, 4104, false).r == PX_CHUNKED_BAD, "trailer line of 4097 bytes");
+    ok(feed(big, 4104, 4104, false).r == HTTP_CHUNKED_BAD, "trailer line of 4097 bytes");
 
-    struct px_chunked c;
+    struct http_chunked c;
     size_t used = 99;
-    px_chunked_init(&c);
-    ok(px_chunked_feed(&c, "0\r\n\r\n", 5, &used) == PX_CHUNKED_DONE && used == 5 &&
-           px_chunked_feed(&c, "more", 4, &used) == PX_CHUNKED_DONE && used == 0,
+    http_chunked_init(&c);
+    ok(http_chunked_feed(&c, "0\r\n\r\n", 5, &used) == HTTP_CHUNKED_DONE && used == 5 &&
+           http_chunked_feed(&c, "more", 4, &used) == HTTP_CHUNKED_DONE && used == 0,
        "after DONE a feed is DONE with nothing used");
 }
 
 static void test_find(void)
 {
-    static struct px_http_request req;
+    static struct http_request req;
 
-    ok(parse("GET / HTTP/1.1\r\nX-One: 1\r\nCONTENT-length: 7\r\n\r\n", &req) == PX_HTTP_OK,
+    ok(parse("GET / HTTP/1.1\r\nX-One: 1\r\nCONTENT-length: 7\r\n\r\n", &req) == HTTP_R_OK,
        "request for find parses");
-    const struct px_http_header *h = px_http_find(req.headers, req.n_headers, "Content-Length");
-    ok(h && view_eq(h->value, "7"), "px_http_find ignores case");
-    ok(!px_http_find(req.headers, req.n_headers, "X-On"), "px_http_find: no prefix match");
-    ok(!px_http_find(req.headers, 0, "X-One"), "px_http_find: empty array");
+    const struct http_header *h = http_find(req.headers, req.n_headers, "Content-Length");
+    ok(h && view_eq(h->value, "7"), "http_find ignores case");
+    ok(!http_find(req.headers, req.n_headers, "X-On"), "http_find: no prefix match");
+    ok(!http_find(req.headers, 0, "X-One"), "http_find: empty array");
 }
 
 int main(void)
