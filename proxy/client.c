@@ -23,7 +23,7 @@ static void on_cli_read(struct bufferevent *bev, void *arg)
     (void)bev;
 
     switch (c->state) {
-    case PX_S_HEAD: px_exchange_on_head(c); return;
+    case PX_S_HEAD: px_request_on_head(c); return;
     default:
         /* Deciding, resolving, connecting: bytes wait in the input for
          * their turn.  Reading stays on (an end of the client is seen at

@@ -8,7 +8,8 @@
  *   answer.c    the deny and fail contract (403 + X-Egress-Deny, TLS alert, 5xx)
  *   upstream.c  connecting to the origin, address by address
  *   hello.c     the ClientHello phase (transparent TLS, CONNECT after 200)
- *   exchange.c  HTTP requests and responses, keep-alive
+ *   request.c   an HTTP request head: parsed, its target taken, judged
+ *   exchange.c  the HTTP exchange: bodies, the response, keep-alive
  *   relay.c     the tunnel; rehello.c its later ClientHellos
  *   revoke.c    judging open connections again after a world swap
  *
@@ -308,10 +309,16 @@ enum px_reason px_hello_refused(const struct sni_parser *p, enum sni_result r);
  * host c is for, once normalized. */
 bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len);
 
-/* exchange.c: HTTP on the proxy and transparent-HTTP listeners. */
-void px_exchange_on_head(struct px_conn *c); /* client bytes in PX_S_HEAD; may close */
-void px_exchange_start(struct px_conn *c);   /* upstream is ready: send the request */
-void px_exchange_reset(struct px_conn *c);   /* back to PX_S_HEAD for the next request */
+/* request.c: an HTTP request head (proxy and transparent-HTTP listeners). */
+/* The client's bytes in PX_S_HEAD: once a whole head is in, judge it.
+ * May close. */
+void px_request_on_head(struct px_conn *c);
+/* Forget the last request (c->rq, the byte counts) for the next one. */
+void px_request_reset(struct px_conn *c);
+
+/* exchange.c: the HTTP exchange once its request is judged. */
+void px_exchange_start(struct px_conn *c); /* upstream is ready: send the request */
+void px_exchange_reset(struct px_conn *c); /* back to PX_S_HEAD for the next request */
 
 /* relay.c: the tunnel. */
 /* Start it with the connection's two raw sockets (rc, ru); what the
