@@ -19,7 +19,10 @@
 # the beginning, each on its own address with its configuration from
 # bench/peers/, and stays up (idle, it costs nothing):
 #
-#   direct     no proxy: the same exchanges straight to the sinks (the limit)
+#   direct     no proxy: the same exchanges straight to the sinks
+#   null       127.0.0.7  bench/null_proxy.c, the least a forward proxy does
+#              (CONNECT :3128, a bare relay of HTTP on :3128, TLS :8443,
+#              :8444; no policy, no log): the limit any proxy has here
 #   egressd    127.0.0.1  CONNECT/HTTP :3128, transparent TLS :8443
 #   squid      127.0.0.2  CONNECT/HTTP :3128
 #   tinyproxy  127.0.0.3  CONNECT/HTTP :3128
@@ -48,8 +51,8 @@
 # --smoke runs every proxy x workload once for about half a second with small
 # numbers and fails when any exchange fails or the table is not printed (for
 # tests/run.sh).  A peer that is not installed is left out with a note.
-# Knobs (environment): BENCH_PROXIES (default "direct egressd squid tinyproxy
-# sniproxy haproxy nginx"), BENCH_SECONDS (per rate run, 4; smoke 0.5),
+# Knobs (environment): BENCH_PROXIES (default "direct null egressd squid
+# tinyproxy sniproxy haproxy nginx"), BENCH_SECONDS (per rate run, 4; smoke 0.5),
 # BENCH_ROUNDS (3; smoke 1),
 # BENCH_WORKERS (2: egressd workers, squid workers, haproxy nbthread, nginx
 # worker_processes), BENCH_THREADS (egress-load threads, 1),
@@ -81,9 +84,10 @@ if [ -z "${EGRESS_BENCH_NETNS:-}" ]; then
     if [ ! -f "$build/build.ninja" ]; then
         meson setup --buildtype=release "$build" "$top" >/dev/null || exit 1
     fi
-    ninja -C "$build" bench/egress-load bench/egress-sink proxy/egressd >/dev/null || {
-        echo "run.sh: could not build egressd, egress-load and egress-sink in $build" >&2
-        ninja -C "$build" bench/egress-load bench/egress-sink proxy/egressd 2>&1 | tail -n 20 >&2
+    ninja -C "$build" bench/egress-load bench/egress-sink bench/null-proxy proxy/egressd >/dev/null || {
+        echo "run.sh: could not build egressd, egress-load, egress-sink and null-proxy in $build" >&2
+        ninja -C "$build" bench/egress-load bench/egress-sink bench/null-proxy proxy/egressd 2>&1 |
+            tail -n 20 >&2
         exit 1
     }
     export EGRESS_BENCH_NETNS=1
@@ -104,13 +108,14 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy
 LOAD=$build/bench/egress-load
 SINK=$build/bench/egress-sink
 EGRESSD=${BENCH_EGRESSD:-$build/proxy/egressd}
+NULL_PROXY=$build/bench/null-proxy
 PEERS=$top/bench/peers
 HELLO=${BENCH_HELLO:-${CLIENTHELLO_DIR:-$top/tests/data/clienthello}/curl.bin}
 WORKERS=${BENCH_WORKERS:-2}
 THREADS=${BENCH_THREADS:-1}
 SINK_THREADS=${BENCH_SINK_THREADS:-1}
 REPLY=${BENCH_REPLY:-4096}
-PROXIES=${BENCH_PROXIES:-direct egressd squid tinyproxy sniproxy haproxy nginx}
+PROXIES=${BENCH_PROXIES:-direct null egressd squid tinyproxy sniproxy haproxy nginx}
 WORKLOADS=${BENCH_WORKLOADS:-idle connect sni http bulk deny denysni}
 if [ "$smoke" = 1 ]; then
     SECONDS_RUN=${BENCH_SECONDS:-0.5} CONNS=${BENCH_CONNS:-10} IDLE=${BENCH_IDLE:-100}
@@ -281,6 +286,15 @@ EOF
     CAN="connect sni http bulk deny denysni idle"
     VERSION="egressd $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
 }
+start_null() {
+    "$NULL_PROXY" --upstream $SINK_ADDR --explicit "$ADDR:3128" --http-port 8000 \
+        --transparent "$ADDR:8443=4443" --transparent "$ADDR:8444=9000" \
+        --workers "$WORKERS" >"$DIR/out" 2>&1 &
+    PROXY_PID=$!
+    CAN="connect sni http bulk idle" # it denies nothing
+    VERSION="null-proxy"
+    touch "$DIR/access.log" # it writes none
+}
 start_squid() {
     render squid.conf "$DIR/squid.conf"
     chown -R proxy: "$DIR" 2>/dev/null
@@ -328,11 +342,12 @@ start_nginx() {
 address_of() {
     case $1 in
     egressd) echo 127.0.0.1 ;; squid) echo 127.0.0.2 ;; tinyproxy) echo 127.0.0.3 ;;
+    null) echo 127.0.0.7 ;;
     sniproxy) echo 127.0.0.4 ;; haproxy) echo 127.0.0.5 ;; nginx) echo 127.0.0.6 ;;
     esac
 }
 binary_of() {
-    case $1 in egressd) echo "$EGRESSD" ;; *) echo "$1" ;; esac
+    case $1 in egressd) echo "$EGRESSD" ;; null) echo "$NULL_PROXY" ;; *) echo "$1" ;; esac
 }
 
 # ---------------------------------------------------------------------------
@@ -727,22 +742,36 @@ def best(label, peers):
     got = [(v(label, p), p) for p in peers if p in names and v(label, p) is not None]
     return max(got) if got else (None, None)
 
-checks = []
-d = "direct"
-c, bc = v("connect (conn/s)", "egressd"), best("connect (conn/s)", ["squid", "tinyproxy"])
-s, bs = v("sni (conn/s)", "egressd"), best("sni (conn/s)", ["sniproxy", "haproxy", "nginx"])
-checks += [
-    ("CONNECT conn/s vs direct", ratio(c, v("connect (conn/s)", d)), ">=", 0.75, "x"),
-    ("CONNECT conn/s vs best CONNECT peer (%s)" % bc[1], ratio(c, bc[0]), ">=", 1.5, "x"),
-    ("CONNECT p99 vs direct", ratio(v("connect p99 (ms)", "egressd"), v("connect p99 (ms)", d)), "<=", 1.3, "x"),
-    ("SNI conn/s vs direct", ratio(s, v("sni (conn/s)", d)), ">=", 0.85, "x"),
-    ("SNI conn/s vs best SNI peer (%s)" % bs[1], ratio(s, bs[0]), ">", 1.0, "x"),
-    ("bulk vs direct", ratio(v("bulk (Gbit/s each way)", "egressd"),
-                             v("bulk (Gbit/s each way)", d)), ">=", 0.8, "x"),
-    ("HTTP req/s vs direct", ratio(v("http keep-alive (req/s)", "egressd"),
-                                   v("http keep-alive (req/s)", d)), ">=", 0.4, "x"),
-    ("RSS per idle tunnel (KiB)", v("idle RSS (KiB/tunnel)", "egressd"), "<=", 3, ""),
-    ("CPU per CONNECT connection (us)", v("CPU connect (us/conn)", "egressd"), "<=", 80, ""),
+# The targets are ratios to null, the least a forward proxy costs in the
+# same run on the same machine, and to the best peer.
+def vs(label, ref):
+    return ratio(v(label, "egressd"), v(label, ref))
+
+def vs_best(label, peers):
+    b = best(label, peers)
+    return "%s (%s)" % (label.split(" (")[0], b[1]), ratio(v(label, "egressd"), b[0])
+
+n = "null"
+sni_peers = ["sniproxy", "haproxy", "nginx"]
+connect_peers = ["squid", "tinyproxy"]
+sni_best = vs_best("sni (conn/s)", sni_peers)
+deny_best = vs_best("deny CONNECT (conn/s)", connect_peers)
+denysni_best = vs_best("deny SNI (conn/s)", sni_peers)
+checks = [
+    ("CPU per CONNECT vs null", vs("CPU connect (us/conn)", n), "<=", 1.10, "x"),
+    ("CPU per TLS connection vs null", vs("CPU sni (us/conn)", n), "<=", 1.10, "x"),
+    ("CONNECT conn/s vs null", vs("connect (conn/s)", n), ">=", 0.95, "x"),
+    ("SNI conn/s vs null", vs("sni (conn/s)", n), ">=", 0.95, "x"),
+    ("vs best SNI peer: " + sni_best[0], sni_best[1], ">=", 1.10, "x"),
+    ("CONNECT p99 vs null", vs("connect p99 (ms)", n), "<=", 1.10, "x"),
+    ("SNI p99 vs null", vs("sni p99 (ms)", n), "<=", 1.10, "x"),
+    ("CPU per HTTP request vs null", vs("CPU http (us/req)", n), "<=", 1.3, "x"),
+    ("HTTP req/s vs null", vs("http keep-alive (req/s)", n), ">=", 0.9, "x"),
+    ("bulk vs null", vs("bulk (Gbit/s each way)", n), ">=", 0.95, "x"),
+    ("CPU per GiB vs null", vs("CPU bulk (s/GiB)", n), "<=", 1.0, "x"),
+    ("RSS per idle tunnel (KiB)", v("idle RSS (KiB/tunnel)", "egressd"), "<=", 2, ""),
+    ("vs best peer: " + deny_best[0], deny_best[1], ">=", 1.2, "x"),
+    ("vs best peer: " + denysni_best[0], denysni_best[1], ">=", 1.2, "x"),
 ]
 if "egressd" in names:
     print("\negressd against its targets:")
