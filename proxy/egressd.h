@@ -63,6 +63,7 @@ struct px_worker {
     struct event *backoff; /* re-enables the listeners after EMFILE */
     struct event *wake;    /* the main thread pokes it: drain or stop */
     struct event *recheck; /* the main thread pokes it: the world changed, or a binding expired */
+    int reader;            /* its index as a reader of the world (px_world_quiescent) */
     struct event *flush;   /* writes the access-log lines of a round */
     struct px_conn *conns; /* every open connection of this worker */
     long n_conns;

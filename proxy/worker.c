@@ -102,10 +102,15 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     px_conn_close_all(w, true);
 }
 
+/* After a swap (or an expiry): this thread holds no half-taken world now,
+ * so the swapped-out one may go; then judge the open connections again. */
 static void on_recheck(evutil_socket_t fd, short what, void *arg)
 {
+    struct px_worker *w = arg;
     (void)fd, (void)what;
-    px_conn_recheck_all(arg);
+
+    px_world_quiescent(w->reader);
+    px_conn_recheck_all(w);
 }
 
 int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen)
@@ -132,6 +137,7 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
     w->backoff = evtimer_new(w->base, on_backoff_over, w);
     w->wake = event_new(w->base, -1, 0, on_wake, w);
     w->recheck = event_new(w->base, -1, 0, on_recheck, w);
+    w->reader = px_world_reader_add();
     w->flush = event_new(w->base, -1, 0, on_flush, w);
     for (size_t i = 0; i < px_d.n_listeners; i++) {
         const struct px_listener_spec *l = &px_d.listeners[i];

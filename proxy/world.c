@@ -13,10 +13,17 @@
  * run on any worker thread, and it frees whatever no world holds any more.
  *
  * Every change is built beside the current world, persisted, and only then
- * swapped in under `cur_lock`; a failure on the way leaves everything as it
- * was.  Only the main thread changes worlds, so changes never race each
- * other; the lock only keeps px_world_get()'s "load + ref" atomic against a
- * swap.
+ * swapped in (one atomic exchange of `cur`); a failure on the way leaves
+ * everything as it was.  Only the main thread changes worlds, so changes
+ * never race each other.
+ *
+ * px_world_get() takes no lock: it loads `cur` and counts a reference.  A
+ * reader may be between the two when a swap happens, so the swapped-out
+ * world keeps the reference `cur` held until every registered reader (the
+ * workers) has passed a quiescent point after the swap
+ * (px_world_quiescent: outside any px_world_get) - a grace period, as in
+ * RCU.  Only then is that reference dropped.  The main thread, the only
+ * other caller, is the one that swaps, so it never overlaps one.
  */
 #include "world.h"
 
@@ -77,8 +84,23 @@ struct world {
 static void (*on_swap)(void);
 static const struct px_config *g_cfg;
 static struct px_geo *g_geo;
-static pthread_mutex_t cur_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct world *cur;
+static _Atomic(struct world *) cur;
+
+/* Worlds swapped out whose `cur` reference waits for the readers' grace
+ * period (see the top), oldest first.  Touched at a swap and at a reader's
+ * quiescent point, never on a connection's path. */
+#define READERS_MAX 64 /* = MAX_WORKERS in egressd.c */
+static pthread_mutex_t retire_lock = PTHREAD_MUTEX_INITIALIZER;
+struct retired {
+    struct world *w;
+    uint64_t gen; /* swap_gen when it was swapped out */
+    struct retired *next;
+};
+static struct retired *retired_head, **retired_tail = &retired_head;
+static atomic_uint_fast64_t swap_gen;
+static _Atomic uint64_t
+    reader_seen[READERS_MAX]; /* swap_gen at each reader's last quiescent point */
+static atomic_int n_readers;
 static uint64_t generation;
 static int error_status;
 
@@ -791,23 +813,92 @@ static json_t *state_load(char *err, size_t errlen)
  * no reference is needed); NULL, with the reason, before px_world_init(). */
 static struct world *current(char *err, size_t errlen)
 {
-    if (cur == NULL) {
+    struct world *w = atomic_load(&cur);
+
+    if (w == NULL) {
         err_add(err, errlen, "no world yet (px_world_init has not succeeded)");
         error_status = 500;
     }
-    return cur;
+    return w;
+}
+
+/* Drop the `cur` reference of every retired world that no reader can still
+ * be loading: swapped out before each reader's last quiescent point. */
+static void reclaim(void)
+{
+    uint64_t safe = UINT64_MAX;
+    struct retired *done = NULL, *r;
+
+    for (int i = 0; i < atomic_load(&n_readers); i++) {
+        uint64_t seen = atomic_load(&reader_seen[i]);
+        safe = seen < safe ? seen : safe;
+    }
+    pthread_mutex_lock(&retire_lock);
+    while ((r = retired_head) != NULL && r->gen <= safe) {
+        retired_head = r->next;
+        r->next = done;
+        done = r;
+    }
+    if (retired_head == NULL)
+        retired_tail = &retired_head;
+    pthread_mutex_unlock(&retire_lock);
+    for (; done != NULL; done = r) {
+        r = done->next;
+        px_world_put(&done->w->pub);
+        free(done);
+    }
+}
+
+/* Keep old's `cur` reference until the readers' grace period is over. */
+static void retire(struct world *old)
+{
+    struct retired *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        abort();
+    r->w = old;
+    r->gen = atomic_fetch_add(&swap_gen, 1) + 1;
+    pthread_mutex_lock(&retire_lock);
+    *retired_tail = r;
+    retired_tail = &r->next;
+    pthread_mutex_unlock(&retire_lock);
+    reclaim(); /* at once, when there are no readers */
+}
+
+int px_world_reader_add(void)
+{
+    int i = atomic_fetch_add(&n_readers, 1);
+
+    if (i >= READERS_MAX)
+        abort(); /* egressd has at most 64 workers (MAX_WORKERS in egressd.c) */
+    atomic_store(&reader_seen[i], atomic_load(&swap_gen));
+    return i;
+}
+
+size_t px_world_retired(void)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&retire_lock);
+    for (const struct retired *r = retired_head; r != NULL; r = r->next)
+        n++;
+    pthread_mutex_unlock(&retire_lock);
+    return n;
+}
+
+void px_world_quiescent(int reader)
+{
+    atomic_store(&reader_seen[reader], atomic_load(&swap_gen));
+    reclaim();
 }
 
 /* Make w the current world; the old one goes when its last user is done. */
 static void world_swap(struct world *w)
 {
     w->pub.generation = ++generation;
-    pthread_mutex_lock(&cur_lock);
-    struct world *old = cur;
-    cur = w;
-    pthread_mutex_unlock(&cur_lock);
+    struct world *old = atomic_exchange(&cur, w);
     if (old != NULL)
-        px_world_put(&old->pub);
+        retire(old);
 
     const char **ids = calloc(w->n ? w->n : 1, sizeof(*ids));
     if (ids == NULL)
@@ -872,11 +963,11 @@ static struct base *base_load(char *err, size_t errlen)
 
 struct px_world *px_world_get(void)
 {
-    pthread_mutex_lock(&cur_lock);
-    struct world *w = cur;
+    /* No lock: a world swapped out meanwhile keeps the reference `cur`
+     * held until this thread's next quiescent point (see the top). */
+    struct world *w = atomic_load(&cur);
     if (w != NULL)
         atomic_fetch_add(&w->refs, 1);
-    pthread_mutex_unlock(&cur_lock);
     return w ? &w->pub : NULL;
 }
 
@@ -1179,10 +1270,10 @@ json_t *px_world_sandboxes_json(void)
 
 void px_world_shutdown(void)
 {
-    pthread_mutex_lock(&cur_lock);
-    struct world *old = cur;
-    cur = NULL;
-    pthread_mutex_unlock(&cur_lock);
+    struct world *old = atomic_exchange(&cur, NULL);
+
     if (old != NULL)
-        px_world_put(&old->pub);
+        retire(old);
+    atomic_store(&n_readers, 0); /* they have stopped: nobody is loading */
+    reclaim();
 }

@@ -52,8 +52,18 @@ struct px_world {
 /* ---- any thread */
 
 /* The current world, with a reference the caller drops with px_world_put().
- * Never NULL after px_world_init() succeeded. */
+ * Never NULL after px_world_init() succeeded.  Takes no lock.  Any thread
+ * but the main one that calls it must be a registered reader. */
 struct px_world *px_world_get(void);
+/* Register a reader (a worker), before its thread starts; its index. */
+int px_world_reader_add(void);
+/* Reader `reader` is outside any px_world_get() now (call it on its thread,
+ * at least once after every swap: the workers do at the recheck that
+ * follows each one).  Worlds swapped out before this point are let go. */
+void px_world_quiescent(int reader);
+/* How many swapped-out worlds still wait for a reader's quiescent point
+ * (for tests). */
+size_t px_world_retired(void);
 /* One more reference to w (held already by the caller). */
 struct px_world *px_world_ref(struct px_world *w);
 void px_world_put(struct px_world *w);

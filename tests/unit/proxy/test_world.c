@@ -616,15 +616,45 @@ static void test_corrupt_state(void)
     ok(init() == 0 && count() == 2, "the good file again: init works");
 }
 
+/* The grace period: a world swapped out keeps its `cur` reference until
+ * every registered reader has passed a quiescent point; with none, it goes
+ * at once.  (This thread plays the reader.) */
+static void test_grace(void)
+{
+    const char *one = "{\"policy\":\"test\",\"addresses\":[\"10.97.0.1\"]}";
+
+    ok(put("g1", one) == 0 && px_world_retired() == 0,
+       "no readers: a swapped-out world is let go at once");
+    int r = px_world_reader_add();
+    ok(put("g1", one) == 0 && px_world_retired() == 1,
+       "a reader that has not passed a quiescent point: the old world waits (%zu)",
+       px_world_retired());
+    ok(put("g1", one) == 0 && px_world_retired() == 2, "and the next one too (%zu)",
+       px_world_retired());
+    struct px_world *held = px_world_get();
+    px_world_quiescent(r);
+    ok(px_world_retired() == 0, "after its quiescent point both go (%zu)", px_world_retired());
+    ok(put("g1", one) == 0 && px_world_by_id(held, "g1") != NULL && held->generation > 0,
+       "a world the reader took a reference to stays whole after its swap");
+    px_world_put(held);
+    px_world_quiescent(r);
+    ok(px_world_delete_sandbox("g1", err, sizeof(err)) == PX_WORLD_DELETED, "delete g1");
+    px_world_quiescent(r);
+}
+
 /* Readers take and drop worlds on other threads while the main thread
- * swaps: each world they hold stays whole (ASan sees any early free). */
+ * swaps: each world they hold stays whole (ASan sees any early free).
+ * Each is a registered reader and passes a quiescent point between two
+ * px_world_get calls, as a worker does between callbacks. */
 static atomic_bool stop;
 static atomic_int torn;
 
 static void *reader(void *arg)
 {
-    (void)arg;
+    int r = *(int *)arg;
+
     while (!atomic_load(&stop)) {
+        px_world_quiescent(r);
         struct px_world *w = px_world_get();
         const struct px_sandbox *sb = addr_lookup(w, "10.99.0.12");
         if (sb == NULL || strcmp(sb->id, "102") != 0 || px_world_by_id(w, "102") != sb)
@@ -643,8 +673,12 @@ static void test_threads(void)
     int fails = 0;
     char id[16], text[128];
 
-    for (int i = 0; i < 3; i++)
-        pthread_create(&t[i], NULL, reader, NULL);
+    int idx[3];
+
+    for (int i = 0; i < 3; i++) {
+        idx[i] = px_world_reader_add();
+        pthread_create(&t[i], NULL, reader, &idx[i]);
+    }
     for (int i = 0; i < 200; i++) {
         snprintf(id, sizeof(id), "t%d", i % 7);
         snprintf(text, sizeof(text), "{\"policy\":\"test\",\"addresses\":[\"10.98.%d.%d\"]}", i % 7,
@@ -679,6 +713,7 @@ int main(void)
     test_reload();
     test_preset_gone_at_init();
     test_corrupt_state();
+    test_grace();
     test_threads();
     px_world_shutdown();
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
