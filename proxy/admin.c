@@ -31,6 +31,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
+#include "denials.h"
 #include "log.h"
 #include "policy.h"
 #include "verdict.h"
@@ -224,6 +225,27 @@ static void on_sandbox(struct evhttp_request *req, const char *id)
         reply_json(req, 200, now ? now : json_object());
     }
     json_decref(j);
+}
+
+/* GET /v1/sandboxes/{id}/denials: the sandbox's most recent denials,
+ * newest first (denials.h). */
+static void on_denials(struct evhttp_request *req, const char *id)
+{
+    char msg[160];
+    json_t *j;
+
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        reply_405(req, "GET");
+        return;
+    }
+    j = one_sandbox(id);
+    if (j == NULL) {
+        snprintf(msg, sizeof(msg), "no sandbox '%.64s'", id);
+        reply_error(req, 404, msg);
+        return;
+    }
+    json_decref(j);
+    reply_json(req, 200, json_pack("{s:s, s:o}", "sandbox", id, "denials", px_denials_json(id)));
 }
 
 static void on_reload(struct evhttp_request *req)
@@ -475,10 +497,26 @@ static void on_explain(struct evhttp_request *req)
 
 /* ------------------------------------------------------------ routing */
 
+/* Whether path is PREFIX ID "/denials" with a non-empty ID without '/';
+ * the ID into id. */
+static bool denials_path(const char *path, const char *prefix, char *id, size_t idlen)
+{
+    static const char suffix[] = "/denials";
+    size_t n = strlen(path), p = strlen(prefix), s = sizeof(suffix) - 1;
+
+    if (n <= p + s || strncmp(path, prefix, p) != 0 || strcmp(path + n - s, suffix) != 0 ||
+        n - p - s >= idlen || memchr(path + p, '/', n - p - s) != NULL)
+        return false;
+    memcpy(id, path + p, n - p - s);
+    id[n - p - s] = '\0';
+    return true;
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
     static const char prefix[] = "/v1/sandboxes/";
+    char id[128];
 
     (void)arg;
     if (A.token_len > 0 && !bearer_ok(req)) {
@@ -494,6 +532,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     else if (strncmp(path, prefix, sizeof(prefix) - 1) == 0 && path[sizeof(prefix) - 1] != '\0' &&
              strchr(path + sizeof(prefix) - 1, '/') == NULL)
         on_sandbox(req, path + sizeof(prefix) - 1);
+    else if (denials_path(path, prefix, id, sizeof(id)))
+        on_denials(req, id);
     else if (strcmp(path, "/v1/reload") == 0)
         on_reload(req);
     else if (strcmp(path, "/v1/explain") == 0)
@@ -502,8 +542,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         on_status(req);
     else
         reply_error(req, 404,
-                    "no such endpoint (see /v1/sandboxes, /v1/reload, /v1/explain, "
-                    "/v1/status)");
+                    "no such endpoint (see /v1/sandboxes, /v1/sandboxes/{id}/denials, "
+                    "/v1/reload, /v1/explain, /v1/status)");
 }
 
 /* ------------------------------------------------------------ start */

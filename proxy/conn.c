@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "accesslog.h"
+#include "denials.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -238,6 +239,23 @@ static void log_entry(const struct px_conn *c, struct px_log_entry *e, char *rul
     };
 }
 
+/* Keep a denial of a bound sandbox for the admin API (denials.h). */
+static void note_denial(const char *id, const struct px_log_entry *e)
+{
+    struct px_denial d = {
+        .ts_ms = e->ts_ms,
+        .mode = e->mode,
+        .method = e->method,
+        .host = e->host,
+        .port = e->port,
+        .sni = e->sni,
+        .reason = e->reason,
+        .rule = e->rule,
+        .status = e->status,
+    };
+    px_denials_note(id, &d);
+}
+
 void px_conn_log(struct px_conn *c)
 {
     char rule[512], end[32];
@@ -254,6 +272,8 @@ void px_conn_log(struct px_conn *c)
     }
     log_entry(c, &e, rule, sizeof(rule), end, sizeof(end));
     px_accesslog_write(&e);
+    if (c->sb != NULL && c->rq.decision == POLICY_DENY)
+        note_denial(c->sb->id, &e);
     px_limit_bytes(c->lim, c->bytes_up + c->bytes_down - c->quota_counted, 0);
     c->quota_counted = 0;
     px_metrics_decision(c->msb, c->mode, c->rq.decision, c->rq.reason);

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "denials.h"
 #include "log.h"
 #include "metrics.h"
 #include "sblimits.h"
@@ -908,6 +909,7 @@ static void world_swap(struct world *w)
     px_metrics_set_sandboxes(w->n);
     px_metrics_forget_except(ids, w->n);
     px_limit_forget_except(ids, w->n);
+    px_denials_forget_except(ids, w->n);
     free(ids);
     if (on_swap != NULL)
         on_swap();

@@ -1,0 +1,177 @@
+/*
+ * denials.c - see denials.h.  A list of rings, one per sandbox that was
+ * denied since it was bound; each ring overwrites its oldest entry.
+ */
+#include "denials.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct entry {
+    int64_t ts_ms;
+    char mode[8], method[24], host[POLICY_HOST_MAX + 1], sni[POLICY_HOST_MAX + 1];
+    char reason[24], rule[160];
+    unsigned port, status;
+};
+
+struct ring {
+    struct ring *next;
+    char id[64];
+    size_t n, head; /* entries kept; where the next one goes */
+    struct entry e[PX_DENIALS_PER_SANDBOX];
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ring *rings;
+static size_t n_rings;
+
+/* s into dst (size bytes), cut to fit; "" for NULL. */
+static void copy(char *dst, size_t size, const char *s)
+{
+    snprintf(dst, size, "%s", s != NULL ? s : "");
+}
+
+static struct ring *find(const char *id)
+{
+    struct ring *r = rings;
+
+    while (r != NULL && strcmp(r->id, id) != 0)
+        r = r->next;
+    return r;
+}
+
+/* The ring whose newest denial is the oldest, unlinked, for reuse. */
+static struct ring *take_stalest(void)
+{
+    struct ring **pick = &rings;
+
+    for (struct ring **pp = &rings; *pp != NULL; pp = &(*pp)->next) {
+        const struct ring *a = *pp, *b = *pick;
+        if (a->e[(a->head + PX_DENIALS_PER_SANDBOX - 1) % PX_DENIALS_PER_SANDBOX].ts_ms <
+            b->e[(b->head + PX_DENIALS_PER_SANDBOX - 1) % PX_DENIALS_PER_SANDBOX].ts_ms)
+            pick = pp;
+    }
+    struct ring *r = *pick;
+    *pick = r->next;
+    n_rings--;
+    return r;
+}
+
+/* Sandbox id's ring, made (or taken from the stalest) when it has none. */
+static struct ring *ring_of(const char *id)
+{
+    struct ring *r = find(id);
+
+    if (r != NULL)
+        return r;
+    r = n_rings < PX_DENIALS_SANDBOXES_MAX ? malloc(sizeof(*r)) : take_stalest();
+    if (r == NULL)
+        abort();
+    memset(r, 0, sizeof(*r));
+    copy(r->id, sizeof(r->id), id);
+    r->next = rings;
+    rings = r;
+    n_rings++;
+    return r;
+}
+
+void px_denials_note(const char *id, const struct px_denial *d)
+{
+    pthread_mutex_lock(&lock);
+    struct ring *r = ring_of(id);
+    struct entry *e = &r->e[r->head];
+    e->ts_ms = d->ts_ms;
+    copy(e->mode, sizeof(e->mode), d->mode);
+    copy(e->method, sizeof(e->method), d->method);
+    copy(e->host, sizeof(e->host), d->host);
+    copy(e->sni, sizeof(e->sni), d->sni);
+    copy(e->reason, sizeof(e->reason), d->reason);
+    copy(e->rule, sizeof(e->rule), d->rule);
+    e->port = d->port;
+    e->status = d->status;
+    r->head = (r->head + 1) % PX_DENIALS_PER_SANDBOX;
+    if (r->n < PX_DENIALS_PER_SANDBOX)
+        r->n++;
+    pthread_mutex_unlock(&lock);
+}
+
+/* A JSON string, or null for "". */
+static json_t *str_or_null(const char *s)
+{
+    return s[0] != '\0' ? json_string(s) : json_null();
+}
+
+/* "2026-12-01T16:33:00.952Z" of ms since the epoch. */
+static json_t *timestamp(int64_t ms)
+{
+    char buf[40];
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
+    return json_string(buf);
+}
+
+static json_t *entry_json(const struct entry *e)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "ts", timestamp(e->ts_ms));
+    json_object_set_new(o, "mode", json_string(e->mode));
+    json_object_set_new(o, "method", str_or_null(e->method));
+    json_object_set_new(o, "host", str_or_null(e->host));
+    json_object_set_new(o, "port", e->port ? json_integer(e->port) : json_null());
+    json_object_set_new(o, "sni", str_or_null(e->sni));
+    json_object_set_new(o, "reason", json_string(e->reason));
+    json_object_set_new(o, "rule", str_or_null(e->rule));
+    json_object_set_new(o, "status", e->status ? json_integer(e->status) : json_null());
+    return o;
+}
+
+json_t *px_denials_json(const char *id)
+{
+    json_t *arr = json_array();
+
+    pthread_mutex_lock(&lock);
+    const struct ring *r = find(id);
+    for (size_t k = 1; r != NULL && k <= r->n; k++)
+        json_array_append_new(
+            arr,
+            entry_json(&r->e[(r->head + PX_DENIALS_PER_SANDBOX - k) % PX_DENIALS_PER_SANDBOX]));
+    pthread_mutex_unlock(&lock);
+    return arr;
+}
+
+static int cmp_id(const void *key, const void *elem)
+{
+    return strcmp(key, *(const char *const *)elem);
+}
+
+void px_denials_forget_except(const char *const *ids, size_t n)
+{
+    pthread_mutex_lock(&lock);
+    for (struct ring **pp = &rings; *pp != NULL;) {
+        struct ring *r = *pp;
+        if (bsearch(r->id, ids, n, sizeof(*ids), cmp_id) != NULL) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        n_rings--;
+        free(r);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+size_t px_denials_count(void)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = n_rings;
+    pthread_mutex_unlock(&lock);
+    return n;
+}

@@ -1,0 +1,46 @@
+/*
+ * denials.h - each bound sandbox's most recent denials, for the admin API
+ * (GET /v1/sandboxes/{id}/denials): what its agent was refused and why, so
+ * that access can be asked for instead of fought for.  Bounded: a ring of
+ * PX_DENIALS_PER_SANDBOX per sandbox, made at its first denial, and at most
+ * PX_DENIALS_SANDBOXES_MAX rings (the one whose last denial is oldest makes
+ * room).  A binding removed takes its ring along.  Thread-safe: a short
+ * lock per denial, never on an allowed connection's path.
+ */
+#ifndef PX_DENIALS_H
+#define PX_DENIALS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+#define PX_DENIALS_PER_SANDBOX   16
+#define PX_DENIALS_SANDBOXES_MAX 1024
+
+/* One denial, as its access-log line says it (strings are copied, cut to
+ * fit; NULL for none). */
+struct px_denial {
+    int64_t ts_ms;
+    const char *mode;   /* px_mode_str() */
+    const char *method; /* or NULL */
+    const char *host;   /* or NULL */
+    unsigned port;
+    const char *sni;    /* or NULL */
+    const char *reason; /* px_reason_str() */
+    const char *rule;   /* "FILE:LINE", or NULL */
+    unsigned status;    /* or 0 */
+};
+
+/* Keep d as sandbox `id`'s most recent denial. */
+void px_denials_note(const char *id, const struct px_denial *d);
+/* Sandbox id's denials, newest first, as a JSON array (a new reference;
+ * empty when it has none). */
+json_t *px_denials_json(const char *id);
+/* The bound sandboxes are now `ids`: every other ring goes. */
+void px_denials_forget_except(const char *const *ids, size_t n);
+/* How many sandboxes have a ring (for tests). */
+size_t px_denials_count(void);
+
+#endif

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# denials.t - GET /v1/sandboxes/{id}/denials: a bound sandbox's most recent
+# denials, newest first, with the reason and the rule, as the access log
+# says them; bounded to 16; nothing for what was allowed, nothing for other
+# sandboxes; 404 for a sandbox that is not bound, 405 for another method;
+# a binding deleted takes its denials along.
+# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-more.sh"
+egd_netns "$@"
+egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
+egd_allow 'deny blocked.test'
+egd_origin a.test || egm_bail "the origins start"
+egd_start || egm_bail "egressd starts"
+A=http://a.test:$EGD_HTTP_PORT
+RULE_BLOCKED=$(egd_rule "deny blocked.test")
+SB='{"id":"401","name":"t","owner":"dana","addresses":["127.0.0.5"],"policy":"test"}'
+egd_put 401 "$SB" >/dev/null || egm_bail "PUT sandbox 401"
+egd_put 402 '{"id":"402","name":"u","owner":"eve","addresses":["127.0.0.6"],"policy":"test"}' \
+    >/dev/null || egm_bail "PUT sandbox 402"
+
+# denials ID PYEXPR TEXT: one check of PYEXPR over `d`, the parsed answer.
+denials() {
+    local body
+    body=$(egd_admin GET "/v1/sandboxes/$1/denials")
+    ok_json "$3" "$body" "(lambda d: $2)(l)"
+}
+# status METHOD PATH: the admin API's HTTP status.
+status() {
+    curl -q -s --noproxy '*' -m 5 --unix-socket "$T/admin.sock" -X "$1" -o /dev/null \
+        -w '%{http_code}' "http://egressd$2"
+}
+get() { # get SOURCE URL: a proxied GET from SOURCE; the status
+    egd_curl --interface "$1" -s -o /dev/null -w '%{http_code}' -x "http://$EGD_PROXY" "$2"
+}
+
+denials 401 'd == {"sandbox": "401", "denials": []}' "a bound sandbox that was never denied: []"
+
+egd_log_mark
+c1=$(get 127.0.0.5 http://nowhere.test/)
+c2=$(egd_curl --interface 127.0.0.5 -s -o /dev/null -w '%{http_code}' -p -x "http://$EGD_PROXY" \
+    https://blocked.test/)
+c3=$(get 127.0.0.5 "$A/hello")
+c4=$(get 127.0.0.6 http://other.test/)
+check "two denials and an allowed request from 401, one denial from 402 (got $c1 $c2 $c3 $c4)" \
+    test "$c1 $c3 $c4" = "403 200 403"
+egd_log_wait 'l["host"] == "other.test"' >/dev/null
+denials 401 'len(d["denials"]) == 2 and [x["host"] for x in d["denials"]] == ["blocked.test", "nowhere.test"]' \
+    "401's two denials, newest first; not the allowed request, not 402's"
+denials 401 'd["denials"][0]["mode"] == "connect" and d["denials"][0]["reason"] == "deny_rule" and d["denials"][0]["rule"] == "'"$RULE_BLOCKED"'" and d["denials"][0]["port"] == 443 and d["denials"][0]["status"] == 403' \
+    "the CONNECT one: mode, reason deny_rule, the rule ($RULE_BLOCKED), port, status"
+denials 401 'd["denials"][1]["mode"] == "http" and d["denials"][1]["method"] == "GET" and d["denials"][1]["reason"] == "not_allowed" and d["denials"][1]["rule"] is None and d["denials"][1]["ts"].endswith("Z")' \
+    "the HTTP one: method GET, reason not_allowed, no rule, a timestamp"
+line=$(egd_log_wait 'l["host"] == "blocked.test"')
+body=$(egd_admin GET /v1/sandboxes/401/denials)
+check "each says what its access-log line says (host, port, reason, rule, status)" py -c '
+import json, sys
+l, d = json.loads(sys.argv[1]), json.loads(sys.argv[2])["denials"][0]
+sys.exit(0 if all(l[k] == d[k] for k in ("host", "port", "mode", "reason", "rule", "status", "sni")) else 1)
+' "$line" "$body"
+denials 402 '[x["host"] for x in d["denials"]] == ["other.test"]' "402 has its own"
+
+# --- bounded: 20 more denials, the 16 newest kept
+for i in $(seq 1 20); do get 127.0.0.5 "http://n$i.test/" >/dev/null; done
+egd_log_wait 'l["host"] == "n20.test"' >/dev/null
+denials 401 '[x["host"] for x in d["denials"]] == ["n%d.test" % i for i in range(20, 4, -1)]' \
+    "22 denials: the 16 newest, newest first"
+
+# --- what is not a bound sandbox's
+check "a sandbox that is not bound: 404 (got $(status GET /v1/sandboxes/999/denials))" \
+    test "$(status GET /v1/sandboxes/999/denials)" = 404
+check "default-policy has no denials endpoint: 404" test "$(status GET /v1/sandboxes/default/denials)" = 404
+check "POST: 405" test "$(status POST /v1/sandboxes/401/denials)" = 405
+check "a path with more after the id: 404" test "$(status GET /v1/sandboxes/401/x/denials)" = 404
+
+# --- a binding deleted takes its denials along
+egd_admin DELETE /v1/sandboxes/401 >/dev/null
+check "deleted: 404" test "$(status GET /v1/sandboxes/401/denials)" = 404
+egd_put 401 "$SB" >/dev/null
+denials 401 'd["denials"] == []' "bound again under the same id: it starts with none"
+
+egd_finish
+tap_end
