@@ -430,8 +430,9 @@ static bool not_the_listener(struct px_conn *c, evutil_socket_t fd)
         local = *lss;
     else if (getsockname(fd, (struct sockaddr *)&local, &llen) == -1)
         return false;
-    px_sockaddr_to16((struct sockaddr *)&c->orig_dst, a);
-    return !px_sockaddr_is(&local, a) || px_sockaddr_port(&c->orig_dst) != px_sockaddr_port(&local);
+    px_sockaddr_to16(&c->orig_dst.sa, a);
+    return !px_sockaddr_is((struct sockaddr *)&local, a) ||
+           px_sockaddr_port(&c->orig_dst.sa) != px_sockaddr_port((struct sockaddr *)&local);
 }
 
 /* The client's real destination, if a firewall redirected it here. */

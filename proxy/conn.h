@@ -148,10 +148,10 @@ struct px_conn {
     /* Who: the client, its binding and the world it is judged in. */
     char src[PX_SOCKADDR_TEXT_MAX];
     uint8_t src_addr[16];
-    struct sockaddr_storage orig_dst; /* transparent: SO_ORIGINAL_DST */
-    bool redirected;                  /* orig_dst is not the listener itself */
-    struct px_world *world;           /* the world of the last decision (px_conn_judge) */
-    const struct px_sandbox *sb;      /* NULL: default-policy */
+    union px_sockaddr orig_dst;  /* transparent: SO_ORIGINAL_DST */
+    bool redirected;             /* orig_dst is not the listener itself */
+    struct px_world *world;      /* the world of the last decision (px_conn_judge) */
+    const struct px_sandbox *sb; /* NULL: default-policy */
     const struct policy_binding *pb;
     bool by_auth;         /* sb was named by Proxy-Authorization, not by the source address */
     struct px_msb *msb;   /* counted as active there until FLUSH or the close */
@@ -163,7 +163,7 @@ struct px_conn {
     struct px_dns_req *dns;
     bool connect_refused; /* an address refused (or failed), not only timed out */
     char upstream[PX_SOCKADDR_TEXT_MAX];
-    struct sockaddr_storage up_ss;
+    union px_sockaddr up_ss;
     socklen_t up_len;
     int64_t t_connect_ms;
     char up_key[POLICY_HOST_MAX + 16]; /* "host:port" the upstream connection is for */

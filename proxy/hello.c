@@ -30,7 +30,7 @@ static bool literal_allowed(struct px_conn *c)
 
     if (c->rq.host.kind != POLICY_HOST_NAME || !px_d.cfg->require_sni)
         return true;
-    px_sockaddr_host_text(&c->up_ss, ip);
+    px_sockaddr_host_text(&c->up_ss.sa, ip);
     if (policy_host_normalize(ip, strlen(ip), &h) != POLICY_HOST_OK)
         return false;
     return policy_decide_name(c->pb, &h, c->rq.port, (int64_t)time(NULL), &v) != POLICY_DENY;
@@ -68,7 +68,7 @@ static void judge_sni(struct px_conn *c)
     }
     _Static_assert(sizeof(c->raw_host) > SNI_HOST_MAX, "an SNI fits in raw_host");
     memcpy(c->raw_host, c->rq.sni, strlen(c->rq.sni) + 1);
-    c->rq.port = c->redirected ? px_sockaddr_port(&c->orig_dst) : c->l->upstream_port;
+    c->rq.port = c->redirected ? px_sockaddr_port(&c->orig_dst.sa) : c->l->upstream_port;
     if (policy_host_normalize(c->rq.sni, strlen(c->rq.sni), &c->rq.host) != POLICY_HOST_OK) {
         c->rq.host.len = 0;
         px_conn_deny(c, PX_R_BAD_HOST);

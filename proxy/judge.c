@@ -68,7 +68,7 @@ static bool keep_aimed_address(struct px_conn *c)
 
     if (!c->redirected || c->l->kind == PX_L_PROXY)
         return true;
-    while (i < c->ans.n && !px_sockaddr_is(&c->orig_dst, c->ans.addr[i]))
+    while (i < c->ans.n && !px_sockaddr_is(&c->orig_dst.sa, c->ans.addr[i]))
         i++;
     if (i == c->ans.n) {
         px_conn_deny_unruled(c, c->mode == PX_MODE_TLS ? PX_R_SNI_MISMATCH : PX_R_BAD_HOST);
@@ -131,7 +131,7 @@ static void find_addresses(struct px_conn *c)
 {
     if (c->up != NULL) {
         c->ans.n = 1;
-        px_sockaddr_to16((struct sockaddr *)&c->up_ss, c->ans.addr[0]);
+        px_sockaddr_to16(&c->up_ss.sa, c->ans.addr[0]);
         judge_addresses(c);
         return;
     }

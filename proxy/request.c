@@ -107,7 +107,7 @@ static const char *target_of(struct px_conn *c, const struct http_request *req,
     if (!split_host_field(req->host_header, &h, port))
         *port = 0;
     if (*port == 0)
-        *port = c->redirected ? px_sockaddr_port(&c->orig_dst) : 80;
+        *port = c->redirected ? px_sockaddr_port(&c->orig_dst.sa) : 80;
     return NULL;
 }
 

@@ -54,7 +54,7 @@ static bool denied_now(const struct px_conn *c, const struct policy_binding *pb,
     if (c->state == PX_S_RESOLVE)
         return false; /* its addresses are judged in this world when they come */
     name = *v;
-    px_sockaddr_to16((const struct sockaddr *)&c->up_ss, a);
+    px_sockaddr_to16(&c->up_ss.sa, a);
     return policy_decide_addr(pb, a, c->rq.port, &name, now, v) == POLICY_DENY;
 }
 

@@ -20,20 +20,19 @@ char *px_put_dec(char *p, unsigned v)
     return p;
 }
 
-void px_sockaddr_from16(const uint8_t a[16], uint16_t port, struct sockaddr_storage *ss,
-                        socklen_t *len)
+void px_sockaddr_from16(const uint8_t a[16], uint16_t port, union px_sockaddr *ss, socklen_t *len)
 {
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
     memset(ss, 0, sizeof(*ss));
     if (memcmp(a, mapped, 12) == 0) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        struct sockaddr_in *s4 = &ss->in;
         s4->sin_family = AF_INET;
         s4->sin_port = htons(port);
         memcpy(&s4->sin_addr, a + 12, 4);
         *len = sizeof(*s4);
     } else {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        struct sockaddr_in6 *s6 = &ss->in6;
         s6->sin6_family = AF_INET6;
         s6->sin6_port = htons(port);
         memcpy(&s6->sin6_addr, a, 16);
@@ -76,12 +75,12 @@ void px_sockaddr_text(const struct sockaddr *sa, char out[PX_SOCKADDR_TEXT_MAX],
     *p = '\0';
 }
 
-void px_sockaddr_host_text(const struct sockaddr_storage *ss, char out[PX_SOCKADDR_TEXT_MAX])
+void px_sockaddr_host_text(const struct sockaddr *sa, char out[PX_SOCKADDR_TEXT_MAX])
 {
     uint8_t a[16];
 
-    px_sockaddr_to16((const struct sockaddr *)ss, a);
-    if (ss->ss_family == AF_INET) {
+    px_sockaddr_to16(sa, a);
+    if (sa->sa_family == AF_INET) {
         inet_ntop(AF_INET, a + 12, out, PX_SOCKADDR_TEXT_MAX);
         return;
     }
@@ -90,17 +89,17 @@ void px_sockaddr_host_text(const struct sockaddr_storage *ss, char out[PX_SOCKAD
     strcat(out, "]");
 }
 
-uint16_t px_sockaddr_port(const struct sockaddr_storage *ss)
+uint16_t px_sockaddr_port(const struct sockaddr *sa)
 {
-    if (ss->ss_family == AF_INET)
-        return ntohs(((const struct sockaddr_in *)ss)->sin_port);
-    return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+    if (sa->sa_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
 }
 
-bool px_sockaddr_is(const struct sockaddr_storage *ss, const uint8_t a[16])
+bool px_sockaddr_is(const struct sockaddr *sa, const uint8_t a[16])
 {
     uint8_t b[16];
 
-    px_sockaddr_to16((const struct sockaddr *)ss, b);
+    px_sockaddr_to16(sa, b);
     return memcmp(a, b, 16) == 0;
 }

@@ -86,7 +86,7 @@ static int start_bev(struct px_conn *c)
 {
     c->up = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
     bufferevent_setcb(c->up, NULL, NULL, on_up_connect, c);
-    if (bufferevent_socket_connect(c->up, (struct sockaddr *)&c->up_ss, (int)c->up_len) == 0)
+    if (bufferevent_socket_connect(c->up, &c->up_ss.sa, (int)c->up_len) == 0)
         return 0;
     int err = errno;
     bufferevent_free(c->up);
@@ -97,10 +97,10 @@ static int start_bev(struct px_conn *c)
 /* A tunnel: start connecting a raw socket to c->up_ss; 0 or an errno. */
 static int start_raw(struct px_conn *c)
 {
-    int fd = socket(c->up_ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(c->up_ss.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd == -1)
         return errno;
-    if (connect(fd, (struct sockaddr *)&c->up_ss, c->up_len) == -1 && errno != EINPROGRESS) {
+    if (connect(fd, &c->up_ss.sa, c->up_len) == -1 && errno != EINPROGRESS) {
         int err = errno;
         close(fd);
         return err;
@@ -127,7 +127,7 @@ void px_upstream_next(struct px_conn *c)
     while (c->ans_next < c->ans.n) {
         const uint8_t *a = c->ans.addr[c->ans_next++];
         px_sockaddr_from16(a, c->rq.port, &c->up_ss, &c->up_len);
-        px_sockaddr_text((struct sockaddr *)&c->up_ss, c->upstream, a16);
+        px_sockaddr_text(&c->up_ss.sa, c->upstream, a16);
         c->t_connect_ms = px_now_ms();
         int err = tunnel ? start_raw(c) : start_bev(c);
         if (err == 0) {
