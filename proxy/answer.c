@@ -66,26 +66,13 @@ static void answer(struct px_conn *c, unsigned status, const char *extra_header,
                         body);
 }
 
-/* Who ends a connection that is answered with reason r. */
-static enum px_end end_of(enum px_reason r)
-{
-    switch (r) {
-    case PX_R_TIMEOUT: return PX_END_TIMEOUT;
-    case PX_R_LIMIT: return PX_END_LIMIT;
-    case PX_R_REVOKED: return PX_END_REVOKED;
-    case PX_R_DNS_FAIL:
-    case PX_R_CONNECT_FAIL: return PX_END_UPSTREAM;
-    default: return PX_END_PROXY;
-    }
-}
-
 /* The decision is final: deny with reason r. */
 static void set_denied(struct px_conn *c, enum px_reason r)
 {
     c->rq.reason = r;
     c->rq.decision = POLICY_DENY;
     c->rq.decided = true;
-    px_conn_ended(c, end_of(r));
+    px_conn_ended(c, px_end_of_reason(r));
 }
 
 /* The 403 of a denial: the reason, the rule (if one decided) and the
@@ -168,7 +155,7 @@ void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const ch
     if (refusal)
         c->rq.decision = POLICY_DENY;
     c->rq.decided = true;
-    px_conn_ended(c, end_of(r));
+    px_conn_ended(c, px_end_of_reason(r));
     if (!speaks_http(c)) {
         px_conn_flush_close(c);
         return;

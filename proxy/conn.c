@@ -185,7 +185,7 @@ static bool has_request(const struct px_conn *c)
 
 void px_conn_ended(struct px_conn *c, enum px_end by)
 {
-    if (c->end_by != PX_END_NONE)
+    if (c->end_by != PX_END_NONE || by == PX_END_NONE)
         return;
     c->end_by = by;
     c->end_phase = c->state;
@@ -322,11 +322,7 @@ static void release(struct px_conn *c)
 void px_conn_close(struct px_conn *c, const char *why)
 {
     px_log_debug("conn %llu %s: closed: %s", (unsigned long long)c->id, c->src, why);
-    /* Who ended it, where no caller said: the reason tells. */
-    px_conn_ended(c, c->rq.reason == PX_R_TIMEOUT   ? PX_END_TIMEOUT
-                     : c->rq.reason == PX_R_LIMIT   ? PX_END_LIMIT
-                     : c->rq.reason == PX_R_REVOKED ? PX_END_REVOKED
-                                                    : PX_END_PROXY);
+    px_conn_ended(c, px_end_of_reason(c->rq.reason)); /* where no caller said */
     px_conn_log(c);
     px_resolve_cancel(c->dns);
     free(c->hello);

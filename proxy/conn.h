@@ -199,7 +199,8 @@ struct px_conn {
 void px_conn_set_state(struct px_conn *c, enum px_conn_state s);
 /* The state's word in the log's termination field ("head", "relay", ...). */
 const char *px_state_str(enum px_conn_state s);
-/* Note who ends c, in the state it is in now; the first call counts.
+/* Note who ends c, in the state it is in now; the first call counts
+ * (PX_END_NONE notes nothing).
  * Every close path calls it (px_conn_close with a guess from the reason,
  * when no caller knew better). */
 void px_conn_ended(struct px_conn *c, enum px_end by);

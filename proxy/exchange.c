@@ -125,28 +125,28 @@ static uint64_t next_request_ms(const struct px_conn *c)
     return (uint64_t)left < idle ? (uint64_t)left : idle;
 }
 
-/* Who ends a connection whose response is done, when it does not go on:
- * egressd (draining, its life is over, the request body was cut short), or
- * the client that asked for Connection: close.  (A response framed by the
- * origin's close was noted as the origin's end when it came.) */
+/* Who ends a connection whose response is done: egressd (draining, its
+ * life is over, the request body was cut short), the client that asked
+ * for Connection: close, or nobody (PX_END_NONE: the next request may
+ * come).  A response framed by the origin's close was noted as the
+ * origin's end when it came. */
 static enum px_end who_closes(const struct px_conn *c)
 {
     if (!c->ex.req_done || atomic_load(&px_d.draining) || next_request_ms(c) == 0)
         return PX_END_PROXY;
-    return PX_END_CLIENT;
+    return c->ex.client_keep_alive ? PX_END_NONE : PX_END_CLIENT;
 }
 
 static void response_done(struct px_conn *c)
 {
-    if (!c->ex.req_done || !c->ex.client_keep_alive || atomic_load(&px_d.draining) ||
-        next_request_ms(c) == 0) {
-        px_conn_ended(c, who_closes(c));
-        px_conn_log(c);
-        px_conn_flush_close(c);
-        return;
-    }
+    enum px_end by = who_closes(c);
+
+    px_conn_ended(c, by);
     px_conn_log(c);
-    px_exchange_reset(c);
+    if (by != PX_END_NONE)
+        px_conn_flush_close(c);
+    else
+        px_exchange_reset(c);
 }
 
 enum head_state {

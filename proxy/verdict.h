@@ -50,6 +50,20 @@ enum px_end {
     PX_END_COUNT
 };
 
+/* Who ends a connection that ends with reason r, where nothing more
+ * precise was noted (px_conn_ended). */
+static inline enum px_end px_end_of_reason(enum px_reason r)
+{
+    switch (r) {
+    case PX_R_TIMEOUT: return PX_END_TIMEOUT;
+    case PX_R_LIMIT: return PX_END_LIMIT;
+    case PX_R_REVOKED: return PX_END_REVOKED;
+    case PX_R_DNS_FAIL:
+    case PX_R_CONNECT_FAIL: return PX_END_UPSTREAM;
+    default: return PX_END_PROXY;
+    }
+}
+
 static inline const char *px_end_str(enum px_end e)
 {
     static const char *const words[PX_END_COUNT] = {"none",    "client", "upstream", "proxy",
