@@ -4,23 +4,32 @@
  * there is nothing to say), so that `jq` and `egressctl learn` never have
  * to guess whether a field is missing or empty.
  *
- * Concurrency: one mutex guards the descriptor and is held across the
- * write(2) of one line (or of one worker's batch of whole lines).  Holding it for the write is what
- * keeps lines whole even where O_APPEND alone does not (a pipe to the journal takes at most
+ * Concurrency.  The log's descriptor number is set by px_accesslog_open()
+ * (at start, before the workers) and stays until px_accesslog_close()
+ * (after them).  A reopen puts the new file behind that same number with
+ * dup2(2), which is atomic: a write already under way ends in the old
+ * file, the next one goes to the new; no writer ever holds a closed or
+ * half-swapped descriptor, and none takes a lock for it.
+ * Each write(2) is one line or one worker's batch of whole lines.  To a
+ * regular file opened O_APPEND, Linux appends each write(2) whole (under
+ * the inode's lock), so the workers write without a lock of ours, as
+ * nginx's do.  To anything else (a pipe to the journal takes only
  * PIPE_BUF bytes atomically, and a partial write has to be finished before
- * another thread's line may start).  A reopen opens the new file first,
- * swaps the descriptor under the same mutex and closes the old one after,
- * so a writer never sees a closed or half-swapped descriptor.
+ * another thread's line may start) a mutex is held across the write.
+ * The one case a line can still be cut in a file is a disk that fills up
+ * in the middle of a write; the warning below says so then.
  */
 #include "accesslog.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,10 +40,14 @@
  * normalized; a raw bad_host or a method is whatever a client sent). */
 #define FIELD_MAX 1024
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int log_fd = -1;         /* under lock; -1: not open, lines are dropped */
-static char log_path[1024];     /* under lock; "" for standard output */
-static bool warned_write_error; /* under lock: one warning per run of failures */
+/* Set by open and close (main thread, no worker running); read by writers. */
+static int log_fd = -1;     /* -1: not open, lines are dropped */
+static char log_path[1024]; /* "" for standard output (main thread only) */
+/* Whether writes go through `pipe_lock`: the log is not a regular file.
+ * Only ever turns on while workers run (a reopen onto something else). */
+static atomic_bool log_locked;
+static pthread_mutex_t pipe_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool warned_write_error; /* one warning per run of failures */
 
 /* ------------------------------------------------------------- formatting */
 
@@ -244,26 +257,17 @@ static int open_path(const char *path)
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 }
 
-/* Put fd in place of the current descriptor; returns the old one (-1 if
- * none, or if it was standard output, which is never closed). */
-static int swap_fd(int fd, const char *path)
+/* Whether lines to fd need pipe_lock: it is not a regular file. */
+static bool needs_lock(int fd)
 {
-    int old;
-
-    pthread_mutex_lock(&lock);
-    old = log_fd;
-    log_fd = fd;
-    if (path != NULL)
-        snprintf(log_path, sizeof(log_path), "%s", path);
-    warned_write_error = false;
-    pthread_mutex_unlock(&lock);
-    return old == STDOUT_FILENO ? -1 : old;
+    struct stat st;
+    return fstat(fd, &st) == -1 || !S_ISREG(st.st_mode);
 }
 
 int px_accesslog_open(const char *path, char *err, size_t errlen)
 {
     bool is_stdout = strcmp(path, "stdout") == 0;
-    int fd, old;
+    int fd;
 
     if (!is_stdout && strlen(path) >= sizeof(log_path)) {
         snprintf(err, errlen, "%s: path too long (at most %zu bytes)", path, sizeof(log_path) - 1);
@@ -274,32 +278,33 @@ int px_accesslog_open(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    old = swap_fd(fd, is_stdout ? "" : path);
-    if (old != -1)
-        close(old);
+    px_accesslog_close();
+    atomic_store(&log_locked, needs_lock(fd));
+    atomic_store(&warned_write_error, false);
+    snprintf(log_path, sizeof(log_path), "%s", is_stdout ? "" : path);
+    log_fd = fd;
     return 0;
 }
 
 int px_accesslog_reopen(void)
 {
-    char path[sizeof(log_path)];
-    int fd, old;
+    int fd;
 
-    pthread_mutex_lock(&lock);
-    snprintf(path, sizeof(path), "%s", log_path);
-    fd = log_fd;
-    pthread_mutex_unlock(&lock);
-    if (fd == -1 || path[0] == '\0')
+    if (log_fd == -1 || log_path[0] == '\0')
         return 0; /* nothing open, or standard output: nothing to reopen */
-    fd = open_path(path);
+    fd = open_path(log_path);
     if (fd == -1) {
-        px_log_warn("access log %s: cannot reopen, still writing to the old file", path);
+        px_log_warn("access log %s: cannot reopen, still writing to the old file", log_path);
         return -1;
     }
-    old = swap_fd(fd, NULL);
-    if (old != -1)
-        close(old);
-    return 0;
+    if (needs_lock(fd))
+        atomic_store(&log_locked, true); /* before any line can reach it */
+    int rc = dup2(fd, log_fd) == -1 ? -1 : 0;
+    if (rc == -1)
+        px_log_warn("access log %s: cannot reopen, still writing to the old file", log_path);
+    close(fd);
+    atomic_store(&warned_write_error, false);
+    return rc;
 }
 
 /* The whole of buf, across EINTR and partial writes; 0 or -1 (errno). */
@@ -318,24 +323,27 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
-/* Write buf under the lock; one warning per run of failures. */
-static void write_locked(const char *buf, size_t len)
+/* Write buf whole (under pipe_lock when the log is not a regular file);
+ * one warning per run of failures. */
+static void write_lines(const char *buf, size_t len)
 {
-    int rc = 0, saved = 0;
-    bool warn = false;
+    bool locked = atomic_load_explicit(&log_locked, memory_order_acquire);
+    int rc, saved;
 
-    pthread_mutex_lock(&lock);
-    if (log_fd != -1) {
-        rc = write_all(log_fd, buf, len);
-        saved = errno;
-        /* a full disk would otherwise warn once per connection */
-        warn = rc == -1 && !warned_write_error;
-        warned_write_error = rc == -1;
-    }
-    pthread_mutex_unlock(&lock);
-    if (warn) {
+    if (log_fd == -1)
+        return;
+    if (locked)
+        pthread_mutex_lock(&pipe_lock);
+    rc = write_all(log_fd, buf, len);
+    saved = errno;
+    if (locked)
+        pthread_mutex_unlock(&pipe_lock);
+    /* a full disk would otherwise warn once per connection */
+    if (rc == -1 && !atomic_exchange(&warned_write_error, true)) {
         errno = saved;
-        px_log_warn("access log: write failed, lines are lost until a write succeeds");
+        px_log_warn("access log: write failed, lines are lost (or cut) until a write succeeds");
+    } else if (rc == 0 && atomic_load_explicit(&warned_write_error, memory_order_relaxed)) {
+        atomic_store(&warned_write_error, false);
     }
 }
 
@@ -363,7 +371,7 @@ void px_accesslog_flush(void)
 {
     if (batch == NULL || batch->len == 0)
         return;
-    write_locked(batch->buf, batch->len);
+    write_lines(batch->buf, batch->len);
     batch->len = 0;
 }
 
@@ -381,7 +389,7 @@ void px_accesslog_write(const struct px_log_entry *e)
     line_buf[len++] = '\n';
     if (batch == NULL || len > BATCH_BYTES) {
         px_accesslog_flush(); /* keep the order of this thread's lines */
-        write_locked(line_buf, len);
+        write_lines(line_buf, len);
         return;
     }
     if (len > BATCH_BYTES - batch->len)
@@ -394,8 +402,10 @@ void px_accesslog_write(const struct px_log_entry *e)
 
 void px_accesslog_close(void)
 {
-    int old = swap_fd(-1, "");
+    int old = log_fd;
 
-    if (old != -1)
+    log_fd = -1;
+    log_path[0] = '\0';
+    if (old != -1 && old != STDOUT_FILENO)
         close(old);
 }

@@ -36,15 +36,18 @@ struct px_log_entry {
     const char *termination; /* "WHO/PHASE" that ended the connection, or NULL */
 };
 
-/* Open `path` ("stdout" for standard output) for appending.  Returns 0, or
- * -1 with "PATH: reason" in err. */
+/* Open `path` ("stdout" for standard output) for appending, in place of
+ * what was open.  Main thread, while no other thread writes (at start).
+ * Returns 0, or -1 with "PATH: reason" in err (what was open stays). */
 int px_accesslog_open(const char *path, char *err, size_t errlen);
 
-/* Reopen the same path (after logrotate moved it).  Returns 0 or -1 (the
- * old file stays in use and the reason goes to the diagnostics log). */
+/* Reopen the same path (after logrotate moved it), while workers write:
+ * main thread.  Returns 0 or -1 (the old file stays in use and the reason
+ * goes to the diagnostics log). */
 int px_accesslog_reopen(void);
 
-/* Write one line.  Never blocks on a lock longer than one write(2).  In a
+/* Write one line: without a lock to a regular file, under a lock held
+ * for one write(2) to a pipe or socket.  In a
  * thread that batches (below), the line waits for px_accesslog_flush(). */
 void px_accesslog_write(const struct px_log_entry *e);
 
@@ -57,6 +60,7 @@ void px_accesslog_batch_start(void (*wake)(void *), void *arg);
 void px_accesslog_flush(void);
 void px_accesslog_batch_stop(void);
 
+/* Close the log (main thread, once no other thread writes). */
 void px_accesslog_close(void);
 
 /* The line px_accesslog_write() would write, without the newline; the
