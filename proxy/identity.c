@@ -10,12 +10,11 @@
 #include "conn.h"
 #include "metrics.h"
 
-/* Move c's metrics handle (and its count as active) to its sandbox. */
+/* Move c's metrics handle (and its count as active) to its sandbox's,
+ * which c's world holds: no lock. */
 static void take_msb(struct px_conn *c)
 {
-    const char *id = c->sb ? c->sb->id : "default";
-    const char *owner = c->sb ? c->sb->owner : NULL;
-    struct px_msb *m = px_metrics_sandbox_get(id, owner);
+    struct px_msb *m = px_metrics_sandbox_ref(c->sb ? c->sb->msb : c->world->default_msb);
 
     if (c->msb != NULL)
         px_metrics_active(c->msb, -1);
@@ -32,12 +31,14 @@ static void drop_limit(struct px_conn *c)
     c->lim = NULL;
 }
 
-/* Count the connection against its sandbox's limits (a source without a
- * binding has its own); false when they refuse it (nothing counted). */
+/* Count the connection against its sandbox's limits, which c's world
+ * holds (no lock); a source without a binding has its own, found in the
+ * limits table under its lock.  False when they refuse it (nothing
+ * counted). */
 static bool take_limit(struct px_conn *c)
 {
     const struct px_config *cfg = px_d.cfg;
-    struct px_limit *l = c->sb ? px_limit_get(c->sb->id) : px_limit_get_source(c->src_addr);
+    struct px_limit *l = c->sb ? px_limit_ref(c->sb->lim) : px_limit_get_source(c->src_addr);
     bool rate;
 
     drop_limit(c);

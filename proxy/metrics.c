@@ -4,12 +4,14 @@
  *
  * Per (sandbox, owner) pair there is one struct px_msb, held in a list
  * sorted by (sandbox, owner) so that the page comes out in a stable order.
- * The list's mutex is taken only to get, put back, render or forget a
- * handle; counting goes through the handle with relaxed atomic adds, so
- * the hot path (every decision, every relayed buffer) never waits on it.
- * A handle is freed only by px_metrics_forget_except(), under the mutex,
- * when no connection holds it: a pointer a connection got stays valid until
- * it puts it back.
+ * The list's mutex is taken only to get a handle by name, to render and to
+ * sweep; a reference to a handle already held, putting one back, and all
+ * counting are atomic adds, so the hot path (every accept, decision and
+ * relayed buffer) never waits on it.
+ * A handle is freed only by px_metrics_sweep(), under the mutex, when its
+ * count of references is 0.  Without the mutex a count only grows from a
+ * reference someone holds (px_metrics_sandbox_ref), never from 0, so a
+ * handle the sweep sees unreferenced stays so until it is freed.
  */
 #include "metrics.h"
 
@@ -169,10 +171,16 @@ struct px_msb *px_metrics_sandbox_get(const char *sandbox, const char *owner)
     return m;
 }
 
+struct px_msb *px_metrics_sandbox_ref(struct px_msb *m)
+{
+    atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+    return m;
+}
+
 void px_metrics_sandbox_put(struct px_msb *m)
 {
     if (m != NULL)
-        atomic_fetch_sub(&m->refs, 1);
+        atomic_fetch_sub_explicit(&m->refs, 1, memory_order_release);
 }
 
 void px_metrics_decision(struct px_msb *m, enum px_mode mode, enum policy_decision d,
@@ -196,30 +204,12 @@ void px_metrics_bytes(struct px_msb *m, uint64_t up, uint64_t down)
         atomic_fetch_add_explicit(&m->bytes_down, down, memory_order_relaxed);
 }
 
-static bool kept(const char *sandbox, char *const *keep, size_t n)
+/* Free every handle nothing holds (lock held). */
+static void sweep_locked(void)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(keep[i], sandbox) == 0)
-            return true;
-    }
-    return false;
-}
-
-void px_metrics_forget_except(const char *const *keep, size_t n)
-{
-    /* compared as get() stored the ids: made valid UTF-8 */
-    char **clean = calloc(n ? n : 1, sizeof(*clean));
-
-    if (clean == NULL)
-        abort();
-    for (size_t i = 0; i < n; i++)
-        clean[i] = utf8_copy(keep[i] != NULL ? keep[i] : "");
-    pthread_mutex_lock(&lock);
-    /* refs only grows under this lock (in get), so a handle seen unused
-     * here stays unused until it is freed */
     for (struct px_msb **pp = &sandboxes_list; *pp != NULL;) {
         struct px_msb *m = *pp;
-        if (kept(m->sandbox, clean, n) || atomic_load(&m->refs) != 0 ||
+        if (atomic_load_explicit(&m->refs, memory_order_acquire) != 0 ||
             atomic_load(&m->active) != 0) {
             pp = &m->next;
             continue;
@@ -229,10 +219,13 @@ void px_metrics_forget_except(const char *const *keep, size_t n)
         free(m->owner);
         free(m);
     }
+}
+
+void px_metrics_sweep(void)
+{
+    pthread_mutex_lock(&lock);
+    sweep_locked();
     pthread_mutex_unlock(&lock);
-    for (size_t i = 0; i < n; i++)
-        free(clean[i]);
-    free(clean);
 }
 
 /* ------------------------------------------------------- global counters */
@@ -413,6 +406,7 @@ char *px_metrics_render(size_t *len)
     if (f == NULL)
         abort();
     pthread_mutex_lock(&lock);
+    sweep_locked();
     render_connections(f);
     render_sandbox_gauges(f);
     render_histogram(f);

@@ -6,9 +6,10 @@
  * "default" and "" for connections without one; mode, decision, reason and
  * direction are fixed word lists.  Never a host name.
  *
- * Hot path: a connection takes one handle for its (sandbox, owner) pair at
- * the start and counts through it with atomic adds; no lock per byte or per
- * request.  All functions are thread-safe.
+ * Hot path: the world holds one handle per binding (and one for
+ * "default"); a connection takes another reference to its sandbox's with
+ * px_metrics_sandbox_ref() - one atomic add, no lock - and counts through
+ * it with atomic adds.  All functions are thread-safe.
  */
 #ifndef PX_METRICS_H
 #define PX_METRICS_H
@@ -26,9 +27,14 @@ struct px_msb; /* the counters of one (sandbox, owner) pair */
 void px_metrics_init(const char *version);
 
 /* The handle for (sandbox, owner); owner may be NULL (written as "").
- * Never NULL (allocation failure aborts).  Each get is paired with a put. */
+ * Never NULL (allocation failure aborts).  Takes the list's lock: for the
+ * world, when it makes a binding's handle, not per connection.  Each get
+ * (and each ref) is paired with a put. */
 struct px_msb *px_metrics_sandbox_get(const char *sandbox, const char *owner);
-void px_metrics_sandbox_put(struct px_msb *m);
+/* One more reference to m, which the caller holds (or a world it holds
+ * does): lock-free.  Returns m. */
+struct px_msb *px_metrics_sandbox_ref(struct px_msb *m);
+void px_metrics_sandbox_put(struct px_msb *m); /* NULL is a no-op; lock-free */
 
 /* One decided connection or request: connections_total{...}. */
 void px_metrics_decision(struct px_msb *m, enum px_mode mode, enum policy_decision d,
@@ -50,10 +56,12 @@ void px_metrics_set_policy(const struct policy *p);
 /* sandboxes: the number of bindings. */
 void px_metrics_set_sandboxes(size_t n);
 
-/* Drop the series of sandboxes that are not in `keep` (n ids) and have no
- * handle out, so that sandboxes that come and go do not grow the page
- * forever. */
-void px_metrics_forget_except(const char *const *keep, size_t n);
+/* Drop the series that no handle holds and no connection counts as
+ * active, so that sandboxes that come and go do not grow the page
+ * forever.  A bound sandbox's series stays: its world holds a handle.
+ * px_metrics_render() sweeps first, so the page never shows a series
+ * nothing holds. */
+void px_metrics_sweep(void);
 
 /* The whole page (text format 0.0.4), NUL-terminated; caller frees. */
 char *px_metrics_render(size_t *len);

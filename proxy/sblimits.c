@@ -3,6 +3,15 @@
  * entry stays while its sandbox is bound (its counters carry the quota
  * between connections); once the binding is gone (px_limit_forget_except)
  * it leaves the table, and is freed when no connection holds it any more.
+ *
+ * An entry's count of references includes one for being in the table; the
+ * world holds one for each bound sandbox, and each connection one.  The
+ * table's lock is taken to find an entry by name (a world making a
+ * binding's handle, a connection without a binding), to add, evict or
+ * drop one; px_limit_ref and px_limit_put are atomic adds, and the last
+ * put frees.  Without the lock a count only grows from a reference someone
+ * holds, so an entry the table alone holds (count 1) can be evicted
+ * under the lock without a race.
  */
 #include "sblimits.h"
 
@@ -13,20 +22,20 @@
 #include <string.h>
 #include <time.h>
 
-#define BUCKETS 1024
+#define BUCKETS  1024
+#define NS_PER_S 1000000000ull
 
 struct px_limit {
     struct px_limit *next;
-    unsigned refs;  /* connections holding it (table_lock) */
-    bool forgotten; /* out of the table: freed at the last put */
-    bool source;    /* a source address's, not a sandbox's */
+    atomic_uint refs; /* the table's, the world's, the connections' */
+    bool source;      /* a source address's, not a sandbox's */
     char id[64];
     atomic_long open;
     atomic_uint_fast64_t bytes;
     struct px_dns_share dns;
-    pthread_mutex_t lock; /* the rate bucket */
-    double tokens;
-    struct timespec refilled;
+    /* the rate of new connections, as a generic cell rate algorithm: the
+     * time (CLOCK_MONOTONIC ns) at which the bucket is full again */
+    atomic_uint_fast64_t full_at;
 };
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,8 +67,7 @@ static struct px_limit *add(const char *id, unsigned b, bool source)
     if (l == NULL)
         abort();
     memcpy(l->id, id, strnlen(id, sizeof(l->id) - 1)); /* calloc'd: ends in '\0' */
-    pthread_mutex_init(&l->lock, NULL);
-    l->tokens = -1; /* full at first use */
+    atomic_init(&l->refs, 1);                          /* the table's */
     l->source = source;
     l->next = table[b];
     table[b] = l;
@@ -69,8 +77,15 @@ static struct px_limit *add(const char *id, unsigned b, bool source)
 
 static void limit_free(struct px_limit *l)
 {
-    pthread_mutex_destroy(&l->lock);
     free(l);
+}
+
+/* Take the table's reference of an entry only the table holds; false when
+ * someone else holds it too.  (table_lock held.) */
+static bool only_table_holds(struct px_limit *l)
+{
+    unsigned one = 1;
+    return atomic_compare_exchange_strong(&l->refs, &one, 0);
 }
 
 /* Unlink and free one source entry no connection holds; false if every
@@ -81,7 +96,7 @@ static bool evict_source(void)
         size_t b = (evict_from + k) % BUCKETS;
         for (struct px_limit **pp = &table[b]; *pp != NULL; pp = &(*pp)->next) {
             struct px_limit *l = *pp;
-            if (!l->source || l->refs > 0)
+            if (!l->source || !only_table_holds(l))
                 continue;
             *pp = l->next;
             n_sources--;
@@ -101,8 +116,14 @@ struct px_limit *px_limit_get(const char *id)
     struct px_limit *l = find(id, b);
     if (l == NULL)
         l = add(id, b, false);
-    l->refs++;
+    atomic_fetch_add(&l->refs, 1);
     pthread_mutex_unlock(&table_lock);
+    return l;
+}
+
+struct px_limit *px_limit_ref(struct px_limit *l)
+{
+    atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
     return l;
 }
 
@@ -127,21 +148,14 @@ struct px_limit *px_limit_get_source(const uint8_t addr[16])
         if (l == NULL)
             l = add(PX_LIMIT_DEFAULT, b, false);
     }
-    l->refs++;
+    atomic_fetch_add(&l->refs, 1);
     pthread_mutex_unlock(&table_lock);
     return l;
 }
 
 void px_limit_put(struct px_limit *l)
 {
-    bool last;
-
-    if (l == NULL)
-        return;
-    pthread_mutex_lock(&table_lock);
-    last = --l->refs == 0 && l->forgotten;
-    pthread_mutex_unlock(&table_lock);
-    if (last)
+    if (l != NULL && atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
         limit_free(l);
 }
 
@@ -165,17 +179,14 @@ void px_limit_forget_except(const char *const *ids, size_t n)
                 continue;
             }
             *pp = l->next;
-            l->forgotten = true;
-            if (l->refs == 0) {
-                l->next = gone;
-                gone = l;
-            }
+            l->next = gone;
+            gone = l;
         }
     }
     pthread_mutex_unlock(&table_lock);
     while (gone != NULL) {
         struct px_limit *next = gone->next;
-        limit_free(gone);
+        px_limit_put(gone); /* the table's reference */
         gone = next;
     }
 }
@@ -192,28 +203,32 @@ size_t px_limit_count(void)
     return n;
 }
 
-static bool take_token(struct px_limit *l, uint64_t per_sec)
+static uint64_t now_ns(void)
 {
     struct timespec now;
-    bool ok;
 
     clock_gettime(CLOCK_MONOTONIC, &now);
-    pthread_mutex_lock(&l->lock);
-    if (l->tokens < 0) {
-        l->tokens = (double)per_sec;
-    } else {
-        double dt = (double)(now.tv_sec - l->refilled.tv_sec) +
-                    (double)(now.tv_nsec - l->refilled.tv_nsec) / 1e9;
-        l->tokens += dt * (double)per_sec;
-        if (l->tokens > (double)per_sec)
-            l->tokens = (double)per_sec;
-    }
-    l->refilled = now;
-    ok = l->tokens >= 1.0;
-    if (ok)
-        l->tokens -= 1.0;
-    pthread_mutex_unlock(&l->lock);
-    return ok;
+    return (uint64_t)now.tv_sec * NS_PER_S + (uint64_t)now.tv_nsec;
+}
+
+/* One token from a bucket that holds `per_sec` and refills `per_sec` a
+ * second (full at first use), as GCRA: each connection moves full_at on
+ * by 1/per_sec of a second from max(full_at, now), and is refused when
+ * that would put full_at more than a second ahead of now.  Lock-free. */
+static bool take_token(struct px_limit *l, uint64_t per_sec)
+{
+    uint64_t now = now_ns(), step = NS_PER_S / per_sec;
+    uint64_t at = atomic_load_explicit(&l->full_at, memory_order_relaxed), next;
+
+    if (step == 0)
+        step = 1;
+    do {
+        next = (at > now ? at : now) + step;
+        if (next - now > NS_PER_S)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&l->full_at, &at, next, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
 }
 
 bool px_limit_conn_open(struct px_limit *l, uint64_t max_conns, uint64_t per_sec, bool *rate)

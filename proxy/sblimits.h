@@ -7,7 +7,9 @@
  * does not reset them; a binding removed takes its counters along (a
  * sandbox bound again under the same id, as a reused VM id would be,
  * starts over).
- * Thread-safe; one short lock per connection start, atomics per byte count.
+ * Thread-safe.  A connection of a bound sandbox takes its limits from the
+ * world's handle (px_limit_ref) and counts with atomics only; a lock is
+ * taken per connection only for a source without a binding.
  */
 #ifndef PX_SBLIMITS_H
 #define PX_SBLIMITS_H
@@ -34,7 +36,10 @@ struct px_limit *px_limit_get(const char *id);
  * them); when the table of sources is full, the counters of a source no
  * connection holds make room.  Never NULL; paired with a put. */
 struct px_limit *px_limit_get_source(const uint8_t addr[16]);
-void px_limit_put(struct px_limit *l); /* NULL is a no-op */
+/* One more reference to l, which the caller (or a world it holds) holds:
+ * lock-free.  Returns l. */
+struct px_limit *px_limit_ref(struct px_limit *l);
+void px_limit_put(struct px_limit *l); /* NULL is a no-op; lock-free */
 
 /* The bound sandboxes are now `ids` (sorted by strcmp): every other id's
  * counters are dropped (freed once no connection holds them; a later get

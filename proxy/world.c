@@ -57,13 +57,17 @@ struct base {
     struct policy *policy;
     struct px_hosts *hosts;
     struct policy_binding *default_pb;
+    struct px_msb *default_msb;
 };
 
-/* One binding's compiled part and JSON, shared by the worlds that hold it. */
+/* One binding's compiled part, JSON and handles, shared by the worlds that
+ * hold it. */
 struct held {
     atomic_uint refs;
     struct policy_binding *pb; /* NULL: its preset or lines did not load at start */
     json_t *json;              /* token elided */
+    struct px_msb *msb;        /* its metrics series */
+    struct px_limit *lim;      /* its limits */
 };
 
 struct addr_slot {
@@ -449,12 +453,15 @@ static void base_unref(struct base *b)
     if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1)
         return;
     policy_binding_free(b->default_pb);
+    px_metrics_sandbox_put(b->default_msb);
     px_hosts_free(b->hosts);
     policy_unref(b->policy);
     free(b);
 }
 
-static struct held *held_new(struct policy_binding *pb, json_t *json)
+/* The shared part of binding sb: pb and json (taken over) and sb's
+ * metrics and limits handles (a lock each, here and not per connection). */
+static struct held *held_new(const struct px_sandbox *sb, struct policy_binding *pb, json_t *json)
 {
     struct held *h = calloc(1, sizeof(*h));
     if (h == NULL)
@@ -462,6 +469,8 @@ static struct held *held_new(struct policy_binding *pb, json_t *json)
     atomic_init(&h->refs, 1);
     h->pb = pb;
     h->json = json;
+    h->msb = px_metrics_sandbox_get(sb->id, sb->owner);
+    h->lim = px_limit_get(sb->id);
     return h;
 }
 
@@ -471,6 +480,8 @@ static void held_unref(struct held *h)
         return;
     policy_binding_free(h->pb);
     json_decref(h->json);
+    px_metrics_sandbox_put(h->msb);
+    px_limit_put(h->lim);
     free(h);
 }
 
@@ -517,6 +528,8 @@ static void world_add(struct world *w, const struct px_sandbox *sb, struct held 
     w->sbx[w->n] = *sb;
     w->sbx[w->n].pb = h->pb;
     w->sbx[w->n].json = h->json;
+    w->sbx[w->n].msb = h->msb;
+    w->sbx[w->n].lim = h->lim;
     w->held[w->n++] = h;
 }
 
@@ -615,6 +628,7 @@ static enum fault world_finish(struct world *w, const char *changed, char *err, 
     w->pub.policy = w->base->policy;
     w->pub.hosts = w->base->hosts;
     w->pub.default_pb = w->base->default_pb;
+    w->pub.default_msb = w->base->default_msb;
     w->pub.sandboxes = w->sbx;
     w->pub.n_sandboxes = w->n;
     return rc;
@@ -642,7 +656,7 @@ static enum fault world_add_json(struct world *w, const json_t *obj, const char 
         return FAULT_NO_LOAD;
     }
     policy_diag_free(&d);
-    world_add(w, &sb, held_new(pb, sb.json));
+    world_add(w, &sb, held_new(&sb, pb, sb.json));
     explicit_bzero(sb.token, sizeof(sb.token));
     return FAULT_NONE;
 }
@@ -907,7 +921,7 @@ static void world_swap(struct world *w)
     for (size_t i = 0; i < w->n; i++)
         ids[i] = w->sbx[i].id;
     px_metrics_set_sandboxes(w->n);
-    px_metrics_forget_except(ids, w->n);
+    px_metrics_sweep();
     px_limit_forget_except(ids, w->n);
     px_denials_forget_except(ids, w->n);
     free(ids);
@@ -941,6 +955,7 @@ static struct base *base_load(char *err, size_t errlen)
     if (b == NULL)
         abort();
     atomic_init(&b->refs, 1);
+    b->default_msb = px_metrics_sandbox_get("default", NULL);
     b->policy = px_policy_load(g_cfg, g_geo, &d);
     if (b->policy != NULL)
         b->default_pb =
@@ -1147,7 +1162,7 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
             px_log_warnx("%s: %s (the sandbox is denied everything until this is fixed)", path,
                          d.lines[k]);
         policy_diag_free(&d);
-        world_add(w, &sb, held_new(pb, sb.json));
+        world_add(w, &sb, held_new(&sb, pb, sb.json));
         explicit_bzero(sb.token, sizeof(sb.token));
     }
     json_decref(saved);
@@ -1179,7 +1194,7 @@ int px_world_reload(char *err, size_t errlen)
         if (json == NULL)
             abort();
         if (pb != NULL)
-            world_add(w, &old->sbx[i], held_new(pb, json));
+            world_add(w, &old->sbx[i], held_new(&old->sbx[i], pb, json));
         else
             json_decref(json);
     }

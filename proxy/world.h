@@ -37,6 +37,11 @@ struct px_sandbox {
     int64_t expires;           /* unix seconds; 0: none */
     struct policy_binding *pb; /* preset + the binding's extra allow lines */
     json_t *json;              /* the binding as stored and returned by GET (token elided) */
+    /* The sandbox's metrics series and limits, held by the world (NULL
+     * outside one): a connection takes its own reference without a lock
+     * (px_metrics_sandbox_ref, px_limit_ref). */
+    struct px_msb *msb;
+    struct px_limit *lim;
 };
 
 struct px_world {
@@ -44,6 +49,7 @@ struct px_world {
     struct policy *policy;
     struct px_hosts *hosts;             /* NULL without hosts-file */
     struct policy_binding *default_pb;  /* default-policy, no extras */
+    struct px_msb *default_msb;         /* the "default" series, held by the world */
     const struct px_sandbox *sandboxes; /* sorted by id */
     size_t n_sandboxes;
     /* private: the reference count and the address index follow */

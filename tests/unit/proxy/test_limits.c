@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sblimits.h"
 #include "tap.h"
@@ -31,6 +32,26 @@ static void test_conns_and_quota(void)
     ok(!px_limit_bytes(again, 100, 150) && px_limit_over_quota(again, 150),
        "the quota counts across connections: 200 bytes are over 150");
     px_limit_put(again);
+}
+
+/* rate-new-conns-per-sandbox: a bucket of `per_sec` that refills at
+ * `per_sec` a second, full at first use; lock-free (GCRA). */
+static void test_rate(void)
+{
+    struct px_limit *r = px_limit_get("rate");
+    const struct timespec fifth = {0, 220 * 1000 * 1000};
+    bool rate = false;
+    int opened = 0;
+
+    while (opened < 20 && px_limit_conn_open(r, 0, 5, &rate))
+        opened++;
+    ok(opened == 5 && rate, "a full bucket of 5 lets 5 through, then refuses by the rate (%d)",
+       opened);
+    nanosleep(&fifth, NULL);
+    ok(px_limit_conn_open(r, 0, 5, &rate), "a fifth of a second later one more opens");
+    for (int i = 0; i < opened + 1; i++)
+        px_limit_conn_close(r);
+    px_limit_put(r);
 }
 
 static void test_forget(void)
@@ -73,5 +94,6 @@ int main(void)
 {
     test_conns_and_quota();
     test_forget();
+    test_rate();
     return tap_done();
 }

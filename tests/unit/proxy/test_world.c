@@ -272,6 +272,54 @@ static void test_limits_follow_bindings(void)
     ok(px_world_delete_sandbox("104", err, sizeof(err)) == PX_WORLD_DELETED, "delete 104 again");
 }
 
+/* Whether the metrics page has a series for sandbox id. */
+static bool series_of(const char *id)
+{
+    char *page = px_metrics_render(NULL), want[128];
+
+    snprintf(want, sizeof(want), "egressd_active_connections{sandbox=\"%s\"", id);
+    bool found = strstr(page, want) != NULL;
+    free(page);
+    return found;
+}
+
+/* The world holds each binding's metrics and limits handles (what a
+ * connection takes without a lock); a binding deleted takes its series off
+ * the page once the last world that held it is let go - after the grace
+ * period, not before, and not later. */
+static void test_handles_follow_bindings(void)
+{
+    char err[512];
+
+    ok(put("105", "{\"policy\":\"test\",\"owner\":\"o5\",\"addresses\":[\"10.99.0.45\"]}") == 0,
+       "put 105");
+    struct px_world *w = px_world_get();
+    const struct px_sandbox *sb = px_world_by_id(w, "105");
+    ok(sb != NULL && sb->msb != NULL && sb->lim != NULL && w->default_msb != NULL,
+       "the world holds 105's handles and the default series'");
+    struct px_limit *l = px_limit_ref(sb->lim);
+    ok(l == px_limit_get("105"), "its limits are the ones the table has for 105");
+    px_limit_put(l);
+    px_metrics_active(px_metrics_sandbox_ref(sb->msb), +1); /* a connection */
+    struct px_msb *conn_msb = sb->msb;
+    px_world_put(w);
+    ok(series_of("105") && series_of("default"), "a bound sandbox has a series before traffic");
+    int r = px_world_reader_add(); /* test_grace's readers: 0 .. r-1 */
+    for (int i = 0; i <= r; i++)
+        px_world_quiescent(i);
+    ok(px_world_delete_sandbox("105", err, sizeof(err)) == PX_WORLD_DELETED, "delete 105");
+    ok(px_world_retired() == 1 && series_of("105"),
+       "the old world waits for its grace period, and 105's series with it");
+    for (int i = 0; i <= r; i++)
+        px_world_quiescent(i);
+    ok(px_world_retired() == 0 && series_of("105"),
+       "let go: the series stays while a connection still counts in it");
+    px_metrics_active(conn_msb, -1);
+    px_metrics_sandbox_put(conn_msb); /* it closes */
+    ok(!series_of("105") && series_of("default"), "closed: 105's series is gone at the next page");
+    px_limit_put(l);
+}
+
 static void test_replace_one(void)
 {
     ok(put("101", "{\"id\":\"101\",\"policy\":\"test\",\"addresses\":[\"10.99.0.21\"],"
@@ -714,6 +762,7 @@ int main(void)
     test_preset_gone_at_init();
     test_corrupt_state();
     test_grace();
+    test_handles_follow_bindings();
     test_threads();
     px_world_shutdown();
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
