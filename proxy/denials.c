@@ -1,6 +1,10 @@
 /*
  * denials.c - see denials.h.  A list of rings, one per sandbox that was
- * denied since it was bound; each ring overwrites its oldest entry.
+ * denied since it was bound; each ring overwrites its oldest entry.  One
+ * mutex guards the list.  A worker never waits for it: a denial that finds
+ * it held waits in the worker's own queue (`pending`) and is put in its
+ * ring at the end of the worker's loop round, or with the worker's next
+ * denial, whichever first finds the mutex free.
  */
 #include "denials.h"
 
@@ -27,6 +31,22 @@ struct ring {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ring *rings;
 static size_t n_rings;
+
+/* A worker's denials not yet in their rings, oldest first.  When more
+ * than PENDING_MAX wait (the mutex held for that long), the oldest give
+ * way: a ring keeps only the newest PX_DENIALS_PER_SANDBOX anyway. */
+#define PENDING_MAX (2 * PX_DENIALS_PER_SANDBOX)
+struct waiting {
+    char id[64];
+    struct entry e;
+};
+struct pending {
+    struct waiting q[PENDING_MAX];
+    size_t first, n;
+    void (*wake)(void *);
+    void *arg;
+};
+static _Thread_local struct pending *pending; /* NULL: wait for the mutex */
 
 /* s into dst (size bytes), cut to fit; "" for NULL. */
 static void copy(char *dst, size_t size, const char *s)
@@ -78,11 +98,9 @@ static struct ring *ring_of(const char *id)
     return r;
 }
 
-void px_denials_note(const char *id, const struct px_denial *d)
+/* d as an entry: its strings copied, cut to fit. */
+static void entry_of(struct entry *e, const struct px_denial *d)
 {
-    pthread_mutex_lock(&lock);
-    struct ring *r = ring_of(id);
-    struct entry *e = &r->e[r->head];
     e->ts_ms = d->ts_ms;
     copy(e->mode, sizeof(e->mode), d->mode);
     copy(e->method, sizeof(e->method), d->method);
@@ -92,10 +110,90 @@ void px_denials_note(const char *id, const struct px_denial *d)
     copy(e->rule, sizeof(e->rule), d->rule);
     e->port = d->port;
     e->status = d->status;
+}
+
+/* Put e in sandbox id's ring (lock held). */
+static void store(const char *id, const struct entry *e)
+{
+    struct ring *r = ring_of(id);
+
+    r->e[r->head] = *e;
     r->head = (r->head + 1) % PX_DENIALS_PER_SANDBOX;
     if (r->n < PX_DENIALS_PER_SANDBOX)
         r->n++;
+}
+
+/* Store this thread's waiting denials, oldest first (lock held). */
+static void store_pending(void)
+{
+    for (; pending->n > 0; pending->n--) {
+        const struct waiting *w = &pending->q[pending->first];
+        store(w->id, &w->e);
+        pending->first = (pending->first + 1) % PENDING_MAX;
+    }
+}
+
+/* Queue e for sandbox id behind this thread's waiting denials. */
+static void queue(const char *id, const struct entry *e)
+{
+    if (pending->n == PENDING_MAX) { /* the oldest gives way */
+        pending->first = (pending->first + 1) % PENDING_MAX;
+        pending->n--;
+    }
+    struct waiting *w = &pending->q[(pending->first + pending->n++) % PENDING_MAX];
+    copy(w->id, sizeof(w->id), id);
+    w->e = *e;
+    if (pending->n == 1)
+        pending->wake(pending->arg);
+}
+
+void px_denials_note(const char *id, const struct px_denial *d)
+{
+    struct entry e;
+
+    entry_of(&e, d);
+    if (pending == NULL) {
+        pthread_mutex_lock(&lock);
+    } else if (pthread_mutex_trylock(&lock) != 0) {
+        queue(id, &e);
+        return;
+    } else {
+        store_pending();
+    }
+    store(id, &e);
     pthread_mutex_unlock(&lock);
+}
+
+void px_denials_batch_start(void (*wake)(void *), void *arg)
+{
+    pending = calloc(1, sizeof(*pending));
+    if (pending == NULL)
+        abort();
+    pending->wake = wake;
+    pending->arg = arg;
+}
+
+void px_denials_flush(void)
+{
+    if (pending == NULL || pending->n == 0)
+        return;
+    if (pthread_mutex_trylock(&lock) != 0) {
+        pending->wake(pending->arg); /* the next round tries again */
+        return;
+    }
+    store_pending();
+    pthread_mutex_unlock(&lock);
+}
+
+void px_denials_batch_stop(void)
+{
+    if (pending == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    store_pending();
+    pthread_mutex_unlock(&lock);
+    free(pending);
+    pending = NULL;
 }
 
 /* A JSON string, or null for "". */

@@ -4,8 +4,8 @@
  * that access can be asked for instead of fought for.  Bounded: a ring of
  * PX_DENIALS_PER_SANDBOX per sandbox, made at its first denial, and at most
  * PX_DENIALS_SANDBOXES_MAX rings (the one whose last denial is oldest makes
- * room).  A binding removed takes its ring along.  Thread-safe: a short
- * lock per denial, never on an allowed connection's path.
+ * room).  A binding removed takes its ring along.  Thread-safe; a
+ * thread that batches (a worker) never waits for the lock (below).
  */
 #ifndef PX_DENIALS_H
 #define PX_DENIALS_H
@@ -35,6 +35,17 @@ struct px_denial {
 
 /* Keep d as sandbox `id`'s most recent denial. */
 void px_denials_note(const char *id, const struct px_denial *d);
+
+/* Batching, per thread (a worker), as the access log's: from now on a
+ * denial that finds the lock held waits in this thread's queue instead of
+ * the thread waiting, and wake(arg) is called when the first one does; the
+ * thread then calls px_denials_flush() soon (a worker: once its loop has
+ * run the round's callbacks), which stores what waits if the lock is free
+ * and calls wake again if not.  _stop stores what still waits and ends
+ * batching.  Until a flush, GET .../denials may not show a denial yet. */
+void px_denials_batch_start(void (*wake)(void *), void *arg);
+void px_denials_flush(void);
+void px_denials_batch_stop(void);
 /* Sandbox id's denials, newest first, as a JSON array (a new reference;
  * empty when it has none). */
 json_t *px_denials_json(const char *id);

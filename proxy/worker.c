@@ -18,6 +18,7 @@
 
 #include "accesslog.h"
 #include "conn.h"
+#include "denials.h"
 #include "log.h"
 
 /* 0 running, 1 draining, 2 stopping; written by the main thread. */
@@ -79,6 +80,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what, (void)arg;
     px_accesslog_flush();
+    px_denials_flush();
 }
 
 static void wake_flush(void *arg)
@@ -164,9 +166,15 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
 static void *worker_main(void *arg)
 {
     struct px_worker *w = arg;
+    char name[16]; /* the kernel's limit, with the NUL */
 
+    /* named, so that ps -L, top -H and perf --per-thread tell them apart */
+    snprintf(name, sizeof(name), "egressd-w%u", w->index);
+    pthread_setname_np(pthread_self(), name);
     px_accesslog_batch_start(wake_flush, w);
+    px_denials_batch_start(wake_flush, w);
     event_base_dispatch(w->base);
+    px_denials_batch_stop();
     px_accesslog_batch_stop();
     return NULL;
 }
