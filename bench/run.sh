@@ -60,7 +60,10 @@
 # BENCH_IDLE (5000), BENCH_BULK_CONNS (4), BENCH_BULK_BYTES (256m), BENCH_HELLO
 # (the ClientHello capture, default $CLIENTHELLO_DIR/curl.bin), BENCH_EGRESSD
 # (the egressd to run, default BUILD_DIR/proxy/egressd: a before/after of one
-# change runs another egressd under the same load generator and sinks).
+# change runs another egressd under the same load generator and sinks),
+# BENCH_LOCKS (1: count egressd's futex(2) calls per thread during each run
+# with perf, the calls a thread makes when it waits on a lock or wakes a
+# waiter; needs perf and tracepoints).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -267,6 +270,12 @@ render() {
 start_egressd() {
     mkdir -p "$DIR/policies" "$DIR/state"
     printf '# egress-load'"'"'s origins\nsink.test:4443,8000,9000\n' >"$DIR/policies/bench.allow"
+    # egress-load's address is bound to a sandbox, as every sandbox's is in
+    # a deployment: its connections are judged, counted and logged as the
+    # sandbox's, with its owner.
+    printf '[{"id":"bench","name":"egress-load","owner":"bench","addresses":["127.0.0.1"],"policy":"bench"}]\n' \
+        >"$DIR/state/sandboxes.json"
+    chmod 600 "$DIR/state/sandboxes.json"
     cat >"$DIR/egressd.conf" <<EOF
 listen $ADDR:3128
 transparent-tls $ADDR:8443 upstream-port 4443
@@ -364,8 +373,10 @@ load() {
     local out=$R/$CUR.$RUN t0 s0 rc
     t0=$([ -n "$PROXY_PID" ] && tree_ticks "$PROXY_PID" || echo 0)
     s0=$(($(tree_ticks $TLS_SINK_PID) + $(tree_ticks $HTTP_SINK_PID) + $(tree_ticks $BULK_SINK_PID)))
+    locks_start
     "$LOAD" --threads "$THREADS" --hello "$HELLO" --label "$CUR $RUN" "$@" >"$out.out" 2>"$out.err"
     rc=$?
+    locks_stop "$out.futex"
     if [ -n "$PROXY_PID" ]; then
         kill -0 "$PROXY_PID" 2>/dev/null || {
             echo "run.sh: $CUR died during $RUN" >&2
@@ -385,6 +396,29 @@ load() {
         echo "run.sh: egress-load $CUR $RUN gave no result (exit $rc)" >&2
         failed=1
     }
+}
+# locks_start, locks_stop FILE: with BENCH_LOCKS=1, count the egressd
+# threads' futex(2) calls over one run (perf stat --per-thread) and print
+# the workers' and the others' totals.  An uncontended pthread mutex makes
+# no system call; one a thread waits on, or a waiter it wakes, makes one.
+LOCKS_PID=
+locks_start() {
+    [ "${BENCH_LOCKS:-0}" = 1 ] && [ "$CUR" = egressd ] && [ -n "$PROXY_PID" ] || return 0
+    perf stat -e syscalls:sys_enter_futex --per-thread -x, -o "$T/futex.csv" -p "$PROXY_PID" \
+        2>/dev/null &
+    LOCKS_PID=$!
+    sleep 0.2 # perf attaches to every thread before the load starts
+}
+locks_stop() {
+    [ -n "$LOCKS_PID" ] || return 0
+    kill -INT "$LOCKS_PID" 2>/dev/null
+    wait "$LOCKS_PID"
+    LOCKS_PID=
+    cp "$T/futex.csv" "$1" 2>/dev/null
+    awk -F, -v run="$CUR $RUN" '
+        $4 ~ /sys_enter_futex/ { if ($1 ~ /^egressd-w[0-9]+-/) w += $2; else o += $2; seen = 1 }
+        END { if (seen) printf "  %s: futex calls: workers %d, other threads %d\n", run, w, o
+              else printf "  %s: futex calls: perf gave no count\n", run }' "$1"
 }
 # idle ARGS...: hold IDLE tunnels; the proxy's VmRSS before and while.
 idle() {
