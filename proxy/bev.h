@@ -1,15 +1,28 @@
 /*
- * bev.h - the two places egressd reaches past libevent's bufferevent
+ * bev.h - the places egressd reaches past libevent's bufferevent
  * interface (bev.c), kept apart so that a libevent upgrade has one file to
- * check.  Both save a round of the event loop or a copy on the HTTP path.
+ * check.  Each saves a system call, a round of the event loop or a copy on
+ * the HTTP path.
  */
 #ifndef PX_BEV_H
 #define PX_BEV_H
 
 #include <event2/bufferevent.h>
 
-/* libevent 2.1 reads at most this much into a bufferevent per callback. */
-#define PX_BEV_READ_MAX 4096
+/* What one read of a bufferevent taken over by px_bev_read_direct() asks
+ * for (libevent's own reads take at most 4 KiB, after an ioctl(FIONREAD)). */
+#define PX_BEV_READ_MAX (16 * 1024)
+
+/* Read socket bufferevent bev with egressd's own read callback from now
+ * on: one recvmsg(2) of up to PX_BEV_READ_MAX (less when a read high
+ * watermark is nearer) into its input per readable event, where libevent
+ * makes an ioctl(FIONREAD) and a readv of at most 4 KiB.  Everything else
+ * is as libevent does it: the read callback (watermarks honoured) after
+ * bytes came, the event callback with BEV_EVENT_READING|EOF or |ERROR
+ * (reading disabled) at an end or an error.  Call once its socket is set,
+ * after bufferevent_socket_new(fd) or bufferevent_socket_connect() (both
+ * set libevent's own callback), and never set a read timeout on it. */
+void px_bev_read_direct(struct bufferevent *bev);
 
 /* Write bev's output now instead of in the event loop's next round (saves
  * a round and two epoll changes per answer).  What the socket does not

@@ -484,6 +484,7 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
         px_client_watch_raw(c, fd);
     } else {
         c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        px_bev_read_direct(c->cli);
         px_conn_watch_client(c);
     }
     c->world = px_world_get();

@@ -26,22 +26,31 @@ enum body_state {
     BODY_MORE,   /* more of the body is to come */
     BODY_DONE,   /* the body ended */
     BODY_BROKEN, /* the chunked coding is broken */
+    BODY_QUOTA,  /* `most` bytes were moved and more of the body is there */
 };
 
 /* Move the body bytes of one message from `in` to `out` as its framing
- * says, adding what was moved to *moved. */
+ * says, at most `most` of them (what is left of the byte quota), adding
+ * what was moved to *moved. */
 static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum http_body kind,
-                                 uint64_t *left, struct http_chunked *ch, size_t *moved)
+                                 uint64_t *left, struct http_chunked *ch, uint64_t most,
+                                 size_t *moved)
 {
     while (evbuffer_get_length(in) > 0) {
         size_t len = evbuffer_get_length(in), used;
         struct evbuffer_iovec v;
+        if (kind == HTTP_BODY_NONE || (kind == HTTP_BODY_LENGTH && *left == 0))
+            return BODY_DONE;
+        if (*moved >= most)
+            return BODY_QUOTA;
+        if (len > most - *moved)
+            len = (size_t)(most - *moved);
         switch (kind) {
-        case HTTP_BODY_NONE: return BODY_DONE;
+        case HTTP_BODY_NONE: return BODY_DONE; /* (seen above) */
         case HTTP_BODY_TO_CLOSE:
             *moved += len;
-            evbuffer_add_buffer(out, in);
-            return BODY_MORE;
+            evbuffer_remove_buffer(in, out, len);
+            break;
         case HTTP_BODY_LENGTH:
             used = len < *left ? len : (size_t)*left;
             evbuffer_remove_buffer(in, out, used);
@@ -52,6 +61,8 @@ static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum
             break;
         case HTTP_BODY_CHUNKED:
             evbuffer_peek(in, -1, NULL, &v, 1);
+            if (v.iov_len > len)
+                v.iov_len = len;
             enum http_chunked_result r = http_chunked_feed(ch, v.iov_base, v.iov_len, &used);
             if (r == HTTP_CHUNKED_BAD)
                 return BODY_BROKEN;
@@ -66,6 +77,22 @@ static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum
     }
     return kind == HTTP_BODY_NONE || (kind == HTTP_BODY_LENGTH && *left == 0) ? BODY_DONE
                                                                               : BODY_MORE;
+}
+
+/* What connection c may still move before its sandbox's byte quota is
+ * used up. */
+static uint64_t quota_left(const struct px_conn *c)
+{
+    return px_limit_quota_left(c->lim, px_d.cfg->quota_bytes_per_sandbox);
+}
+
+/* The quota ran out in the middle of a body: what was under it is on its
+ * way (written), the rest is cut.  Closes. */
+static void quota_cut(struct px_conn *c)
+{
+    c->rq.reason = PX_R_LIMIT;
+    px_conn_ended(c, PX_END_LIMIT);
+    px_conn_close(c, "byte quota used up");
 }
 
 static void pause_if_full(struct bufferevent *from, struct bufferevent *to)
@@ -91,8 +118,9 @@ static void forward_request_body(struct px_conn *c)
 
     if (c->ex.req_done)
         return;
-    enum body_state r = move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up),
-                                  c->ex.req_body, &c->ex.req_left, &c->ex.req_chunks, &moved);
+    enum body_state r =
+        move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up), c->ex.req_body,
+                  &c->ex.req_left, &c->ex.req_chunks, quota_left(c), &moved);
     if (r == BODY_BROKEN) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "broken chunked request body");
         return;
@@ -101,6 +129,10 @@ static void forward_request_body(struct px_conn *c)
         return;
     c->t_active_ms = px_now_ms();
     px_bev_write_now(c->up);
+    if (r == BODY_QUOTA) {
+        quota_cut(c);
+        return;
+    }
     if (r == BODY_DONE) {
         c->ex.req_done = true;
         hold_pipelined(c);
@@ -227,8 +259,8 @@ static enum head_state response_head(struct px_conn *c)
  * response is done (then the next request's phase has begun). */
 static bool take_response(struct px_conn *c)
 {
-    /* libevent reads at most 4 KiB at a time: when that much came, take
-     * what else is there now rather than in another round. */
+    /* A read takes at most PX_BEV_READ_MAX (bev.h): when that much came,
+     * take what else is there now rather than in another round. */
     if (evbuffer_get_length(bufferevent_get_input(c->up)) >= PX_BEV_READ_MAX &&
         evbuffer_get_length(bufferevent_get_output(c->cli)) < EX_HIGH)
         px_bev_read_now(c->up);
@@ -248,8 +280,9 @@ static bool take_response(struct px_conn *c)
         }
     }
     size_t moved = 0;
-    enum body_state r = move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli),
-                                  c->ex.resp_body, &c->ex.resp_left, &c->ex.resp_chunks, &moved);
+    enum body_state r =
+        move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli), c->ex.resp_body,
+                  &c->ex.resp_left, &c->ex.resp_chunks, quota_left(c), &moved);
     if (r == BODY_BROKEN) {
         c->rq.reason = PX_R_CONNECT_FAIL;
         px_conn_ended(c, PX_END_UPSTREAM);
@@ -259,6 +292,10 @@ static bool take_response(struct px_conn *c)
     if (!px_conn_count(c, 1, moved))
         return false;
     px_bev_write_now(c->cli);
+    if (r == BODY_QUOTA) {
+        quota_cut(c);
+        return false;
+    }
     if (r == BODY_DONE) {
         response_done(c);
         return false;

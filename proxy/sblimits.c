@@ -268,6 +268,14 @@ struct px_dns_share *px_limit_dns_share(struct px_limit *l)
     return l != NULL ? &l->dns : NULL;
 }
 
+uint64_t px_limit_quota_left(const struct px_limit *l, uint64_t quota)
+{
+    if (l == NULL || quota == 0)
+        return UINT64_MAX;
+    uint64_t used = atomic_load(&l->bytes);
+    return used < quota ? quota - used : 0;
+}
+
 bool px_limit_over_quota(const struct px_limit *l, uint64_t quota)
 {
     return l != NULL && quota != 0 && atomic_load(&l->bytes) >= quota;

@@ -57,6 +57,8 @@ void px_limit_conn_close(struct px_limit *l);
  * none.) */
 /* Count `n` bytes; false once the sandbox's total passes `quota` (0: none). */
 bool px_limit_bytes(struct px_limit *l, uint64_t n, uint64_t quota);
+/* What is left of the quota now (UINT64_MAX: no quota, or no limits). */
+uint64_t px_limit_quota_left(const struct px_limit *l, uint64_t quota);
 /* Whether the quota is already used up. */
 bool px_limit_over_quota(const struct px_limit *l, uint64_t quota);
 /* The sandbox's share of the resolvers (max-lookups-per-sandbox), for

@@ -86,8 +86,10 @@ static int start_bev(struct px_conn *c)
 {
     c->up = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
     bufferevent_setcb(c->up, NULL, NULL, on_up_connect, c);
-    if (bufferevent_socket_connect(c->up, &c->up_ss.sa, (int)c->up_len) == 0)
+    if (bufferevent_socket_connect(c->up, &c->up_ss.sa, (int)c->up_len) == 0) {
+        px_bev_read_direct(c->up); /* the socket is set now */
         return 0;
+    }
     int err = errno;
     bufferevent_free(c->up);
     c->up = NULL;
