@@ -115,6 +115,7 @@ bool px_client_to_raw(struct px_conn *c)
     bufferevent_setfd(c->cli, -1);
     bufferevent_free(c->cli);
     c->cli = NULL;
+    px_conn_drop_exchange(c); /* a tunnel from now on */
     return true;
 }
 
@@ -131,7 +132,7 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
      * is gone.) */
     if (what == (BEV_EVENT_READING | BEV_EVENT_EOF) &&
         (c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN) && c->state != PX_S_HEAD &&
-        c->ex.req_done)
+        c->ex->req_done)
         return;
     px_conn_ended(c, PX_END_CLIENT);
     px_conn_close(c, what & BEV_EVENT_ERROR ? "client error" : "client closed");

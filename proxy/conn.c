@@ -97,11 +97,11 @@ void px_raw_free(struct px_raw *r)
 void px_conn_timeout(struct px_conn *c, uint64_t ms)
 {
     if (ms == 0) {
-        evtimer_del(c->timer);
+        evtimer_del(&c->timer);
         return;
     }
     struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
-    evtimer_add(c->timer, &tv);
+    evtimer_add(&c->timer, &tv);
 }
 
 /* A relay or exchange wakes up at most this late after its idle deadline. */
@@ -179,7 +179,7 @@ const char *px_conn_rule_text(const struct px_conn *c, char *buf, size_t len)
 /* Anything worth a line: a request was read, or a decision was made. */
 static bool has_request(const struct px_conn *c)
 {
-    return c->rq.decided || c->state == PX_S_RELAY || c->raw_host[0] != '\0' ||
+    return c->rq.decided || c->state == PX_S_RELAY || c->raw_host != NULL ||
            c->rq.method[0] != '\0' || c->bytes_up > 0;
 }
 
@@ -207,9 +207,13 @@ static const char *termination(const struct px_conn *c, char *buf, size_t len)
     return buf;
 }
 
-/* The entry of the current request's log line. */
-static void log_entry(const struct px_conn *c, struct px_log_entry *e, char *rule, size_t rule_len,
-                      char *end, size_t end_len)
+/* The text a log line's entry points into. */
+struct line_text {
+    char rule[512], end[32], src[PX_SOCKADDR_TEXT_MAX], upstream[PX_SOCKADDR_TEXT_MAX];
+};
+
+/* The entry of the current request's log line, its text in t. */
+static void log_entry(const struct px_conn *c, struct px_log_entry *e, struct line_text *t)
 {
     const struct px_request *rq = &c->rq;
     bool relaying = c->state == PX_S_RELAY;
@@ -219,23 +223,23 @@ static void log_entry(const struct px_conn *c, struct px_log_entry *e, char *rul
         .id = c->id,
         .sandbox = c->sb ? c->sb->id : "default",
         .owner = c->sb ? c->sb->owner : NULL,
-        .src = c->src,
+        .src = px_conn_src_text(c, t->src),
         .mode = px_mode_str(c->mode),
         .method = rq->method[0] ? rq->method : NULL,
-        .host = rq->host.len ? rq->host.text : (!relaying && c->raw_host[0] ? c->raw_host : NULL),
+        .host = rq->host.len ? rq->host.text : (!relaying ? c->raw_host : NULL),
         .port = rq->port,
         .sni = rq->have_sni ? rq->sni : NULL,
         .decision = policy_decision_str(rq->decision),
         .reason = px_reason_str(rq->reason),
-        .rule = px_conn_rule_text(c, rule, rule_len),
-        .upstream = c->upstream[0] ? c->upstream : NULL,
+        .rule = px_conn_rule_text(c, t->rule, sizeof(t->rule)),
+        .upstream = px_conn_upstream_text(c, t->upstream),
         .country = rq->v.country[0] ? rq->v.country : NULL,
         .asn = rq->v.asn,
         .bytes_up = c->bytes_up,
         .bytes_down = c->bytes_down,
         .duration_ms = (uint64_t)(px_now_ms() - c->t_start_ms),
         .status = rq->status,
-        .termination = termination(c, end, end_len),
+        .termination = termination(c, t->end, sizeof(t->end)),
     };
 }
 
@@ -258,7 +262,7 @@ static void note_denial(const char *id, const struct px_log_entry *e)
 
 void px_conn_log(struct px_conn *c)
 {
-    char rule[512], end[32];
+    struct line_text t;
     struct px_log_entry e;
 
     if (c->rq.logged || !has_request(c))
@@ -270,7 +274,7 @@ void px_conn_log(struct px_conn *c)
         if (c->rq.reason == PX_R_ALLOWED)
             c->rq.reason = PX_R_BAD_REQUEST;
     }
-    log_entry(c, &e, rule, sizeof(rule), end, sizeof(end));
+    log_entry(c, &e, &t);
     px_accesslog_write(&e);
     if (c->sb != NULL && c->rq.decision == POLICY_DENY)
         note_denial(c->sb->id, &e);
@@ -293,6 +297,49 @@ bool px_conn_count(struct px_conn *c, int dir, size_t n)
     px_conn_ended(c, PX_END_LIMIT);
     px_conn_close(c, "byte quota used up");
     return false;
+}
+
+const char *px_conn_src_text(const struct px_conn *c, char buf[PX_SOCKADDR_TEXT_MAX])
+{
+    union px_sockaddr sa;
+    socklen_t len;
+    uint8_t a16[16];
+
+    px_sockaddr_from16(c->src_addr, c->src_port, &sa, &len);
+    px_sockaddr_text(&sa.sa, buf, a16);
+    return buf;
+}
+
+const char *px_conn_upstream_text(const struct px_conn *c, char buf[PX_SOCKADDR_TEXT_MAX])
+{
+    uint8_t a16[16];
+
+    if (c->up_len == 0)
+        return NULL;
+    px_sockaddr_text(&c->up_ss.sa, buf, a16);
+    return buf;
+}
+
+void px_conn_keep_raw_host(struct px_conn *c, const char *p, size_t n)
+{
+    if (n > PX_RAW_HOST_MAX)
+        n = PX_RAW_HOST_MAX;
+    free(c->raw_host);
+    c->raw_host = malloc(n + 1);
+    if (c->raw_host == NULL)
+        abort();
+    memcpy(c->raw_host, p, n);
+    c->raw_host[n] = '\0';
+}
+
+void px_conn_drop_exchange(struct px_conn *c)
+{
+    if (c->ex == NULL)
+        return;
+    if (c->ex->pending != NULL)
+        evbuffer_free(c->ex->pending);
+    free(c->ex);
+    c->ex = NULL;
 }
 
 /* ------------------------------------------------------------ closing */
@@ -321,13 +368,17 @@ static void release(struct px_conn *c)
 
 void px_conn_close(struct px_conn *c, const char *why)
 {
-    px_log_debug("conn %llu %s: closed: %s", (unsigned long long)c->id, c->src, why);
+    char src[PX_SOCKADDR_TEXT_MAX];
+
+    if (px_log_debugging())
+        px_log_debug("conn %llu %s: closed: %s", (unsigned long long)c->id,
+                     px_conn_src_text(c, src), why);
     px_conn_ended(c, px_end_of_reason(c->rq.reason)); /* where no caller said */
     px_conn_log(c);
     px_resolve_cancel(c->dns);
     free(c->hello);
-    if (c->ex.pending != NULL)
-        evbuffer_free(c->ex.pending);
+    px_conn_drop_exchange(c);
+    free(c->raw_host);
     if (c->up != NULL)
         bufferevent_free(c->up);
     if (c->cli != NULL)
@@ -339,7 +390,7 @@ void px_conn_close(struct px_conn *c, const char *why)
         px_raw_free(&c->ru);
         free(c->early);
     }
-    event_free(c->timer);
+    event_del(&c->timer);
     if (c->state != PX_S_FLUSH)
         release(c);
     px_metrics_sandbox_put(c->msb);
@@ -458,7 +509,8 @@ static struct px_conn *conn_new(struct px_worker *w, const struct px_listener_sp
     c->l = l;
     c->id = atomic_fetch_add(&px_d.next_id, 1);
     c->t_accept_ms = c->t_start_ms = c->t_active_ms = px_now_ms();
-    px_sockaddr_text(sa, c->src, c->src_addr);
+    px_sockaddr_to16(sa, c->src_addr);
+    c->src_port = px_sockaddr_port(sa);
     c->next = w->conns;
     if (w->conns != NULL)
         w->conns->prev = c;
@@ -468,7 +520,9 @@ static struct px_conn *conn_new(struct px_worker *w, const struct px_listener_sp
               : l->kind == PX_L_HTTP ? PX_MODE_PLAIN
                                      : PX_MODE_HTTP;
     c->state = l->kind == PX_L_TLS ? PX_S_HELLO : PX_S_HEAD;
-    c->timer = evtimer_new(w->base, on_timer, c);
+    if (l->kind != PX_L_TLS && (c->ex = calloc(1, sizeof(*c->ex))) == NULL)
+        abort();
+    evtimer_assign(&c->timer, w->base, on_timer, c);
     return c;
 }
 
@@ -506,5 +560,5 @@ void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evuti
     /* The first request head's clock runs from the accept, not from its
      * first byte: a client that waits before it starts has no more time. */
     px_conn_timeout(c, px_d.cfg->timeout_header_ms);
-    c->ex.head_started = true;
+    c->ex->head_started = true;
 }

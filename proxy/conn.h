@@ -119,9 +119,13 @@ struct px_request {
 };
 
 /* The HTTP exchange (exchange.c): the head to send upstream, keep-alive,
- * and the body framing each side declared. */
+ * the body framing each side declared, and whom the upstream kept alive
+ * is for.  Allocated for a connection that starts with a request head (a
+ * proxy or transparent-HTTP listener's) and freed once it becomes a
+ * tunnel: an idle tunnel does not carry it. */
 struct px_exchange {
-    struct evbuffer *pending; /* bytes for upstream once it is connected */
+    char up_key[POLICY_HOST_MAX + 16]; /* "host:port" the upstream connection is for */
+    struct evbuffer *pending;          /* bytes for upstream once it is connected */
     bool client_keep_alive, upstream_keep_alive;
     enum http_body req_body, resp_body;
     uint64_t req_left, resp_left;
@@ -138,7 +142,7 @@ struct px_conn {
     enum px_conn_state state;
     enum px_mode mode;
     struct bufferevent *cli, *up; /* NULL where rc, ru are used, and once relaying */
-    struct event *timer;
+    struct event timer;           /* the state's timeout (px_conn_timeout) */
     int64_t t_accept_ms;          /* the connection's start (max-conn-life) */
     int64_t t_start_ms;           /* the current request's or tunnel's start */
     int64_t t_active_ms;          /* the last byte moved (timeout-idle) */
@@ -146,8 +150,8 @@ struct px_conn {
     enum px_conn_state end_phase; /* ... and in which state */
 
     /* Who: the client, its binding and the world it is judged in. */
-    char src[PX_SOCKADDR_TEXT_MAX];
     uint8_t src_addr[16];
+    uint16_t src_port;
     union px_sockaddr orig_dst;  /* transparent: SO_ORIGINAL_DST */
     bool redirected;             /* orig_dst is not the listener itself */
     struct px_world *world;      /* the world of the last decision (px_conn_judge) */
@@ -161,17 +165,16 @@ struct px_conn {
 
     /* Where: the checked addresses and the one connected to. */
     struct px_dns_req *dns;
-    bool connect_refused; /* an address refused (or failed), not only timed out */
-    char upstream[PX_SOCKADDR_TEXT_MAX];
-    union px_sockaddr up_ss;
-    socklen_t up_len;
+    bool connect_refused;    /* an address refused (or failed), not only timed out */
+    union px_sockaddr up_ss; /* the address connected to (or being tried) */
+    socklen_t up_len;        /* 0: none */
     int64_t t_connect_ms;
-    char up_key[POLICY_HOST_MAX + 16]; /* "host:port" the upstream connection is for */
 
     /* The ClientHello being read (allocated only while reading it). */
     struct sni_parser *hello;
 
-    struct px_exchange ex;
+    struct px_exchange *ex; /* NULL for a tunnel (see above) */
+    char *raw_host;         /* the host as asked for, for the log when it is bad; or NULL */
 
     /* Counters for the log line and the metrics. */
     uint64_t bytes_up, bytes_down;
@@ -183,7 +186,6 @@ struct px_conn {
      * relay arm is live; in every other state the first. */
     union {
         struct {
-            char raw_host[256]; /* the host as asked for, for the log when it is bad */
             struct px_dns_answer ans;
             size_t ans_next;
             struct px_raw rc, ru; /* client, upstream (tunnels; see above) */
@@ -214,12 +216,22 @@ const char *px_conn_rule_text(const struct px_conn *c, char *buf, size_t len);
 void px_conn_close(struct px_conn *c, const char *why);
 /* Write nothing more; close once the output is read (lingering close). */
 void px_conn_flush_close(struct px_conn *c);
+/* "ADDR:PORT" of the client, and of the upstream (NULL when there is
+ * none), into buf; made when a line is written, not kept. */
+const char *px_conn_src_text(const struct px_conn *c, char buf[PX_SOCKADDR_TEXT_MAX]);
+const char *px_conn_upstream_text(const struct px_conn *c, char buf[PX_SOCKADDR_TEXT_MAX]);
 /* Set the state's timeout (ms from now; 0: none). */
 void px_conn_timeout(struct px_conn *c, uint64_t ms);
 /* Count n bytes moved (dir 0: client to upstream, 1: back) for the log
  * line and the sandbox's byte quota.  False when the quota is used up: the
  * connection was closed (reason limit). */
 bool px_conn_count(struct px_conn *c, int dir, size_t n);
+/* Keep the n bytes at p (cut to PX_RAW_HOST_MAX) as the host the request
+ * asked for, for the log line when it is bad (the log escapes it). */
+#define PX_RAW_HOST_MAX 255
+void px_conn_keep_raw_host(struct px_conn *c, const char *p, size_t n);
+/* Free c->ex (a connection that became a tunnel, or closes). */
+void px_conn_drop_exchange(struct px_conn *c);
 /* Close a raw socket (and its event), if in use. */
 void px_raw_free(struct px_raw *r);
 int64_t px_now_ms(void);

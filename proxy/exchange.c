@@ -116,11 +116,11 @@ static void forward_request_body(struct px_conn *c)
 {
     size_t moved = 0;
 
-    if (c->ex.req_done)
+    if (c->ex->req_done)
         return;
     enum body_state r =
-        move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up), c->ex.req_body,
-                  &c->ex.req_left, &c->ex.req_chunks, quota_left(c), &moved);
+        move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up), c->ex->req_body,
+                  &c->ex->req_left, &c->ex->req_chunks, quota_left(c), &moved);
     if (r == BODY_BROKEN) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "broken chunked request body");
         return;
@@ -134,7 +134,7 @@ static void forward_request_body(struct px_conn *c)
         return;
     }
     if (r == BODY_DONE) {
-        c->ex.req_done = true;
+        c->ex->req_done = true;
         hold_pipelined(c);
         if (c->state == PX_S_REQUEST)
             px_conn_set_state(c, PX_S_RESPONSE);
@@ -164,9 +164,9 @@ static uint64_t next_request_ms(const struct px_conn *c)
  * origin's end when it came. */
 static enum px_end who_closes(const struct px_conn *c)
 {
-    if (!c->ex.req_done || atomic_load(&px_d.draining) || next_request_ms(c) == 0)
+    if (!c->ex->req_done || atomic_load(&px_d.draining) || next_request_ms(c) == 0)
         return PX_END_PROXY;
-    return c->ex.client_keep_alive ? PX_END_NONE : PX_END_CLIENT;
+    return c->ex->client_keep_alive ? PX_END_NONE : PX_END_CLIENT;
 }
 
 static void response_done(struct px_conn *c)
@@ -213,20 +213,20 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
     static _Thread_local char buf[RESP_HEAD_MAX + FORMAT_SLACK];
 
     c->rq.status = resp->status;
-    c->ex.resp_body = resp->body;
-    c->ex.resp_left = resp->content_length;
-    http_chunked_init(&c->ex.resp_chunks);
-    c->ex.upstream_keep_alive = resp->keep_alive && resp->body != HTTP_BODY_TO_CLOSE;
+    c->ex->resp_body = resp->body;
+    c->ex->resp_left = resp->content_length;
+    http_chunked_init(&c->ex->resp_chunks);
+    c->ex->upstream_keep_alive = resp->keep_alive && resp->body != HTTP_BODY_TO_CLOSE;
     if (resp->body == HTTP_BODY_TO_CLOSE || next_request_ms(c) == 0)
-        c->ex.client_keep_alive = false; /* the answer says so: Connection: close */
-    size_t m = http_format_response(resp, p, c->ex.client_keep_alive, buf, sizeof(buf));
+        c->ex->client_keep_alive = false; /* the answer says so: Connection: close */
+    size_t m = http_format_response(resp, p, c->ex->client_keep_alive, buf, sizeof(buf));
     if (m == 0) {
         px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
         return HEAD_CLOSED;
     }
     evbuffer_drain(bufferevent_get_input(c->up), resp->head_len);
     evbuffer_add(bufferevent_get_output(c->cli), buf, m);
-    c->ex.resp_head_done = true;
+    c->ex->resp_head_done = true;
     return px_conn_count(c, 1, m) ? HEAD_SENT : HEAD_CLOSED;
 }
 
@@ -264,7 +264,7 @@ static bool take_response(struct px_conn *c)
     if (evbuffer_get_length(bufferevent_get_input(c->up)) >= PX_BEV_READ_MAX &&
         evbuffer_get_length(bufferevent_get_output(c->cli)) < EX_HIGH)
         px_bev_read_now(c->up);
-    if (!c->ex.resp_head_done) {
+    if (!c->ex->resp_head_done) {
         enum head_state h = response_head(c);
         if (h == HEAD_CLOSED)
             return false;
@@ -272,8 +272,8 @@ static bool take_response(struct px_conn *c)
             px_bev_write_now(c->cli); /* an interim (1xx) head */
             return true;
         }
-        if (c->ex.resp_body == HTTP_BODY_NONE ||
-            (c->ex.resp_body == HTTP_BODY_LENGTH && c->ex.resp_left == 0)) {
+        if (c->ex->resp_body == HTTP_BODY_NONE ||
+            (c->ex->resp_body == HTTP_BODY_LENGTH && c->ex->resp_left == 0)) {
             px_bev_write_now(c->cli); /* the head is the whole response */
             response_done(c);
             return false;
@@ -281,8 +281,8 @@ static bool take_response(struct px_conn *c)
     }
     size_t moved = 0;
     enum body_state r =
-        move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli), c->ex.resp_body,
-                  &c->ex.resp_left, &c->ex.resp_chunks, quota_left(c), &moved);
+        move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli), c->ex->resp_body,
+                  &c->ex->resp_left, &c->ex->resp_chunks, quota_left(c), &moved);
     if (r == BODY_BROKEN) {
         c->rq.reason = PX_R_CONNECT_FAIL;
         px_conn_ended(c, PX_END_UPSTREAM);
@@ -318,16 +318,16 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
     struct px_conn *c = arg;
     (void)bev;
 
-    if ((what & BEV_EVENT_EOF) && c->ex.resp_head_done) {
+    if ((what & BEV_EVENT_EOF) && c->ex->resp_head_done) {
         if (!take_response(c)) /* what came with the end */
             return;
-        if (c->ex.resp_body == HTTP_BODY_TO_CLOSE) {
+        if (c->ex->resp_body == HTTP_BODY_TO_CLOSE) {
             px_conn_ended(c, PX_END_UPSTREAM); /* its close ends the body */
             response_done(c);
             return;
         }
     }
-    if (!c->ex.resp_head_done) {
+    if (!c->ex->resp_head_done) {
         px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin closed without a response");
         return;
     }
@@ -342,7 +342,7 @@ static void on_up_written(struct bufferevent *bev, void *arg)
     struct px_conn *c = arg;
 
     bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-    if (!c->ex.req_done)
+    if (!c->ex->req_done)
         bufferevent_enable(c->cli, EV_READ);
 }
 
@@ -373,9 +373,9 @@ void px_exchange_start(struct px_conn *c)
      * writability with nothing to write, and cost two epoll changes. */
     bufferevent_enable(c->up, EV_READ);
     bufferevent_enable(c->cli, EV_READ);
-    evbuffer_add_buffer(bufferevent_get_output(c->up), c->ex.pending);
+    evbuffer_add_buffer(bufferevent_get_output(c->up), c->ex->pending);
     px_conn_timeout(c, px_d.cfg->timeout_idle_ms);
-    if (c->ex.req_done) {
+    if (c->ex->req_done) {
         px_bev_write_now(c->up);
         hold_pipelined(c);
         px_conn_set_state(c, PX_S_RESPONSE);
@@ -393,7 +393,7 @@ static void on_up_idle(struct bufferevent *bev, void *arg)
     /* An idle upstream that speaks or closes is of no more use. */
     bufferevent_free(c->up);
     c->up = NULL;
-    c->ex.upstream_keep_alive = false;
+    c->ex->upstream_keep_alive = false;
 }
 
 static void on_up_idle_event(struct bufferevent *bev, short what, void *arg)
@@ -404,7 +404,7 @@ static void on_up_idle_event(struct bufferevent *bev, short what, void *arg)
 
 void px_exchange_reset(struct px_conn *c)
 {
-    if (c->up != NULL && !c->ex.upstream_keep_alive) {
+    if (c->up != NULL && !c->ex->upstream_keep_alive) {
         bufferevent_free(c->up);
         c->up = NULL;
     }
@@ -414,7 +414,7 @@ void px_exchange_reset(struct px_conn *c)
     px_conn_set_state(c, PX_S_HEAD);
     px_conn_watch_client(c);
     px_conn_timeout(c, next_request_ms(c)); /* > 0: response_done saw to it */
-    c->ex.head_started = false;
+    c->ex->head_started = false;
     if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
         px_request_on_head(c);
 }

@@ -66,11 +66,10 @@ static void judge_sni(struct px_conn *c)
         px_conn_deny(c, PX_R_NO_SNI);
         return;
     }
-    _Static_assert(sizeof(c->raw_host) > SNI_HOST_MAX, "an SNI fits in raw_host");
-    memcpy(c->raw_host, c->rq.sni, strlen(c->rq.sni) + 1);
     c->rq.port = c->redirected ? px_sockaddr_port(&c->orig_dst.sa) : c->l->upstream_port;
     if (policy_host_normalize(c->rq.sni, strlen(c->rq.sni), &c->rq.host) != POLICY_HOST_OK) {
         c->rq.host.len = 0;
+        px_conn_keep_raw_host(c, c->rq.sni, strlen(c->rq.sni));
         px_conn_deny(c, PX_R_BAD_HOST);
         return;
     }

@@ -51,6 +51,11 @@ void px_log_warnx(const char *fmt, ...)
     PX_LOG_BODY("warning", 0);
 }
 
+bool px_log_debugging(void)
+{
+    return debugging;
+}
+
 void px_log_debug(const char *fmt, ...)
 {
     if (!debugging)

@@ -15,5 +15,7 @@ void px_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void px_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void px_log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void px_log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether debug lines are written (to skip making their arguments). */
+bool px_log_debugging(void);
 
 #endif

@@ -78,8 +78,9 @@ static enum px_reason judge_hello(const struct px_conn *c, enum sni_result r,
 /* Close the tunnel for reason r (a later ClientHello's).  Closes. */
 static void refuse(struct px_conn *c, enum px_reason r)
 {
-    px_log_debug("conn %llu %s: a later ClientHello: %s", (unsigned long long)c->id, c->src,
-                 px_reason_str(r));
+    char src[PX_SOCKADDR_TEXT_MAX];
+    px_log_debug("conn %llu %s: a later ClientHello: %s", (unsigned long long)c->id,
+                 px_conn_src_text(c, src), px_reason_str(r));
     px_conn_end_denied(c, r, NULL, "a later ClientHello was refused");
 }
 

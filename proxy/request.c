@@ -126,7 +126,9 @@ static bool host_agrees(const struct px_conn *c, const struct http_request *req)
 
 void px_request_reset(struct px_conn *c)
 {
-    c->rq.method[0] = c->raw_host[0] = '\0';
+    c->rq.method[0] = '\0';
+    free(c->raw_host);
+    c->raw_host = NULL;
     c->rq.host.len = 0;
     c->rq.host.text[0] = '\0';
     c->rq.port = 0;
@@ -137,7 +139,7 @@ void px_request_reset(struct px_conn *c)
     c->rq.decided = c->rq.logged = false;
     c->rq.status = 0;
     c->bytes_up = c->bytes_down = 0;
-    c->ex.resp_head_done = false;
+    c->ex->resp_head_done = false;
 }
 
 /* The first len bytes at p as a string in dst (cut to fit). */
@@ -166,7 +168,7 @@ static void host_port(char *dst, size_t size, const char *host, uint16_t port, b
     *p = '\0';
 }
 
-/* The head to send upstream, in origin form, into c->ex.pending; the body's
+/* The head to send upstream, in origin form, into c->ex->pending; the body's
  * framing and keep-alive from the request.  False when it cannot be
  * forwarded (431; closed). */
 static bool prepare_forward(struct px_conn *c, const struct http_request *req)
@@ -180,17 +182,17 @@ static bool prepare_forward(struct px_conn *c, const struct http_request *req)
         px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the request head is too large to forward");
         return false;
     }
-    if (c->ex.pending == NULL)
-        c->ex.pending = evbuffer_new();
-    evbuffer_add(c->ex.pending, buf, n);
+    if (c->ex->pending == NULL)
+        c->ex->pending = evbuffer_new();
+    evbuffer_add(c->ex->pending, buf, n);
     c->bytes_up += n;
     evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
-    c->ex.req_body = req->body;
-    c->ex.req_left = req->content_length;
-    http_chunked_init(&c->ex.req_chunks);
-    c->ex.req_done =
+    c->ex->req_body = req->body;
+    c->ex->req_left = req->content_length;
+    http_chunked_init(&c->ex->req_chunks);
+    c->ex->req_done =
         req->body == HTTP_BODY_NONE || (req->body == HTTP_BODY_LENGTH && req->content_length == 0);
-    c->ex.client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
+    c->ex->client_keep_alive = req->keep_alive && !atomic_load(&px_d.draining);
     return true;
 }
 
@@ -198,18 +200,18 @@ static bool prepare_forward(struct px_conn *c, const struct http_request *req)
  * for the same host and port (HTTP, not CONNECT); any other is closed. */
 static void keep_upstream_if_same(struct px_conn *c)
 {
-    char key[sizeof(c->up_key)];
+    char key[sizeof(c->ex->up_key)];
 
     host_port(key, sizeof(key), c->rq.host.text, c->rq.port, false);
-    if (c->up != NULL && c->mode != PX_MODE_CONNECT && c->ex.upstream_keep_alive &&
-        strcmp(key, c->up_key) == 0)
+    if (c->up != NULL && c->mode != PX_MODE_CONNECT && c->ex->upstream_keep_alive &&
+        strcmp(key, c->ex->up_key) == 0)
         return;
     if (c->up != NULL) {
         bufferevent_free(c->up);
         c->up = NULL;
-        c->upstream[0] = '\0';
+        c->up_len = 0;
     }
-    memcpy(c->up_key, key, sizeof(key));
+    memcpy(c->ex->up_key, key, sizeof(key));
 }
 
 /* The request's Proxy-Authorization value, copied into buf (AUTH_MAX;
@@ -252,10 +254,11 @@ static bool take_target(struct px_conn *c, const struct http_request *req)
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, err);
         return false;
     }
-    copy_text(c->raw_host, sizeof(c->raw_host), host.p, host.len);
     c->rq.port = port;
-    if (policy_host_normalize(host.p, host.len, &c->rq.host) != POLICY_HOST_OK)
+    if (policy_host_normalize(host.p, host.len, &c->rq.host) != POLICY_HOST_OK) {
         c->rq.host.len = 0;
+        px_conn_keep_raw_host(c, host.p, host.len);
+    }
     if (c->rq.host.len != 0 && !host_agrees(c, req)) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "the Host field disagrees with the request target");
         return false;
@@ -290,8 +293,8 @@ void px_request_on_head(struct px_conn *c)
 
     if (len == 0)
         return;
-    if (!c->ex.head_started) {
-        c->ex.head_started = true;
+    if (!c->ex->head_started) {
+        c->ex->head_started = true;
         px_conn_timeout(c, px_d.cfg->timeout_header_ms);
     }
     size_t n = len < cap ? len : cap;
@@ -307,6 +310,6 @@ void px_request_on_head(struct px_conn *c)
         return;
     case HTTP_R_OK: break;
     }
-    c->ex.head_started = false;
+    c->ex->head_started = false;
     on_request(c, &req);
 }

@@ -40,7 +40,9 @@ static void on_up_connect(struct bufferevent *bev, short what, void *arg)
         connected(c, bufferevent_getfd(bev));
         return;
     }
-    px_log_debug("conn %llu: connect to %s failed", (unsigned long long)c->id, c->upstream);
+    char up[PX_SOCKADDR_TEXT_MAX];
+    px_log_debug("conn %llu: connect to %s failed", (unsigned long long)c->id,
+                 px_conn_upstream_text(c, up));
     bufferevent_free(c->up);
     c->up = NULL;
     c->connect_refused = true;
@@ -74,8 +76,9 @@ static void on_raw_connect(evutil_socket_t fd, short what, void *arg)
         connected(c, fd);
         return;
     }
-    px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id, c->upstream,
-                 strerror(err));
+    char up[PX_SOCKADDR_TEXT_MAX];
+    px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id,
+                 px_conn_upstream_text(c, up), strerror(err));
     px_raw_free(&c->ru);
     c->connect_refused = true;
     px_upstream_next(c);
@@ -124,12 +127,10 @@ static bool out_of_sockets(int err)
 void px_upstream_next(struct px_conn *c)
 {
     bool tunnel = c->mode == PX_MODE_CONNECT || c->mode == PX_MODE_TLS;
-    uint8_t a16[16];
 
     while (c->ans_next < c->ans.n) {
         const uint8_t *a = c->ans.addr[c->ans_next++];
         px_sockaddr_from16(a, c->rq.port, &c->up_ss, &c->up_len);
-        px_sockaddr_text(&c->up_ss.sa, c->upstream, a16);
         c->t_connect_ms = px_now_ms();
         int err = tunnel ? start_raw(c) : start_bev(c);
         if (err == 0) {
@@ -140,8 +141,9 @@ void px_upstream_next(struct px_conn *c)
             px_conn_fail(c, 503, PX_R_LIMIT, "egressd is out of sockets");
             return;
         }
-        px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id, c->upstream,
-                     strerror(err));
+        char up[PX_SOCKADDR_TEXT_MAX];
+        px_log_debug("conn %llu: connect to %s failed: %s", (unsigned long long)c->id,
+                     px_conn_upstream_text(c, up), strerror(err));
         c->connect_refused = true;
     }
     if (!c->connect_refused) {
