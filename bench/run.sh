@@ -33,7 +33,8 @@
 # First, one proxy at a time, a warm-up and the idle workload; then
 # BENCH_ROUNDS rounds, each going through every proxy's rate workloads in
 # turn, so that a change in the machine's load is spread over all of them;
-# each cell of the table is the median round.  Workloads, each where the
+# each cell of the table is the median round (CPU: the median of the
+# rounds' CPU).  Workloads, each where the
 # proxy can do it (else "-" in the table):
 #   idle     BENCH_IDLE tunnels held (CONNECT, or the TLS port); the VmRSS of
 #            all the proxy's processes while they are held minus before, per
@@ -63,7 +64,8 @@
 # change runs another egressd under the same load generator and sinks),
 # BENCH_LOCKS (1: count egressd's futex(2) calls per thread during each run
 # with perf, the calls a thread makes when it waits on a lock or wakes a
-# waiter; needs perf and tracepoints).
+# waiter; needs perf and tracepoints), BENCH_PROFILE (a directory: perf
+# record each egressd run into DIR/egressd.RUN.data, for perf report).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -401,19 +403,36 @@ load() {
 # threads' futex(2) calls over one run (perf stat --per-thread) and print
 # the workers' and the others' totals.  An uncontended pthread mutex makes
 # no system call; one a thread waits on, or a waiter it wakes, makes one.
+# With BENCH_PROFILE=DIR, perf record instead.
 LOCKS_PID=
 locks_start() {
-    [ "${BENCH_LOCKS:-0}" = 1 ] && [ "$CUR" = egressd ] && [ -n "$PROXY_PID" ] || return 0
-    perf stat -e syscalls:sys_enter_futex --per-thread -x, -o "$T/futex.csv" -p "$PROXY_PID" \
-        2>/dev/null &
+    [ "$CUR" = egressd ] && [ -n "$PROXY_PID" ] && [ "$RUN" != warmup ] || return 0
+    if [ -n "${BENCH_PROFILE:-}" ]; then
+        mkdir -p "$BENCH_PROFILE"
+        perf record -q -F 1999 -g -o "$BENCH_PROFILE/egressd.$RUN.data" -p "$PROXY_PID" \
+            2>/dev/null &
+    elif [ "${BENCH_LOCKS:-0}" = 1 ]; then
+        perf stat -e syscalls:sys_enter_futex --per-thread -x, -o "$T/futex.csv" \
+            -p "$PROXY_PID" 2>/dev/null &
+    else
+        return 0
+    fi
     LOCKS_PID=$!
     sleep 0.2 # perf attaches to every thread before the load starts
 }
 locks_stop() {
     [ -n "$LOCKS_PID" ] || return 0
     kill -INT "$LOCKS_PID" 2>/dev/null
+    # (a SIGINT that came before perf set its handler is lost: a
+    # background job starts with SIGINT ignored)
+    for _ in $(seq 50); do
+        kill -0 "$LOCKS_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -TERM "$LOCKS_PID" 2>/dev/null
     wait "$LOCKS_PID"
     LOCKS_PID=
+    [ -z "${BENCH_PROFILE:-}" ] || return 0
     cp "$T/futex.csv" "$1" 2>/dev/null
     awk -F, -v run="$CUR $RUN" '
         $4 ~ /sys_enter_futex/ { if ($1 ~ /^egressd-w[0-9]+-/) w += $2; else o += $2; seen = 1 }
@@ -679,16 +698,29 @@ def p99(run):
         return (j["p99_us"], "%.1f" % (j["p99_us"] / 1000))
     return f
 
+def cpu_of(name, j, key, per):
+    """One round's proxy CPU per exchange (us) or per GiB (s); None without."""
+    t = meta.get((name, key, "proxy_ticks"))
+    if j is None or t is None or not exchanges(j):
+        return None
+    if per == "GiB":
+        gib = (j["bytes_up"] + j["bytes_down"]) / 2**30
+        return t / tck / gib if gib else None
+    return t * 1e6 / tck / exchanges(j)
+
 def cpu(run, per):
+    """The median over the rounds of each round's CPU per unit: a round's
+    CPU swings more than its rate here, so it is not taken from the
+    median round by rate."""
     def f(name, can):
-        j, t = res(name, run), ticks(name, run)
-        if name == "direct" or run not in can or j is None or t is None or not exchanges(j):
+        if name == "direct" or run not in can:
             return None
-        if per == "GiB":
-            gib = (j["bytes_up"] + j["bytes_down"]) / 2**30
-            return (t / tck / gib, "%.2f" % (t / tck / gib)) if gib else None
-        v = t * 1e6 / tck / exchanges(j)
-        return (v, "%.0f" % v)
+        got = sorted(v for v in (cpu_of(name, j, key, per) for j, key in rounds(name, run))
+                     if v is not None)
+        if not got:
+            return None
+        v = got[len(got) // 2]
+        return (v, "%.2f" % v if per == "GiB" else "%.0f" % v)
     return f
 
 def rss(name, can):
@@ -757,7 +789,7 @@ for name, version, can in cols:
         print("%s: %s" % (name, version.replace("-", " ")))
 for n in notes:
     print("* " + n)
-print("median of %d round(s) per cell (p99 and CPU from the median round)."
+print("median of %d round(s) per cell (p99 from the median round by rate; CPU: the median of the rounds' CPU)."
       % max([len(rounds(n, "connect")) for n, _, _ in cols] + [1]))
 print("workers/threads: egressd, squid (workers), haproxy (nbthread), nginx"
       " (worker_processes) as BENCH_WORKERS; tinyproxy and sniproxy as they come."
