@@ -907,6 +907,21 @@ void px_world_quiescent(int reader)
     reclaim();
 }
 
+/* Drop the per-sandbox state (limits, denials, metrics series) of every
+ * id that world w does not bind. */
+static void forget_unbound(const struct world *w)
+{
+    const char **ids = calloc(w->n ? w->n : 1, sizeof(*ids));
+    if (ids == NULL)
+        abort();
+    for (size_t i = 0; i < w->n; i++)
+        ids[i] = w->sbx[i].id;
+    px_metrics_sweep();
+    px_limit_forget_except(ids, w->n);
+    px_denials_forget_except(ids, w->n);
+    free(ids);
+}
+
 /* Make w the current world; the old one goes when its last user is done. */
 static void world_swap(struct world *w)
 {
@@ -914,19 +929,20 @@ static void world_swap(struct world *w)
     struct world *old = atomic_exchange(&cur, w);
     if (old != NULL)
         retire(old);
-
-    const char **ids = calloc(w->n ? w->n : 1, sizeof(*ids));
-    if (ids == NULL)
-        abort();
-    for (size_t i = 0; i < w->n; i++)
-        ids[i] = w->sbx[i].id;
     px_metrics_set_sandboxes(w->n);
-    px_metrics_sweep();
-    px_limit_forget_except(ids, w->n);
-    px_denials_forget_except(ids, w->n);
-    free(ids);
+    forget_unbound(w);
     if (on_swap != NULL)
         on_swap();
+}
+
+/* A world that was built and is not to be: freed, and the handles its
+ * new bindings took (held_new) do not stay behind. */
+static void world_discard(struct world *w)
+{
+    world_free(w);
+    struct world *now = atomic_load(&cur);
+    if (now != NULL)
+        forget_unbound(now);
 }
 
 void px_world_on_swap(void (*hook)(void))
@@ -939,7 +955,7 @@ static int world_commit(struct world *w, char *err, size_t errlen)
 {
     if (world_persist(w, err, errlen) == -1) {
         error_status = 500;
-        world_free(w);
+        world_discard(w);
         return -1;
     }
     world_swap(w);
@@ -1200,7 +1216,7 @@ int px_world_reload(char *err, size_t errlen)
     }
     if (w == NULL || w->n != old->n || world_finish(w, NULL, err, errlen) != FAULT_NONE) {
         if (w != NULL)
-            world_free(w);
+            world_discard(w);
         px_metrics_reload(false);
         return -1;
     }
@@ -1226,7 +1242,7 @@ int px_world_put_sandbox(const char *id, const json_t *obj, char *err, size_t er
         f = world_finish(w, id, err, errlen);
     if (f != FAULT_NONE) {
         error_status = status_of(f);
-        world_free(w);
+        world_discard(w);
         return -1;
     }
     return world_commit(w, err, errlen);
@@ -1268,7 +1284,7 @@ int px_world_replace_sandboxes(const json_t *arr, char *err, size_t errlen)
     worst = worse(worst, world_finish(w, NULL, err, errlen));
     if (worst != FAULT_NONE) {
         error_status = status_of(worst);
-        world_free(w);
+        world_discard(w);
         return -1;
     }
     return world_commit(w, err, errlen);

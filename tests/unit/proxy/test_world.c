@@ -261,6 +261,11 @@ static void test_limits_follow_bindings(void)
     (void)px_limit_bytes(l, 1000, 0);
     px_limit_put(l);
     size_t before = px_limit_count();
+    int refused = put("106", "{\"policy\":\"test\",\"addresses\":[\"10.99.0.44\"]}");
+    size_t after = px_limit_count();
+    ok(refused == -1 && after == before,
+       "a binding refused (its address is 104's) leaves no counters behind (%zu -> %zu)", before,
+       after);
     ok(px_world_delete_sandbox("104", err, sizeof(err)) == PX_WORLD_DELETED, "delete 104");
     ok(px_limit_count() == before - 1, "its counters are gone with it (%zu -> %zu)", before,
        px_limit_count());
