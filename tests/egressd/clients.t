@@ -191,5 +191,15 @@ ok $? "two pipelined GETs, then a half-close: egressd answers both and then clos
 check_resp "... the answers: 200 from a.test, then 200 from b.test" "$T/half.out" \
     'len(r) == 2 and [x["status"] for x in r] == [200, 200] and r[0]["body"] == "hello from a.test\n" and r[1]["body"] == "hello from b.test\n"'
 
+# --- more pipelined requests than max-header-bytes (16 KiB) holds: while
+# one is answered, egressd stops reading the client at the mark and reads
+# on once the answer is out.  500 GETs (about 28 KiB), all answered, in
+# order.
+MANY=$(python3 -c 'print("send:" + "GET http://a.test:8000/hello HTTP/1.1\\r\\nHost: a.test:8000\\r\\n\\r\\n" * 500)')
+raw --timeout 20 --out "$T/many.out" "$EGD_PROXY" "$MANY" shut eof
+ok $? "500 pipelined GETs (past the read mark), then a half-close: egressd answers and closes"
+check_resp "... 500 answers, each 200 from a.test" "$T/many.out" \
+    'len(r) == 500 and all(x["status"] == 200 and x["body"] == "hello from a.test\n" for x in r)'
+
 egd_finish
 tap_end
