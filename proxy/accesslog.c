@@ -288,23 +288,20 @@ int px_accesslog_open(const char *path, char *err, size_t errlen)
 
 int px_accesslog_reopen(void)
 {
-    int fd;
-
     if (log_fd == -1 || log_path[0] == '\0')
         return 0; /* nothing open, or standard output: nothing to reopen */
-    fd = open_path(log_path);
-    if (fd == -1) {
+    int fd = open_path(log_path);
+    if (fd != -1 && needs_lock(fd))
+        atomic_store(&log_locked, true); /* before any line can reach it */
+    int rc = fd != -1 && dup2(fd, log_fd) != -1 ? 0 : -1;
+    if (fd != -1)
+        close(fd);
+    if (rc == -1) {
         px_log_warn("access log %s: cannot reopen, still writing to the old file", log_path);
         return -1;
     }
-    if (needs_lock(fd))
-        atomic_store(&log_locked, true); /* before any line can reach it */
-    int rc = dup2(fd, log_fd) == -1 ? -1 : 0;
-    if (rc == -1)
-        px_log_warn("access log %s: cannot reopen, still writing to the old file", log_path);
-    close(fd);
     atomic_store(&warned_write_error, false);
-    return rc;
+    return 0;
 }
 
 /* The whole of buf, across EINTR and partial writes; 0 or -1 (errno). */
