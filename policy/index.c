@@ -198,8 +198,36 @@ static uint32_t **role(struct ruleset *rs, const struct rule *r, size_t **n)
     return r->deny ? &rs->regex_deny : &rs->regex_allow;
 }
 
+static int cmp_port(const void *a, const void *b)
+{
+    return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
+}
+
+/* rs->named_ports: the ports of every PORTS_LIST rule, sorted, once each. */
+static void index_ports(struct ruleset *rs)
+{
+    size_t n = 0, k = 0;
+
+    for (size_t i = 0; i < rs->n_rules; i++)
+        if (rs->rules[i].ports_kind == PORTS_LIST)
+            n += rs->rules[i].n_ports;
+    rs->named_ports = n ? xcalloc(n, sizeof(uint16_t)) : NULL;
+    for (size_t i = 0; i < rs->n_rules; i++)
+        if (rs->rules[i].ports_kind == PORTS_LIST)
+            for (uint16_t j = 0; j < rs->rules[i].n_ports; j++)
+                rs->named_ports[k++] = rs->rules[i].ports[j];
+    if (n > 1)
+        qsort(rs->named_ports, n, sizeof(uint16_t), cmp_port);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || rs->named_ports[k - 1] != rs->named_ports[i])
+            rs->named_ports[k++] = rs->named_ports[i];
+    rs->n_named_ports = k;
+}
+
 void ruleset_index(struct ruleset *rs)
 {
+    index_ports(rs);
     struct hitem *hosts = xcalloc(rs->n_rules, sizeof(*hosts));
     struct hitem *rkeys = xcalloc(rs->n_rules, sizeof(*rkeys));
     size_t n_hosts = 0, n_rkeys = 0, *n;

@@ -381,6 +381,70 @@ enum policy_decision policy_decide_name(const struct policy_binding *b,
     return v->decision;
 }
 
+static int cmp_u16(const void *a, const void *b)
+{
+    return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
+}
+
+static bool port_named(const struct ruleset *rs, uint16_t port)
+{
+    return rs->n_named_ports > 0 &&
+           bsearch(&port, rs->named_ports, rs->n_named_ports, sizeof(uint16_t), cmp_u16) != NULL;
+}
+
+/* A port other than 443 and 80 that no rule of b names in a list (0 if
+ * the lists name every port): all such ports are decided alike, since
+ * only `:*` rules match them. */
+static uint16_t unnamed_port(const struct policy_binding *b)
+{
+    for (uint32_t p = 1; p <= UINT16_MAX; p++)
+        if (p != 443 && p != 80 && !port_named(b->preset, (uint16_t)p) &&
+            !port_named(&b->extras, (uint16_t)p))
+            return (uint16_t)p;
+    return 0;
+}
+
+/* Whether decision a serves the asker better than b: allow, then
+ * would_deny, then deny. */
+static bool better(enum policy_decision a, enum policy_decision b)
+{
+    static const int rank[] = {[POLICY_DENY] = 0, [POLICY_WOULD_DENY] = 1, [POLICY_ALLOW] = 2};
+    return rank[a] > rank[b];
+}
+
+/* Decide on `port` (0: nothing to try); its verdict becomes *best if it is
+ * the first or a better one. */
+static void try_port(const struct policy_binding *b, const struct policy_host *host, uint16_t port,
+                     int64_t now, struct policy_verdict *best, uint16_t *best_port)
+{
+    struct policy_verdict v;
+
+    if (port == 0)
+        return;
+    policy_decide_name(b, host, port, now, &v);
+    if (*best_port == 0 || better(v.decision, best->decision)) {
+        *best = v;
+        *best_port = port;
+    }
+}
+
+enum policy_decision policy_decide_name_any(const struct policy_binding *b,
+                                            const struct policy_host *host, int64_t now,
+                                            struct policy_verdict *v, uint16_t *port)
+{
+    const struct ruleset *sets[2] = {b->preset, &b->extras};
+
+    *port = 0;
+    try_port(b, host, 443, now, v, port);
+    try_port(b, host, 80, now, v, port);
+    for (int s = 0; s < 2 && v->decision != POLICY_ALLOW; s++)
+        for (size_t i = 0; i < sets[s]->n_named_ports && v->decision != POLICY_ALLOW; i++)
+            try_port(b, host, sets[s]->named_ports[i], now, v, port);
+    if (v->decision != POLICY_ALLOW)
+        try_port(b, host, unnamed_port(b), now, v, port);
+    return v->decision;
+}
+
 static bool in_list(const struct cidr *list, size_t n, const uint8_t addr[16])
 {
     for (size_t i = 0; i < n; i++)

@@ -202,6 +202,15 @@ enum policy_decision policy_decide_name(const struct policy_binding *b,
                                         const struct policy_host *host, uint16_t port, int64_t now,
                                         struct policy_verdict *v);
 
+/* Name phase on every port at once: may this binding reach `host` on
+ * some port at time `now`?  (The policy DNS server answers a name that
+ * way: a lookup says no port.)  Fills *v with the best verdict of any port
+ * (an allow before a would_deny before a deny; among equals the lowest
+ * port, 443 and 80 first) and *port with that port; returns v->decision. */
+enum policy_decision policy_decide_name_any(const struct policy_binding *b,
+                                            const struct policy_host *host, int64_t now,
+                                            struct policy_verdict *v, uint16_t *port);
+
 /* Address phase for one resolved address (`addr` 16 bytes, IPv4 as
  * ::ffff:a.b.c.d) of a name the name phase allowed (`name` is its verdict:
  * private-ok and report mode carry over).  Checks deny-range minus

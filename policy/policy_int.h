@@ -162,6 +162,11 @@ struct ruleset {
     } * geo;
     size_t n_geo;
     bool needs_country, needs_asn;
+    /* Every port a rule names in a list (not 443/80 unless a list names
+     * them), sorted, each once: the ports on which a decision can differ
+     * from that of a port no rule names (policy_decide_name_any). */
+    uint16_t *named_ports;
+    size_t n_named_ports;
 };
 
 struct policy {

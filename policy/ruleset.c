@@ -561,5 +561,6 @@ void ruleset_free(struct ruleset *rs)
     free(rs->ip_deny);
     free(rs->ip_allow);
     free(rs->geo);
+    free(rs->named_ports);
     memset(rs, 0, sizeof(*rs));
 }

@@ -637,9 +637,74 @@ static void test_errors(void)
     policy_unref(pol);
 }
 
+/* Decide HOST on any port: the decision word, the port, the verdict. */
+static const char *decide_any(const struct policy_binding *b, const char *host,
+                              struct policy_verdict *v, uint16_t *port)
+{
+    struct policy_host h;
+    if (policy_host_normalize(host, strlen(host), &h) != POLICY_HOST_OK)
+        return "bad_host";
+    return policy_decision_str(policy_decide_name_any(b, &h, NOW, v, port));
+}
+
+/* The name on any port (what the policy DNS server asks): allowed when
+ * some port is, whichever rule set names it; denied with the rule that
+ * denies it otherwise. */
+static void test_any_port(void)
+{
+    struct policy *p = load1("ssh.example:22\n"             /* 1 */
+                             "deny ssh.example:22,443,80\n" /* 2 */
+                             "git.example:22\n"             /* 3 */
+                             "deny web.example\n"           /* 4: 443 and 80 */
+                             "web.example:8443\n"           /* 5 */
+                             "any.example:*\n"              /* 6 */
+                             "deny any.example:*\n"         /* 7 */
+                             "wide.example:*\n"             /* 8 */
+                             "deny wide.example:1,22\n"     /* 9 */
+                             "plain.example\n");            /* 10 */
+    const char *extra[] = {"extra.example:5432"};
+    struct policy_binding *b = bind(p, "p", extra, 1);
+    struct policy_verdict v;
+    uint16_t port = 0;
+    if (!ok(b != NULL, "any port: a binding"))
+        return;
+    ok(strcmp(decide_any(b, "git.example", &v, &port), "allow") == 0 && port == 22 &&
+           rule_is(&v, "p.allow", 3),
+       "any port: a name allowed only on 22 is allowed, on 22 (port %u)", port);
+    ok(strcmp(decide_any(b, "plain.example", &v, &port), "allow") == 0 && port == 443,
+       "any port: 443 comes first (port %u)", port);
+    ok(strcmp(decide_any(b, "ssh.example", &v, &port), "deny") == 0 &&
+           v.reason == POLICY_R_DENY_RULE && rule_is(&v, "p.allow", 2),
+       "any port: an allow its deny covers stays denied, with the deny's rule");
+    ok(strcmp(decide_any(b, "web.example", &v, &port), "allow") == 0 && port == 8443,
+       "any port: denied on 443 and 80 but allowed on 8443 (port %u)", port);
+    ok(strcmp(decide_any(b, "any.example", &v, &port), "deny") == 0 && rule_is(&v, "p.allow", 7),
+       "any port: :* against deny :*");
+    ok(strcmp(decide_any(b, "wide.example", &v, &port), "allow") == 0 && port == 443,
+       "any port: :* with a few ports denied (port %u)", port);
+    ok(strcmp(decide_any(b, "extra.example", &v, &port), "allow") == 0 && port == 5432 &&
+           rule_is(&v, "sandbox 101", 1),
+       "any port: a port only the binding's extras name (port %u)", port);
+    ok(strcmp(decide_any(b, "other.example", &v, &port), "deny") == 0 &&
+           v.reason == POLICY_R_NOT_ALLOWED,
+       "any port: a name no rule names");
+    policy_binding_free(b);
+    policy_unref(p);
+
+    p = load1("mode report\nallowed.example:22\n");
+    b = bind(p, "p", NULL, 0);
+    ok(b != NULL && strcmp(decide_any(b, "allowed.example", &v, &port), "allow") == 0 && port == 22,
+       "any port: report mode still prefers a real allow (port %u)", port);
+    ok(b != NULL && strcmp(decide_any(b, "other.example", &v, &port), "would_deny") == 0,
+       "any port: report mode lets the rest through as would_deny");
+    policy_binding_free(b);
+    policy_unref(p);
+}
+
 int main(void)
 {
     test_kinds();
+    test_any_port();
     test_deny_wins();
     test_regex_index();
     test_until_raw_private();
