@@ -34,6 +34,9 @@ struct px_log_entry {
     uint64_t duration_ms;
     unsigned status;         /* HTTP status sent or received, or 0 */
     const char *termination; /* "WHO/PHASE" that ended the connection, or NULL */
+    /* The policy DNS server's lines (mode "dns"; NULL / 0 on the others) */
+    const char *answer; /* NOERROR, NODATA, NXDOMAIN, REFUSED, SERVFAIL, FORMERR, ... */
+    uint64_t count;     /* the queries the line stands for (dns-log summary: more than one) */
 };
 
 /* Open `path` ("stdout" for standard output) for appending, in place of

@@ -289,6 +289,25 @@ static void directive_name(struct reader *r, char *dst, size_t size, const char 
         snprintf(dst, size, "%s", v);
 }
 
+/* dns-ttl-max: a duration of whole seconds, at least one. */
+static void set_ttl_max(struct reader *r, uint64_t *ms, const char *v)
+{
+    if (!px_parse_duration(v, ms) || *ms < 1000 || *ms % 1000 != 0 || *ms > 86400000)
+        fail(r, "expected a TTL of whole seconds, 1s..24h, found '%s'", v);
+}
+
+static void directive_dns_log(struct reader *r, const char *v)
+{
+    if (strcmp(v, "all") == 0)
+        r->c->dns_log = PX_DNS_LOG_ALL;
+    else if (strcmp(v, "summary") == 0)
+        r->c->dns_log = PX_DNS_LOG_SUMMARY;
+    else if (strcmp(v, "off") == 0)
+        r->c->dns_log = PX_DNS_LOG_OFF;
+    else
+        fail(r, "expected 'all', 'summary' or 'off', found '%s'", v);
+}
+
 /* One directive with one value. */
 static bool directive_1(struct reader *r, const char *k, const char *v)
 {
@@ -354,6 +373,18 @@ static bool directive_1(struct reader *r, const char *k, const char *v)
         set_count(r, &c->rate_new_conns_per_sandbox, v, false);
     else if (strcmp(k, "max-lookups-per-sandbox") == 0)
         set_count(r, &c->max_lookups_per_sandbox, v, false);
+    else if (strcmp(k, "dns") == 0)
+        add_listener(r, c->dns, &c->n_dns, v, "dns");
+    else if (strcmp(k, "dns-ttl-max") == 0)
+        set_ttl_max(r, &c->dns_ttl_max_ms, v);
+    else if (strcmp(k, "dns-rate-per-sandbox") == 0)
+        set_count(r, &c->dns_rate_per_sandbox, v, false);
+    else if (strcmp(k, "dns-aaaa") == 0)
+        set_bool(r, &c->dns_aaaa, v, "on", "off");
+    else if (strcmp(k, "dns-log") == 0)
+        directive_dns_log(r, v);
+    else if (strcmp(k, "dns-log-interval") == 0)
+        set_duration(r, &c->dns_log_interval_ms, v);
     else if (strcmp(k, "user") == 0)
         directive_name(r, c->user, sizeof(c->user), v);
     else
@@ -393,6 +424,12 @@ static const char *const known[] = {
     "quota-bytes-per-sandbox",
     "rate-new-conns-per-sandbox",
     "max-lookups-per-sandbox",
+    "dns",
+    "dns-ttl-max",
+    "dns-rate-per-sandbox",
+    "dns-aaaa",
+    "dns-log",
+    "dns-log-interval",
     "user",
     NULL,
 };
@@ -447,6 +484,11 @@ static void defaults(struct px_config *c)
     c->max_conns = 10000;
     c->max_conns_per_sandbox = 512;
     c->max_header_bytes = 16384;
+    c->dns_ttl_max_ms = 60000;
+    c->dns_rate_per_sandbox = 200;
+    c->dns_aaaa = true;
+    c->dns_log = PX_DNS_LOG_ALL;
+    c->dns_log_interval_ms = 10000;
     snprintf(c->default_policy, sizeof(c->default_policy), "locked");
     snprintf(c->access_log, sizeof(c->access_log), "stdout");
 }

@@ -32,6 +32,10 @@ struct px_range {
     char where[96]; /* "FILE:LINE" */
 };
 
+/* dns-log: a line per query, per (sandbox, name, type, answer) and
+ * interval, or none. */
+enum px_dns_log { PX_DNS_LOG_ALL, PX_DNS_LOG_SUMMARY, PX_DNS_LOG_OFF };
+
 struct px_config {
     char file[1024]; /* the config file, as given */
     struct px_addr listen[PX_MAX_LISTENERS];
@@ -66,6 +70,14 @@ struct px_config {
     uint64_t quota_bytes_per_sandbox;    /* 0: none */
     uint64_t rate_new_conns_per_sandbox; /* per second; 0: none */
     uint64_t max_lookups_per_sandbox;    /* queries to the resolvers in flight; 0: none */
+    /* The policy DNS server (docs/design.md, "Policy DNS server"). */
+    struct px_addr dns[PX_MAX_LISTENERS]; /* UDP and TCP on each */
+    size_t n_dns;
+    uint64_t dns_ttl_max_ms;       /* answers' TTL at most this */
+    uint64_t dns_rate_per_sandbox; /* queries per second; 0: none */
+    bool dns_aaaa;                 /* answer AAAA (off: NODATA) */
+    enum px_dns_log dns_log;       /* which queries get a log line */
+    uint64_t dns_log_interval_ms;  /* PX_DNS_LOG_SUMMARY: one line per key per interval */
     char user[64];
 };
 

@@ -65,6 +65,7 @@ struct px_worker {
     struct event *recheck; /* the main thread pokes it: the world changed, or a binding expired */
     int reader;            /* its index as a reader of the world (px_world_quiescent) */
     struct event *flush;   /* writes the access-log lines of a round */
+    struct px_dnsd *dnsd;  /* the policy DNS server's sockets (dnsd.h), or NULL */
     struct px_conn *conns; /* every open connection of this worker */
     long n_conns;
 };

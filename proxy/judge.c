@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "conn.h"
+#include "handout.h"
 #include "metrics.h"
 
 /* How long a lookup may take at most; the resolver's own timeouts end
@@ -60,23 +61,32 @@ static bool addresses_pass(struct px_conn *c)
 }
 
 /* A redirected transparent connection goes where the client aimed, and
- * only if that is one of the name's addresses: c->ans becomes that one.
- * False when it is not (denied, closed). */
+ * only if that is one of the name's addresses, or one the policy DNS
+ * server handed out for the name (handout.h), which must then pass the
+ * address phase itself: c->ans becomes that one.  False when it is not
+ * (denied, closed). */
 static bool keep_aimed_address(struct px_conn *c)
 {
     size_t i = 0;
+    uint8_t aimed[16];
 
     if (!c->redirected || c->l->kind == PX_L_PROXY)
         return true;
     while (i < c->ans.n && !px_sockaddr_is(&c->orig_dst.sa, c->ans.addr[i]))
         i++;
-    if (i == c->ans.n) {
-        px_conn_deny_unruled(c, c->mode == PX_MODE_TLS ? PX_R_SNI_MISMATCH : PX_R_BAD_HOST);
-        return false;
+    if (i < c->ans.n) {
+        memmove(c->ans.addr[0], c->ans.addr[i], 16);
+        c->ans.n = 1;
+        return true;
     }
-    memmove(c->ans.addr[0], c->ans.addr[i], 16);
-    c->ans.n = 1;
-    return true;
+    px_sockaddr_to16(&c->orig_dst.sa, aimed);
+    if (c->rq.host.kind == POLICY_HOST_NAME && px_handout_has(c->rq.host.text, aimed)) {
+        memcpy(c->ans.addr[0], aimed, 16);
+        c->ans.n = 1;
+        return addresses_pass(c);
+    }
+    px_conn_deny_unruled(c, c->mode == PX_MODE_TLS ? PX_R_SNI_MISMATCH : PX_R_BAD_HOST);
+    return false;
 }
 
 /* c->ans holds the addresses to judge: judge them, then connect, or go on

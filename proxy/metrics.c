@@ -63,6 +63,10 @@ static atomic_uint_fast64_t connect_sum_ns;
 static const char *const dns_results[] = {"hosts", "cache", "ok", "nxdomain", "fail"};
 #define DNS_RESULTS (sizeof(dns_results) / sizeof(dns_results[0]))
 static atomic_uint_fast64_t dns_counts[DNS_RESULTS];
+static const char *const served_words[PX_DNSS_COUNT] = {"answer",  "nodata",       "nxdomain",
+                                                        "refused", "rate_limited", "servfail",
+                                                        "formerr", "notimp",       "dropped"};
+static atomic_uint_fast64_t served_counts[PX_DNSS_COUNT];
 
 static atomic_uint_fast64_t reloads_ok, reloads_error;
 static atomic_size_t n_sandboxes;
@@ -256,6 +260,12 @@ void px_metrics_dns(const char *result)
     }
 }
 
+void px_metrics_dns_query(enum px_dns_served r)
+{
+    if ((unsigned)r < PX_DNSS_COUNT)
+        atomic_fetch_add_explicit(&served_counts[r], 1, memory_order_relaxed);
+}
+
 void px_metrics_reload(bool ok)
 {
     atomic_fetch_add_explicit(ok ? &reloads_ok : &reloads_error, 1, memory_order_relaxed);
@@ -378,6 +388,11 @@ static void render_globals(FILE *f)
     for (size_t i = 0; i < DNS_RESULTS; i++)
         fprintf(f, "egressd_dns_lookups_total{result=\"%s\"} %llu\n", dns_results[i],
                 (unsigned long long)atomic_load(&dns_counts[i]));
+    family(f, "dns_queries_total", "counter",
+           "Queries to the policy DNS server, by what it answered.");
+    for (size_t i = 0; i < PX_DNSS_COUNT; i++)
+        fprintf(f, "egressd_dns_queries_total{result=\"%s\"} %llu\n", served_words[i],
+                (unsigned long long)atomic_load(&served_counts[i]));
     family(f, "policy_reloads_total", "counter", "Policy reloads, by result.");
     fprintf(f, "egressd_policy_reloads_total{result=\"ok\"} %llu\n",
             (unsigned long long)atomic_load(&reloads_ok));

@@ -49,6 +49,20 @@ void px_metrics_upstream_connect(double seconds);
 /* dns_lookups_total{result}: result is one of "hosts", "cache", "ok",
  * "nxdomain", "fail". */
 void px_metrics_dns(const char *result);
+/* What the policy DNS server did with a query: dns_queries_total{result}. */
+enum px_dns_served {
+    PX_DNSS_ANSWER,   /* NOERROR with addresses */
+    PX_DNSS_NODATA,   /* NOERROR without (HTTPS/SVCB, a family the name lacks) */
+    PX_DNSS_NXDOMAIN, /* denied, or no such name */
+    PX_DNSS_REFUSED,  /* unknown source, a type or class not served */
+    PX_DNSS_RATE,     /* REFUSED: the sandbox's query rate */
+    PX_DNSS_SERVFAIL, /* the resolvers failed, or too many lookups in flight */
+    PX_DNSS_FORMERR,  /* malformed (FORMERR, BADVERS) */
+    PX_DNSS_NOTIMP,   /* an opcode other than QUERY */
+    PX_DNSS_DROPPED,  /* no answer at all: too short, or a response */
+    PX_DNSS_COUNT
+};
+void px_metrics_dns_query(enum px_dns_served r);
 /* policy_reloads_total{result="ok"|"error"}. */
 void px_metrics_reload(bool ok);
 /* policy_rules{preset}: replaced by the presets of snapshot p. */

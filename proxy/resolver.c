@@ -460,6 +460,15 @@ static struct entry *cache_find(struct px_resolver *r, const char *name, uint64_
     return NULL;
 }
 
+/* How long entry e holds still, in whole seconds (at least 1: it is
+ * within its TTL). */
+static uint32_t seconds_left(const struct entry *e)
+{
+    uint64_t now = now_ms();
+    uint64_t left = e->expires_ms > now ? (e->expires_ms - now) / 1000 : 0;
+    return left == 0 ? 1 : (uint32_t)left;
+}
+
 static void cache_put(struct px_resolver *r, const char *name, uint64_t hash,
                       enum px_dns_result res, const struct px_dns_answer *a, uint32_t ttl_s)
 {
@@ -610,10 +619,10 @@ static enum px_dns_result combine(const struct query *q, struct px_dns_answer *a
             memcpy(a->addr[a->n++], f->addr[k], 16);
     }
     if (a->n > 0) {
-        *ttl = clamp_ttl(min);
+        *ttl = a->ttl = clamp_ttl(min);
         return PX_DNS_OK;
     }
-    *ttl = NEG_TTL_S;
+    *ttl = a->ttl = NEG_TTL_S;
     if (is_no_data(q->fam[0].err) && is_no_data(q->fam[1].err))
         return PX_DNS_NXDOMAIN;
     return PX_DNS_FAIL;
@@ -880,8 +889,10 @@ struct px_dns_req *px_resolve_shared(struct px_resolver *r, const struct px_host
         h.kind != POLICY_HOST_NAME)
         return answer_now(cb, arg, PX_DNS_FAIL, &a, PX_DNS_SRC_NET);
     a.n = px_hosts_lookup(hosts, h.text, a.addr, PX_DNS_MAX_ADDRS);
+    a.ttl = PX_DNS_TTL_NONE;
     if (a.n > 0)
         return answer_now(cb, arg, PX_DNS_OK, &a, PX_DNS_SRC_HOSTS);
+    a.ttl = 0;
     if (r->dns == NULL)
         return answer_now(cb, arg, PX_DNS_FAIL, &a, PX_DNS_SRC_NET);
 
@@ -889,6 +900,7 @@ struct px_dns_req *px_resolve_shared(struct px_resolver *r, const struct px_host
     struct entry *e = cache_find(r, h.text, hash);
     if (e != NULL) {
         a.n = e->n;
+        a.ttl = seconds_left(e);
         memcpy(a.addr, e->addr, e->n * 16);
         return answer_now(cb, arg, e->res, &a, PX_DNS_SRC_CACHE);
     }

@@ -40,8 +40,12 @@ enum px_dns_source {
     PX_DNS_SRC_NET,   /* a server answered now */
 };
 
+/* The TTL of an answer from the hosts file, which has none. */
+#define PX_DNS_TTL_NONE UINT32_MAX
+
 struct px_dns_answer {
     enum px_dns_source source;
+    uint32_t ttl; /* seconds it holds from now (PX_DNS_TTL_NONE: hosts-file) */
     size_t n;
     uint8_t addr[PX_DNS_MAX_ADDRS][16]; /* IPv4 as ::ffff:a.b.c.d; IPv4 first */
 };

@@ -36,6 +36,7 @@ struct px_limit {
     /* the rate of new connections, as a generic cell rate algorithm: the
      * time (CLOCK_MONOTONIC ns) at which the bucket is full again */
     atomic_uint_fast64_t full_at;
+    atomic_uint_fast64_t dns_full_at; /* the same for its DNS queries */
 };
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -215,10 +216,10 @@ static uint64_t now_ns(void)
  * second (full at first use), as GCRA: each connection moves full_at on
  * by 1/per_sec of a second from max(full_at, now), and is refused when
  * that would put full_at more than a second ahead of now.  Lock-free. */
-static bool take_token(struct px_limit *l, uint64_t per_sec)
+static bool take_token(atomic_uint_fast64_t *full_at, uint64_t per_sec)
 {
     uint64_t now = now_ns(), step = NS_PER_S / per_sec;
-    uint64_t at = atomic_load_explicit(&l->full_at, memory_order_relaxed), next;
+    uint64_t at = atomic_load_explicit(full_at, memory_order_relaxed), next;
 
     if (step == 0)
         step = 1;
@@ -226,7 +227,7 @@ static bool take_token(struct px_limit *l, uint64_t per_sec)
         next = (at > now ? at : now) + step;
         if (next - now > NS_PER_S)
             return false;
-    } while (!atomic_compare_exchange_weak_explicit(&l->full_at, &at, next, memory_order_relaxed,
+    } while (!atomic_compare_exchange_weak_explicit(full_at, &at, next, memory_order_relaxed,
                                                     memory_order_relaxed));
     return true;
 }
@@ -240,12 +241,17 @@ bool px_limit_conn_open(struct px_limit *l, uint64_t max_conns, uint64_t per_sec
     }
     if (max_conns == 0)
         atomic_fetch_add(&l->open, 1);
-    if (per_sec != 0 && !take_token(l, per_sec)) {
+    if (per_sec != 0 && !take_token(&l->full_at, per_sec)) {
         atomic_fetch_sub(&l->open, 1);
         *rate = true;
         return false;
     }
     return true;
+}
+
+bool px_limit_dns_query(struct px_limit *l, uint64_t per_sec)
+{
+    return per_sec == 0 || take_token(&l->dns_full_at, per_sec);
 }
 
 void px_limit_conn_close(struct px_limit *l)

@@ -52,6 +52,10 @@ size_t px_limit_count(void);
  * or the rate bucket is empty.  0 means no limit. */
 bool px_limit_conn_open(struct px_limit *l, uint64_t max_conns, uint64_t per_sec, bool *rate);
 void px_limit_conn_close(struct px_limit *l);
+/* A query to the policy DNS server: false when the sandbox's bucket of
+ * `per_sec` queries a second (burst: one second's worth) is empty.  0
+ * means no limit. */
+bool px_limit_dns_query(struct px_limit *l, uint64_t per_sec);
 
 /* (The three below take NULL: a connection refused by its limits holds
  * none.) */

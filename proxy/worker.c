@@ -19,6 +19,7 @@
 #include "accesslog.h"
 #include "conn.h"
 #include "denials.h"
+#include "dnsd.h"
 #include "log.h"
 
 /* 0 running, 1 draining, 2 stopping; written by the main thread. */
@@ -96,6 +97,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
 
     close_listeners(w);
+    px_dnsd_close(w);
     if (atomic_load(&px_phase) >= 2) {
         px_conn_close_all(w, false);
         event_base_loopexit(w->base, NULL);
@@ -160,7 +162,7 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
         setsockopt(evconnlistener_get_fd(w->lis[i]), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         w->n_lis++;
     }
-    return 0;
+    return px_dnsd_open(w, err, errlen);
 }
 
 static void *worker_main(void *arg)
@@ -198,6 +200,7 @@ void px_worker_join(struct px_worker *w)
 {
     pthread_join(w->thread, NULL);
     close_listeners(w);
+    px_dnsd_close(w);
     event_free(w->backoff);
     event_free(w->wake);
     event_free(w->recheck);

@@ -54,6 +54,26 @@ static void test_rate(void)
     px_limit_put(r);
 }
 
+/* dns-rate-per-sandbox: a bucket of its own, beside the connections'. */
+static void test_dns_rate(void)
+{
+    struct px_limit *r = px_limit_get("dnsrate");
+    const struct timespec tenth = {0, 120 * 1000 * 1000};
+    bool rate = false;
+    int asked = 0;
+
+    while (asked < 100 && px_limit_dns_query(r, 10))
+        asked++;
+    ok(asked == 10, "a full bucket of 10 queries lets 10 through (%d)", asked);
+    ok(px_limit_conn_open(r, 0, 5, &rate), "the connections' bucket is not the queries'");
+    nanosleep(&tenth, NULL);
+    ok(px_limit_dns_query(r, 10) && !px_limit_dns_query(r, 10),
+       "a tenth of a second later one more query, and only one");
+    ok(px_limit_dns_query(r, 0), "0: no limit");
+    px_limit_conn_close(r);
+    px_limit_put(r);
+}
+
 static void test_forget(void)
 {
     static const char *const keep[] = {"k1", "k2"}; /* sorted */
@@ -95,5 +115,6 @@ int main(void)
     test_conns_and_quota();
     test_forget();
     test_rate();
+    test_dns_rate();
     return tap_done();
 }

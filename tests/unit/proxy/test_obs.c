@@ -117,7 +117,8 @@ static void test_format_full(void)
         "\"host\":\"github.com\",\"port\":443,\"sni\":\"github.com\",\"decision\":\"allow\","
         "\"reason\":\"allowed\",\"rule\":\"balanced.allow:15\",\"upstream\":\"140.82.112.3:443\","
         "\"country\":\"US\",\"asn\":36459,\"bytes_up\":1234,\"bytes_down\":56789,"
-        "\"duration_ms\":2500,\"status\":200,\"termination\":\"client/relay\"}";
+        "\"duration_ms\":2500,\"status\":200,\"termination\":\"client/"
+        "relay\",\"answer\":null,\"count\":null}";
 
     if (!ok(strcmp(line, want) == 0, "a full entry: every field, in docs/design.md's order"))
         diag("got  %s\nwant %s", line, want);
@@ -139,7 +140,7 @@ static void test_format_nulls(void)
                        "\"host\":null,\"port\":null,\"sni\":null,\"decision\":\"deny\","
                        "\"reason\":\"no_sni\",\"rule\":null,\"upstream\":null,\"country\":null,"
                        "\"asn\":null,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,"
-                       "\"status\":null,\"termination\":null}";
+                       "\"status\":null,\"termination\":null,\"answer\":null,\"count\":null}";
 
     if (!ok(strcmp(line, want) == 0,
             "NULL strings, empty country and zero port/asn/status are null; counts stay 0"))
@@ -171,7 +172,7 @@ static void test_format_hostile(void)
        "an SNI that is not UTF-8 reads back with U+FFFD in place of the bad byte");
     ok(o && strcmp(json_string_value(json_object_get(o, "method")), "GE\x01T") == 0,
        "a control byte is escaped, not lost");
-    ok(o && json_object_size(o) == 21, "still 21 fields");
+    ok(o && json_object_size(o) == 23, "still 23 fields");
     json_decref(o);
     free(line);
 }
@@ -263,6 +264,8 @@ static char *ref_line(const struct px_log_entry *e, const char *ts)
     json_object_set_new(o, "duration_ms", ref_num(e->duration_ms, false));
     json_object_set_new(o, "status", ref_num(e->status, true));
     json_object_set_new(o, "termination", ref_str(e->termination));
+    json_object_set_new(o, "answer", ref_str(e->answer));
+    json_object_set_new(o, "count", ref_num(e->count, true));
     char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return line;
@@ -320,11 +323,11 @@ static void test_format_against_jansson(void)
 
     for (int i = 0; i < n; i++) {
         struct px_log_entry e = full_entry();
-        char *str[13];
-        const char **field[] = {&e.sandbox,  &e.owner,   &e.src,        &e.mode,   &e.method,
-                                &e.host,     &e.sni,     &e.decision,   &e.reason, &e.rule,
-                                &e.upstream, &e.country, &e.termination};
-        for (int f = 0; f < 13; f++) {
+        char *str[14];
+        const char **field[] = {&e.sandbox,  &e.owner,   &e.src,         &e.mode,   &e.method,
+                                &e.host,     &e.sni,     &e.decision,    &e.reason, &e.rule,
+                                &e.upstream, &e.country, &e.termination, &e.answer};
+        for (int f = 0; f < 14; f++) {
             str[f] = rand_str(&seed);
             *field[f] = str[f];
         }
@@ -336,6 +339,7 @@ static void test_format_against_jansson(void)
         e.bytes_down = nums[(size_t)rand_r(&seed) % 8];
         e.duration_ms = nums[(size_t)rand_r(&seed) % 8];
         e.status = (unsigned)(nums[(size_t)rand_r(&seed) % 5]);
+        e.count = nums[(size_t)rand_r(&seed) % 8];
         char *got = px_accesslog_format(&e);
         char ts[40];
         /* the ts field as the formatter wrote it: "{\"ts\":\"" + 24 chars */
@@ -349,7 +353,7 @@ static void test_format_against_jansson(void)
         }
         free(got);
         free(want);
-        for (int f = 0; f < 13; f++)
+        for (int f = 0; f < 14; f++)
             free(str[f]);
     }
     if (!ok(same == n,
@@ -604,12 +608,16 @@ static const char *page_shape(const char *page, char *bad, size_t badlen)
 
 static void test_empty_page(void)
 {
-    static const char *const families[] = {
-        "connections_total counter", "active_connections gauge",
-        "bytes_total counter",       "upstream_connect_seconds histogram",
-        "dns_lookups_total counter", "policy_reloads_total counter",
-        "policy_rules gauge",        "sandboxes gauge",
-        "build_info gauge"};
+    static const char *const families[] = {"connections_total counter",
+                                           "active_connections gauge",
+                                           "bytes_total counter",
+                                           "upstream_connect_seconds histogram",
+                                           "dns_lookups_total counter",
+                                           "dns_queries_total counter",
+                                           "policy_reloads_total counter",
+                                           "policy_rules gauge",
+                                           "sandboxes gauge",
+                                           "build_info gauge"};
     char *page = px_metrics_render(NULL);
     char want[128], bad[512];
     int missing = 0;
@@ -621,8 +629,10 @@ static void test_empty_page(void)
             missing++;
         }
     }
-    ok(missing == 0, "before any count, all nine families have their TYPE line");
-    ok(count_prefix(page, "# HELP egressd_") == 9, "and a HELP line each");
+    ok(missing == 0, "before any count, all ten families have their TYPE line");
+    ok(count_prefix(page, "# HELP egressd_") == 10, "and a HELP line each");
+    ok(value_of(page, "egressd_dns_queries_total{result=\"rate_limited\"}") == 0,
+       "the DNS server's counts are there, at 0");
     ok(count_prefix(page, "egressd_connections_total") == 0, "no connections series yet");
     ok(value_of(page, "egressd_build_info{version=\"1.2.3-test\"}") == 1, "build_info is 1");
     ok(page_shape(page, bad, sizeof(bad)) == NULL, "the empty page is well formed");
