@@ -215,8 +215,22 @@ static json_t *timestamp(int64_t ms)
     return json_string(buf);
 }
 
+/* What an agent denied for `reason` can change itself, or NULL: the
+ * denials are where it looks, since a TLS alert carries no text. */
+static const char *hint_of(const char *reason)
+{
+    if (strcmp(reason, "ech") == 0)
+        return "egressd refuses TLS with encrypted_client_hello (it hides the real destination; "
+               "Chromium sends it as GREASE): turn it off with the managed policy "
+               "{\"EncryptedClientHelloEnabled\": false} in /etc/chromium/policies/managed/ "
+               "(or /etc/opt/chrome/policies/managed/), or start the browser with "
+               "--disable-features=EncryptedClientHello";
+    return NULL;
+}
+
 static json_t *entry_json(const struct entry *e)
 {
+    const char *hint = hint_of(e->reason);
     json_t *o = json_object();
 
     json_object_set_new(o, "ts", timestamp(e->ts_ms));
@@ -228,6 +242,7 @@ static json_t *entry_json(const struct entry *e)
     json_object_set_new(o, "reason", json_string(e->reason));
     json_object_set_new(o, "rule", str_or_null(e->rule));
     json_object_set_new(o, "status", e->status ? json_integer(e->status) : json_null());
+    json_object_set_new(o, "hint", hint != NULL ? json_string(hint) : json_null());
     return o;
 }
 

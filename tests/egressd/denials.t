@@ -3,7 +3,7 @@
 # denials, newest first, with the reason and the rule, as the access log
 # says them; bounded to 16; nothing for what was allowed, nothing for other
 # sandboxes; 404 for a sandbox that is not bound, 405 for another method;
-# a binding deleted takes its denials along.
+# a binding deleted takes its denials along; an ech denial says how to avoid it.
 # TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
@@ -59,6 +59,23 @@ l, d = json.loads(sys.argv[1]), json.loads(sys.argv[2])["denials"][0]
 sys.exit(0 if all(l[k] == d[k] for k in ("host", "port", "mode", "reason", "rule", "status", "sni")) else 1)
 ' "$line" "$body"
 denials 402 '[x["host"] for x in d["denials"]] == ["other.test"]' "402 has its own"
+denials 401 'all(x["hint"] is None for x in d["denials"])' "a denial by a rule has no hint"
+
+# --- an ECH ClientHello: the TLS alert carries no text, the denial says what to change
+raw hello "$EGD_HELLOS/curl.bin" "$T/ech.bin" --sni a.test --ech || egm_bail "an ECH hello"
+egd_log_mark
+egd_env python3 - "$EGD_PROXY" "$T/ech.bin" <<'EOF' >/dev/null 2>&1
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=5, source_address=("127.0.0.5", 0))
+s.sendall(b"CONNECT a.test:4443 HTTP/1.1\r\nHost: a.test:4443\r\n\r\n")
+s.recv(4096)
+s.sendall(open(sys.argv[2], "rb").read())
+s.recv(4096)
+EOF
+egd_log_wait 'l["reason"] == "ech"' >/dev/null
+denials 401 'd["denials"][0]["reason"] == "ech" and "EncryptedClientHelloEnabled" in d["denials"][0]["hint"] and "--disable-features=EncryptedClientHello" in d["denials"][0]["hint"]' \
+    "an ech denial carries the hint: the managed policy, or the flag"
 
 # --- bounded: 20 more denials, the 16 newest kept
 for i in $(seq 1 20); do get 127.0.0.5 "http://n$i.test/" >/dev/null; done
