@@ -4,13 +4,15 @@
  * came:
  *
  *   parse ─▶ who asks: the binding of the source address (none: REFUSED)
- *     ─▶ the sandbox's query rate (REFUSED) ─▶ class IN, and the type:
- *        A and AAAA go on, HTTPS and SVCB are NODATA, the rest REFUSED
- *     ─▶ the name, normalized as the policy does, and the name phase on
- *        any port: denied is NXDOMAIN at once, with no lookup, so nothing
- *        a sandbox puts in a name reaches another resolver
+ *     ─▶ the sandbox's query rate (REFUSED)
+ *     ─▶ the decision (dnsrule.c): class IN, and the type: A and AAAA go
+ *        on, HTTPS and SVCB are NODATA, the rest REFUSED; the name,
+ *        normalized as the policy does, and the name phase on any port:
+ *        denied is NXDOMAIN at once, with no lookup, so nothing a sandbox
+ *        puts in a name reaches another resolver
  *     ─▶ egressd's own resolver (the cache the proxy's connections use)
- *     ─▶ the address phase on every address: one denied is NXDOMAIN
+ *     ─▶ the address phase on every address (dnsrule.c): one denied is
+ *        NXDOMAIN
  *     ─▶ the addresses of the family asked for, TTL at most dns-ttl-max
  *
  * Every query is counted (egressd_dns_queries_total) and logged: a line
@@ -26,6 +28,7 @@
 #include "denials.h"
 #include "dns.h"
 #include "dnsd.h"
+#include "dnsrule.h"
 #include "handout.h"
 #include "metrics.h"
 
@@ -41,10 +44,7 @@ struct px_dnsq {
     uint8_t src16[16];
     struct px_world *world; /* held while the query lives */
     const struct px_sandbox *sb;
-    struct policy_host host; /* the name, normalized (len 0: not a host) */
-    uint16_t port;           /* the port the name phase allowed it on */
-    struct policy_verdict v; /* the name phase, then the address that denied */
-    enum px_reason reason;
+    struct px_dns_rule r;   /* the decision (dnsrule.h): name, verdict, port, reason */
     struct px_dns_req *req; /* the lookup while it runs */
     bool calling;           /* inside px_resolve_shared(), whose callback may run at once */
     bool finished;          /* answered while calling: lookup() frees it */
@@ -103,8 +103,8 @@ static void entry_of(const struct px_dnsq *q, const struct outcome *o, struct px
     uint8_t a16[16];
 
     rule[0] = '\0';
-    if (q->v.rule.file != NULL && px_reason_has_rule(q->reason))
-        snprintf(rule, rule_len, "%s:%u", q->v.rule.file, q->v.rule.line);
+    if (q->r.v.rule.file != NULL && px_reason_has_rule(q->r.reason))
+        snprintf(rule, rule_len, "%s:%u", q->r.v.rule.file, q->r.v.rule.line);
     px_sockaddr_text(&q->from.peer.sa, src, a16);
     *e = (struct px_log_entry){
         .ts_ms = wall_ms(),
@@ -114,10 +114,10 @@ static void entry_of(const struct px_dnsq *q, const struct outcome *o, struct px
         .src = src,
         .mode = "dns",
         .method = q->perr == DNS_Q_OK ? dns_type_str(q->q.qtype, qtype) : NULL,
-        .host = q->perr == DNS_Q_OK ? (q->host.len ? q->host.text : q->q.name) : NULL,
-        .port = allowed(o) ? q->port : 0,
-        .decision = policy_decision_str(allowed(o) ? q->v.decision : POLICY_DENY),
-        .reason = px_reason_str(q->reason),
+        .host = q->perr == DNS_Q_OK ? (q->r.host.len ? q->r.host.text : q->q.name) : NULL,
+        .port = allowed(o) ? q->r.port : 0,
+        .decision = policy_decision_str(allowed(o) ? q->r.v.decision : POLICY_DENY),
+        .reason = px_reason_str(q->r.reason),
         .rule = rule[0] ? rule : NULL,
         .duration_ms = (uint64_t)(px_now_ms() - q->t_start_ms),
         .answer = answer_word(o),
@@ -197,7 +197,7 @@ static void summary_add(struct px_worker *w, const struct px_log_entry *e, enum 
 /* A denial by the policy goes to the sandbox's ring (GET .../denials). */
 static void note_denial(const struct px_dnsq *q, const struct px_log_entry *e)
 {
-    if (q->sb == NULL || q->reason > PX_R_BAD_HOST || q->reason == PX_R_ALLOWED)
+    if (q->sb == NULL || q->r.reason > PX_R_BAD_HOST || q->r.reason == PX_R_ALLOWED)
         return;
     struct px_denial d = {
         .ts_ms = e->ts_ms,
@@ -223,7 +223,7 @@ static void log_query(const struct px_dnsq *q, const struct outcome *o)
     if (px_d.cfg->dns_log == PX_DNS_LOG_OFF)
         return;
     if (px_d.cfg->dns_log == PX_DNS_LOG_SUMMARY)
-        summary_add(q->w, &e, q->reason);
+        summary_add(q->w, &e, q->r.reason);
     else
         px_accesslog_write(&e);
 }
@@ -295,27 +295,13 @@ static void finish(struct px_dnsq *q, int rcode, enum px_dns_served served,
         release(q);
 }
 
-/* NXDOMAIN for a name the policy denies; q->v and q->reason say why. */
-static void deny(struct px_dnsq *q, enum px_reason reason)
+/* Answer rcode with nothing more (served says how it counts), for
+ * reason. */
+static void answer_empty(struct px_dnsq *q, int rcode, enum px_dns_served served,
+                         enum px_reason reason)
 {
-    q->reason = reason;
-    finish(q, DNS_RC_NXDOMAIN, PX_DNSS_NXDOMAIN, NULL, 0, 0);
-}
-
-/* The address phase on every address of a: one denied denies the name. */
-static bool addresses_pass(struct px_dnsq *q, const struct px_dns_answer *a)
-{
-    int64_t now = (int64_t)time(NULL);
-    struct policy_verdict av;
-
-    for (size_t i = 0; i < a->n; i++) {
-        if (policy_decide_addr(q->sb->pb, a->addr[i], q->port, &q->v, now, &av) == POLICY_DENY) {
-            q->v = av;
-            deny(q, (enum px_reason)av.reason);
-            return false;
-        }
-    }
-    return true;
+    q->r.reason = reason;
+    finish(q, rcode, served, NULL, 0, 0);
 }
 
 static void on_resolved(enum px_dns_result res, const struct px_dns_answer *a, void *arg)
@@ -326,48 +312,19 @@ static void on_resolved(enum px_dns_result res, const struct px_dns_answer *a, v
     q->req = NULL;
     switch (res) {
     case PX_DNS_OK: break;
-    case PX_DNS_NXDOMAIN:
-        q->reason = PX_R_DNS_FAIL;
+    case PX_DNS_NXDOMAIN: answer_empty(q, DNS_RC_NXDOMAIN, PX_DNSS_NXDOMAIN, PX_R_DNS_FAIL); return;
+    case PX_DNS_BUSY: answer_empty(q, DNS_RC_SERVFAIL, PX_DNSS_SERVFAIL, PX_R_LIMIT); return;
+    default: answer_empty(q, DNS_RC_SERVFAIL, PX_DNSS_SERVFAIL, PX_R_DNS_FAIL); return;
+    }
+    if (!px_dns_rule_addresses(q->sb->pb, (const uint8_t(*)[16])a->addr, a->n, (int64_t)time(NULL),
+                               &q->r)) {
         finish(q, DNS_RC_NXDOMAIN, PX_DNSS_NXDOMAIN, NULL, 0, 0);
         return;
-    case PX_DNS_BUSY:
-        q->reason = PX_R_LIMIT;
-        finish(q, DNS_RC_SERVFAIL, PX_DNSS_SERVFAIL, NULL, 0, 0);
-        return;
-    default:
-        q->reason = PX_R_DNS_FAIL;
-        finish(q, DNS_RC_SERVFAIL, PX_DNSS_SERVFAIL, NULL, 0, 0);
-        return;
     }
-    if (!addresses_pass(q, a))
-        return;
-    q->reason = PX_R_ALLOWED;
     uint32_t ttl = a->ttl < ttl_max ? a->ttl : ttl_max;
     if (a->source != PX_DNS_SRC_HOSTS) /* the hosts-file is the same for every worker */
-        px_handout_note(q->host.text, (const uint8_t(*)[16])a->addr, a->n, ttl);
+        px_handout_note(q->r.host.text, (const uint8_t(*)[16])a->addr, a->n, ttl);
     finish(q, DNS_RC_NOERROR, PX_DNSS_ANSWER, (const uint8_t(*)[16])a->addr, a->n, ttl);
-}
-
-/* The name phase on any port; false when it denied (answered). */
-static bool name_passes(struct px_dnsq *q)
-{
-    if (!q->q.plain ||
-        policy_host_normalize(q->q.name, q->q.name_len, &q->host) != POLICY_HOST_OK ||
-        q->host.kind != POLICY_HOST_NAME) {
-        q->host.len = 0;
-        deny(q, PX_R_BAD_HOST);
-        return false;
-    }
-    if (q->sb->pb == NULL || px_sandbox_expired(q->sb, (int64_t)time(NULL))) {
-        deny(q, PX_R_NOT_ALLOWED);
-        return false;
-    }
-    if (policy_decide_name_any(q->sb->pb, &q->host, (int64_t)time(NULL), &q->v, &q->port) ==
-        POLICY_DENY) {
-        deny(q, (enum px_reason)q->v.reason);
-        return false;
-    }
-    return true;
 }
 
 /* Keep q on its transport's list and ask the resolver (which may answer
@@ -384,7 +341,7 @@ static void lookup(struct px_dnsq *q)
     l->n++;
     q->calling = true;
     struct px_dns_req *req =
-        px_resolve_shared(q->w->resolver, q->world->hosts, q->host.text, px_limit_dns_share(lim),
+        px_resolve_shared(q->w->resolver, q->world->hosts, q->r.host.text, px_limit_dns_share(lim),
                           (unsigned)px_d.cfg->max_lookups_per_sandbox, on_resolved, q);
     q->calling = false;
     if (q->finished)
@@ -393,25 +350,19 @@ static void lookup(struct px_dnsq *q)
         q->req = req;
 }
 
-/* A parsed query from a known sandbox, within its rate. */
+/* A parsed query from a known sandbox, within its rate (dnsrule.c). */
 static void judge(struct px_dnsq *q)
 {
-    uint16_t t = q->q.qtype;
+    int64_t now = (int64_t)time(NULL);
 
-    q->reason = PX_R_BAD_REQUEST;
-    if (q->q.qclass != DNS_CLASS_IN ||
-        (t != DNS_T_A && t != DNS_T_AAAA && t != DNS_T_HTTPS && t != DNS_T_SVCB)) {
-        finish(q, DNS_RC_REFUSED, PX_DNSS_REFUSED, NULL, 0, 0);
-        return;
+    px_dns_rule_question(&q->q, q->sb->pb, px_sandbox_expired(q->sb, now), px_d.cfg->dns_aaaa, now,
+                         &q->r);
+    switch (q->r.step) {
+    case PX_DNS_STEP_REFUSED: finish(q, DNS_RC_REFUSED, PX_DNSS_REFUSED, NULL, 0, 0); return;
+    case PX_DNS_STEP_NXDOMAIN: finish(q, DNS_RC_NXDOMAIN, PX_DNSS_NXDOMAIN, NULL, 0, 0); return;
+    case PX_DNS_STEP_NODATA: finish(q, DNS_RC_NOERROR, PX_DNSS_NODATA, NULL, 0, 0); return;
+    case PX_DNS_STEP_LOOKUP: lookup(q); return;
     }
-    if (!name_passes(q))
-        return;
-    q->reason = PX_R_ALLOWED;
-    if (t == DNS_T_HTTPS || t == DNS_T_SVCB || (t == DNS_T_AAAA && !px_d.cfg->dns_aaaa)) {
-        finish(q, DNS_RC_NOERROR, PX_DNSS_NODATA, NULL, 0, 0);
-        return;
-    }
-    lookup(q);
 }
 
 /* What a parse error is answered with. */
@@ -419,11 +370,11 @@ static void refuse_malformed(struct px_dnsq *q)
 {
     int rcode = dns_error_rcode(q->perr);
 
-    q->reason = PX_R_BAD_REQUEST;
     if (rcode < 0)
-        finish(q, 0, PX_DNSS_DROPPED, NULL, 0, 0);
+        answer_empty(q, 0, PX_DNSS_DROPPED, PX_R_BAD_REQUEST);
     else
-        finish(q, rcode, rcode == DNS_RC_NOTIMP ? PX_DNSS_NOTIMP : PX_DNSS_FORMERR, NULL, 0, 0);
+        answer_empty(q, rcode, rcode == DNS_RC_NOTIMP ? PX_DNSS_NOTIMP : PX_DNSS_FORMERR,
+                     PX_R_BAD_REQUEST);
 }
 
 void px_dnsq_handle(struct px_worker *w, const struct px_dnsq_from *from, const uint8_t *msg,
@@ -444,14 +395,12 @@ void px_dnsq_handle(struct px_worker *w, const struct px_dnsq_from *from, const 
         refuse_malformed(q);
         return;
     }
-    if (q->sb == NULL) {
-        q->reason = PX_R_NOT_ALLOWED; /* a source without a binding gets nothing */
-        finish(q, DNS_RC_REFUSED, PX_DNSS_REFUSED, NULL, 0, 0);
+    if (q->sb == NULL) { /* a source without a binding gets nothing */
+        answer_empty(q, DNS_RC_REFUSED, PX_DNSS_REFUSED, PX_R_NOT_ALLOWED);
         return;
     }
     if (!px_limit_dns_query(q->sb->lim, px_d.cfg->dns_rate_per_sandbox)) {
-        q->reason = PX_R_LIMIT;
-        finish(q, DNS_RC_REFUSED, PX_DNSS_RATE, NULL, 0, 0);
+        answer_empty(q, DNS_RC_REFUSED, PX_DNSS_RATE, PX_R_LIMIT);
         return;
     }
     judge(q);
