@@ -229,6 +229,22 @@ static int parse_proxy(struct cursor *cur, struct sbx_config *c, const char *w)
     return 0;
 }
 
+/* dns-addr ADDR|none */
+static int parse_dns(struct cursor *cur, struct sbx_config *c, const char *w)
+{
+    uint32_t ip;
+
+    free(c->dns_addr);
+    c->dns_addr = NULL;
+    c->dns_none = strcmp(w, "none") == 0;
+    if (c->dns_none)
+        return 0;
+    if (parse_ipv4(w, &ip))
+        return fail(cur, "dns-addr: expected an IPv4 address (10.99.0.1) or 'none', got '%s'", w);
+    c->dns_addr = xstrdup(w);
+    return 0;
+}
+
 static int parse_egress(struct cursor *cur, struct sbx_config *c, const char *w)
 {
     if (c->negress == SBX_MAX_EGRESS)
@@ -354,8 +370,9 @@ static int check_string_word(struct cursor *cur, const char *dir, const char *w)
 
 static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
 {
-    static const char *const one_word[] = {"pve-fingerprint", "template",      "ip-pool",
-                                           "proxy",           "egressd-admin", "exec-output-max"};
+    static const char *const one_word[] = {"pve-fingerprint", "template", "ip-pool",
+                                           "proxy",           "dns-addr", "egressd-admin",
+                                           "exec-output-max"};
     const char *dir = v[0];
     char **str;
     long *dur;
@@ -390,6 +407,8 @@ static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
         return parse_ip_pool(cur, c, v[1]);
     if (strcmp(dir, "proxy") == 0)
         return parse_proxy(cur, c, v[1]);
+    if (strcmp(dir, "dns-addr") == 0)
+        return parse_dns(cur, c, v[1]);
     if (strcmp(dir, "egressd-admin") == 0)
         return parse_egress(cur, c, v[1]);
     if (strcmp(dir, "exec-output-max") == 0) {
@@ -490,6 +509,8 @@ static int check_complete(struct cursor *cur, struct sbx_config *c)
         return missing(cur, "ip-pool");
     if (!c->proxy_addr)
         return missing(cur, "proxy");
+    if (!c->dns_addr && !c->dns_none)
+        c->dns_addr = xstrdup(c->proxy_addr);
     if (c->lifetime_default_ms > c->lifetime_max_ms) {
         cur->line = cur->lifetime_line; /* the later of the two */
         return fail(cur, "lifetime-default is longer than lifetime-max");
@@ -560,7 +581,7 @@ void sbx_config_free(struct sbx_config *c)
     char **strs[] = {&c->path,           &c->pve_url,    &c->pve_token_file,    &c->pve_ca_file,
                      &c->node,           &c->pool,       &c->storage,           &c->bridge,
                      &c->gateway,        &c->proxy_addr, &c->egress_token_file, &c->secrets_file,
-                     &c->mcp_token_file, &c->state_dir};
+                     &c->mcp_token_file, &c->state_dir,  &c->dns_addr};
 
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);

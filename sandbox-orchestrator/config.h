@@ -47,6 +47,11 @@ struct sbx_config {
     char *gateway;
     char *proxy_addr;
     int proxy_port;
+    /* `dns-addr`: the DNS server the sandboxes may ask (their firewall's
+     * DNS rule and resolv.conf); the proxy address when not given, NULL
+     * after `dns-addr none` (no DNS rule, no resolv.conf). */
+    char *dns_addr;
+    int dns_none;
     char *egress[SBX_MAX_EGRESS]; /* unix:PATH or http(s)://HOST:PORT */
     int negress;
     char *egress_token_file;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -291,12 +292,12 @@ static int addr_taken(char (*used)[16], size_t n, const char *a)
     return 0;
 }
 
-/* The first address of the ip-pool that no pool VM, reservation, gateway
- * or proxy holds. */
+/* The first address of the ip-pool that no pool VM, reservation, gateway,
+ * proxy or DNS server holds. */
 static int pick_address(struct sbx *s, struct build *b, struct sbx_vm *vms, size_t n, json_t *res,
                         char *err, size_t errlen)
 {
-    size_t cap = n + json_array_size(res) + 2, used_n = 0;
+    size_t cap = n + json_array_size(res) + 3, used_n = 0;
     char(*used)[16] = calloc(cap, sizeof *used);
     size_t i;
     json_t *r;
@@ -319,6 +320,8 @@ static int pick_address(struct sbx *s, struct build *b, struct sbx_vm *vms, size
     }
     snprintf(used[used_n++], sizeof used[0], "%s", s->cfg.gateway);
     snprintf(used[used_n++], sizeof used[0], "%s", s->cfg.proxy_addr);
+    if (s->cfg.dns_addr)
+        snprintf(used[used_n++], sizeof used[0], "%s", s->cfg.dns_addr);
     for (uint32_t a = s->cfg.ip_first; a <= s->cfg.ip_last && rc; a++) {
         struct in_addr in = {htonl(a)};
         char text[16];
@@ -468,6 +471,10 @@ static int configure(struct sbx *s, struct build *b, char *err, size_t errlen)
     params = json_pack("{s:i,s:i,s:i,s:s,s:s,s:s}", "cores", b->size->cores, "memory",
                        b->size->memory_mib, "balloon", 0, "net0", net0, "ipconfig0", ipconfig,
                        "tags", tags);
+    /* cloud-init's resolv.conf too: without a nameserver Proxmox hands the
+     * guest the host's own resolvers, which the wall does not let it reach. */
+    if (s->cfg.dns_addr)
+        json_object_set_new(params, "nameserver", json_string(s->cfg.dns_addr));
     sbx_vm_path(path, sizeof path, b->node, b->vmid, "/config");
     rc = sbx_pve_call(s->pve, "PUT", path, params, NULL, err, errlen);
     json_decref(params);
@@ -475,7 +482,8 @@ static int configure(struct sbx *s, struct build *b, char *err, size_t errlen)
 }
 
 /* Per-VM firewall: default-deny both ways, IP filter with the address,
- * one rule out to the proxy. */
+ * one rule out to the proxy and, with a dns-addr, one out to the DNS
+ * server (Proxmox's macro DNS: udp and tcp 53). */
 static int firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     char path[256], port[16];
@@ -509,18 +517,77 @@ static int firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
                   "comment", "sandboxctl: the egress proxy only");
     rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
     json_decref(p);
+    if (rc || !s->cfg.dns_addr)
+        return rc;
+    p = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s}", "type", "out", "action", "ACCEPT", "macro",
+                  "DNS", "dest", s->cfg.dns_addr, "iface", "net0", "enable", 1, "comment",
+                  "sandboxctl: DNS (udp and tcp 53) to dns-addr only");
+    rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
+    json_decref(p);
     return rc;
 }
 
+/* r's string field key, or NULL. */
+static const char *rule_str(json_t *r, const char *key)
+{
+    return json_string_value(json_object_get(r, key));
+}
+
+/* Whether r's field key is the number n (Proxmox may answer "3128" or 3128). */
+static bool rule_num(json_t *r, const char *key, long n)
+{
+    json_t *v = json_object_get(r, key);
+    const char *t = json_string_value(v);
+    char *end;
+
+    if (json_is_integer(v))
+        return json_integer_value(v) == n;
+    if (!t || !isdigit((unsigned char)t[0]))
+        return false;
+    errno = 0;
+    return strtol(t, &end, 10) == n && *end == '\0' && errno == 0;
+}
+
+static bool rule_is(json_t *r, const char *key, const char *want)
+{
+    const char *v = rule_str(r, key);
+
+    return v && want && strcmp(v, want) == 0;
+}
+
+enum { RULE_OTHER = 0, RULE_PROXY = 1, RULE_DNS = 2 };
+
+/* Which of sandboxctl's rules r is: out, ACCEPT, on net0, enabled, to the
+ * proxy's tcp port, or macro DNS (nothing else: no proto, no port) to the
+ * DNS address; RULE_OTHER for anything else, a rule that would let other
+ * traffic out included. */
+static int our_rule(const struct sbx_config *c, json_t *r)
+{
+    const char *macro = rule_str(r, "macro");
+
+    if (!rule_is(r, "type", "out") || !rule_is(r, "action", "ACCEPT") ||
+        !rule_is(r, "iface", "net0") || !rule_num(r, "enable", 1) || json_object_get(r, "source") ||
+        json_object_get(r, "sport") || json_object_get(r, "icmp-type"))
+        return RULE_OTHER;
+    if (!macro && rule_is(r, "proto", "tcp") && rule_num(r, "dport", c->proxy_port) &&
+        rule_is(r, "dest", c->proxy_addr))
+        return RULE_PROXY;
+    if (macro && strcasecmp(macro, "DNS") == 0 && c->dns_addr && !json_object_get(r, "proto") &&
+        !json_object_get(r, "dport") && rule_is(r, "dest", c->dns_addr))
+        return RULE_DNS;
+    return RULE_OTHER;
+}
+
 /* A clone inherits the template's firewall: after our changes the VM must
- * hold exactly our one rule and our one address, or an inherited ACCEPT
- * rule or address would open a hole in the wall. */
+ * hold exactly our rules (the proxy's, and the DNS server's with a
+ * dns-addr) and our one address, or an inherited ACCEPT rule or address
+ * would open a hole in the wall. */
 static int verify_firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     char path[256];
-    json_t *rules = NULL, *set = NULL;
-    size_t nset;
-    int rc = -1;
+    json_t *rules = NULL, *set = NULL, *r = NULL;
+    size_t nset, i, want = s->cfg.dns_addr ? 2 : 1;
+    int rc = -1, seen = 0;
 
     sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/rules");
     if (sbx_pve_call(s->pve, "GET", path, NULL, &rules, err, errlen))
@@ -529,11 +596,28 @@ static int verify_firewall(struct sbx *s, struct build *b, char *err, size_t err
     if (sbx_pve_call(s->pve, "GET", path, NULL, &set, err, errlen))
         goto out;
     nset = json_array_size(set);
-    if (json_array_size(rules) != 1)
+    json_array_foreach(rules, i, r)
+    {
+        int kind = our_rule(&s->cfg, r);
+        if (kind == RULE_OTHER || seen & kind)
+            break;
+        seen |= kind;
+    }
+    if (json_array_size(rules) != want)
         snprintf(err, errlen,
-                 "the VM has %zu firewall rules, inherited from template %d: remove the template's "
-                 "rules (its firewall must be empty)",
-                 json_array_size(rules), b->template_vmid);
+                 "the VM has %zu firewall rules where sandboxctl made %zu, inherited from template "
+                 "%d: remove the template's rules (its firewall must be empty)",
+                 json_array_size(rules), want, b->template_vmid);
+    else if (i < json_array_size(rules))
+        snprintf(err, errlen,
+                 "firewall rule %zu of the VM (%s %s%s%s to %s) is not one sandboxctl made, "
+                 "inherited from template %d: remove the template's rules (its firewall must be "
+                 "empty)",
+                 i, rule_str(r, "type") ? rule_str(r, "type") : "?",
+                 rule_str(r, "action") ? rule_str(r, "action") : "?",
+                 rule_str(r, "macro") ? " macro " : "",
+                 rule_str(r, "macro") ? rule_str(r, "macro") : "",
+                 rule_str(r, "dest") ? rule_str(r, "dest") : "anywhere", b->template_vmid);
     else if (nset != 1 || !json_is_string(json_object_get(json_array_get(set, 0), "cidr")) ||
              strcmp(json_string_value(json_object_get(json_array_get(set, 0), "cidr")),
                     b->meta.address) != 0)
@@ -549,34 +633,60 @@ out:
     return rc;
 }
 
-/* The proxy settings every tool in the guest reads. */
-static int write_env(struct sbx *s, struct build *b, char *err, size_t errlen)
-{
-    char url[128], text[1024];
-    struct {
-        const char *path;
-        const char *fmt;
-    } files[] = {
-        {"/etc/profile.d/sandbox-proxy.sh",
-         "# written by sandboxctl: all traffic leaves through the egress proxy\n"
-         "export http_proxy=%1$s https_proxy=%1$s HTTP_PROXY=%1$s HTTPS_PROXY=%1$s\n"
-         "export no_proxy=localhost,127.0.0.1,::1 NO_PROXY=localhost,127.0.0.1,::1\n"},
-        {"/etc/apt/apt.conf.d/95sandbox-proxy",
-         "// written by sandboxctl\nAcquire::http::Proxy \"%1$s\";\nAcquire::https::Proxy "
-         "\"%1$s\";\n"},
-        {"/etc/npmrc", "# written by sandboxctl\nproxy=%1$s\nhttps-proxy=%1$s\n"},
-        {"/etc/pip.conf", "# written by sandboxctl\n[global]\nproxy = %1$s\n"},
-        {"/etc/gitconfig", "# written by sandboxctl\n[http]\n\tproxy = %1$s\n[https]\n\tproxy = "
-                           "%1$s\n"},
-    };
+/* A file write_env() writes into the guest: fmt's %1$s is the value. */
+struct guest_file {
+    const char *path;
+    const char *fmt;
+};
 
-    snprintf(url, sizeof url, "http://%s:%d", s->cfg.proxy_addr, s->cfg.proxy_port);
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        int n = snprintf(text, sizeof text, files[i].fmt, url);
+/* The proxy settings every tool in the guest reads (the proxy's URL). */
+static const struct guest_file proxy_files[] = {
+    {"/etc/profile.d/sandbox-proxy.sh",
+     "# written by sandboxctl: all traffic leaves through the egress proxy\n"
+     "export http_proxy=%1$s https_proxy=%1$s HTTP_PROXY=%1$s HTTPS_PROXY=%1$s\n"
+     "export no_proxy=localhost,127.0.0.1,::1 NO_PROXY=localhost,127.0.0.1,::1\n"},
+    {"/etc/apt/apt.conf.d/95sandbox-proxy",
+     "// written by sandboxctl\nAcquire::http::Proxy \"%1$s\";\nAcquire::https::Proxy "
+     "\"%1$s\";\n"},
+    {"/etc/npmrc", "# written by sandboxctl\nproxy=%1$s\nhttps-proxy=%1$s\n"},
+    {"/etc/pip.conf", "# written by sandboxctl\n[global]\nproxy = %1$s\n"},
+    {"/etc/gitconfig", "# written by sandboxctl\n[http]\n\tproxy = %1$s\n[https]\n\tproxy = "
+                       "%1$s\n"},
+};
+
+/* The guest's resolver: the one DNS server its firewall lets it ask
+ * (dns-addr); not written with `dns-addr none`. */
+static const struct guest_file dns_files[] = {
+    {"/etc/resolv.conf", "# written by sandboxctl: the one DNS server the firewall lets out\n"
+                         "nameserver %1$s\noptions edns0\n"},
+};
+
+static int write_files(struct sbx *s, struct build *b, const struct guest_file *files, size_t n,
+                       const char *value, char *err, size_t errlen)
+{
+    char text[1024];
+
+    for (size_t i = 0; i < n; i++) {
+        int len = snprintf(text, sizeof text, files[i].fmt, value);
         if (sbx_guest_write(s, b->node, b->vmid, files[i].path, (const unsigned char *)text,
-                            (size_t)n, err, errlen))
+                            (size_t)len, err, errlen))
             return -1;
     }
+    return 0;
+}
+
+/* The proxy settings every tool in the guest reads, and its DNS server. */
+static int write_env(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    char url[128];
+
+    snprintf(url, sizeof url, "http://%s:%d", s->cfg.proxy_addr, s->cfg.proxy_port);
+    if (write_files(s, b, proxy_files, sizeof proxy_files / sizeof proxy_files[0], url, err,
+                    errlen))
+        return -1;
+    if (s->cfg.dns_addr && write_files(s, b, dns_files, sizeof dns_files / sizeof dns_files[0],
+                                       s->cfg.dns_addr, err, errlen))
+        return -1;
     return 0;
 }
 

@@ -5,7 +5,8 @@
 #   build-template.sh [--vmid 9000] [--storage local-lvm] [--snippets local]
 #                     [--bridge vmbr99] [--build-ip 10.99.0.9/24]
 #                     [--gateway 10.99.0.1] [--proxy 10.99.0.1:3128]
-#                     [--disk-size 20G] [--image FILE] [--dry-run]
+#                     [--dns ADDR] [--disk-size 20G] [--image FILE] [--dry-run]
+#   (--dns: the guest's DNS server, egressd's `dns`; default the proxy's address)
 #
 # Before: vmbr99 exists (proxmox/interfaces.vmbr99), egressd runs on the
 # node with a default-policy that lets Debian's archive through (the shipped
@@ -25,6 +26,7 @@ bridge=vmbr99
 build_ip=10.99.0.9/24
 gateway=10.99.0.1
 proxy=10.99.0.1:3128
+dns=
 disk_size=20G
 image=
 dry=
@@ -32,7 +34,7 @@ image_url=https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-generi
 sums_url=https://cloud.debian.org/images/cloud/bookworm/latest/SHA512SUMS
 
 usage() {
-    sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '4,9p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
         --build-ip) build_ip=${2:?}; shift ;;
         --gateway) gateway=${2:?}; shift ;;
         --proxy) proxy=${2:?}; shift ;;
+        --dns) dns=${2:?}; shift ;;
         --disk-size) disk_size=${2:?}; shift ;;
         --image) image=${2:?}; shift ;;
         --dry-run) dry=1 ;;
@@ -54,6 +57,10 @@ done
 case $vmid in '' | *[!0-9]*) echo "build-template: --vmid wants a number, found '$vmid'" >&2; exit 2 ;; esac
 case $proxy in
     *[!0-9.:]* | :* | *:) echo "build-template: --proxy wants IPV4:PORT, found '$proxy'" >&2; exit 2 ;;
+esac
+[ -n "$dns" ] || dns=${proxy%:*}
+case $dns in
+    '' | *[!0-9.]*) echo "build-template: --dns wants an IPv4 address, found '$dns'" >&2; exit 2 ;;
 esac
 
 # run CMD...: print it (quoted as a shell reads it), then run it (not with
@@ -101,8 +108,10 @@ case ",$content," in
     *) run pvesm set "$snippets" --content "$content,snippets" ;;
 esac
 run mkdir -p "$snippet_dir"
-printf '+ sed s/10.99.0.1:3128/%s/g %s > %s\n' "$proxy" "$here/user-data.yaml" "$snippet_dir/$snippet"
-[ -n "$dry" ] || sed "s/10\.99\.0\.1:3128/$proxy/g" "$here/user-data.yaml" >"$snippet_dir/$snippet"
+printf '+ sed -e s/10.99.0.1:3128/%s/g -e "s/nameserver 10.99.0.1\$/nameserver %s/" %s > %s\n' \
+    "$proxy" "$dns" "$here/user-data.yaml" "$snippet_dir/$snippet"
+[ -n "$dry" ] || sed -e "s/10\.99\.0\.1:3128/$proxy/g" -e "s/nameserver 10\.99\.0\.1\$/nameserver $dns/" \
+    "$here/user-data.yaml" >"$snippet_dir/$snippet"
 
 # 3. The VM: disk imported from the image, cloud-init drive, guest agent,
 #    serial console, net0 on the proxy-only bridge behind the firewall.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # cloudinit.t - deploy/image/user-data.yaml, the golden template's cloud-init
 # user data: cloud-init's own schema check passes (and fails on a broken
-# copy); every tool in the guest is pointed at the proxy, with the same
-# files sandboxctl writes; a non-root user, the guest agent installed and
-# enabled; no credential of any kind; build-template.sh --dry-run has every
-# qm step.  TAP on stdout.  Needs TOP.
+# copy); every tool in the guest is pointed at the proxy, and its resolver at
+# egressd's DNS server, with the same files sandboxctl writes; Chromium's and
+# Chrome's managed policy turns ECH off; a non-root user, the guest agent
+# installed and enabled; no credential of any kind; build-template.sh
+# --dry-run has every qm step.  TAP on stdout.  Needs TOP.
 set -u
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source=tests/tap.sh
@@ -65,14 +66,46 @@ file_has /etc/npmrc "^https-proxy=$p\$" "npm: https-proxy"
 file_has /etc/pip.conf "^\\[global\\]\\n(.*\\n)*proxy = $p\$" "pip: [global] proxy"
 file_has /etc/gitconfig "^\\[http\\]\\n\\s+proxy = $p\$" "git: http.proxy in /etc/gitconfig"
 
+# The resolver: egressd's DNS server, the one the firewall lets out, and no
+# other.
+file_has /etc/resolv.conf '^nameserver 10\.99\.0\.1$' "resolv.conf: nameserver 10.99.0.1 (egressd's DNS server)"
+file_has /etc/resolv.conf '^options edns0$' "resolv.conf: options edns0"
+file_has /etc/resolv.conf '\A(#.*\n)*nameserver 10\.99\.0\.1\noptions edns0\n\Z' "resolv.conf: those two lines and nothing else"
+check "cloud-init's resolv_conf module is not used (it does not run on Debian; the file is written whole)" \
+    sh -c "! grep -qE '^ *(manage_resolv_conf|resolv_conf|nameservers?):' '$UD'"
+
+# Chromium and Chrome: no GREASE ECH, which egressd would refuse.
+for f in /etc/chromium/policies/managed/egressd.json /etc/opt/chrome/policies/managed/egressd.json; do
+    "$PY" - "$T/files.json" "$f" <<'EOF2'
+import json, sys
+files = json.load(open(sys.argv[1]))["files"]
+policy = json.loads(files[sys.argv[2]])
+sys.exit(0 if isinstance(policy, dict) and policy.get("EncryptedClientHelloEnabled") is False else 1)
+EOF2
+    ok $? "$f: valid JSON, EncryptedClientHelloEnabled false"
+done
+"$PY" - "$T/files.json" <<'EOF2' >"$T/bad-policy.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["files"]["/etc/chromium/policies/managed/egressd.json"] = '{"EncryptedClientHelloEnabled": "false"}'
+json.dump(d, sys.stdout)
+EOF2
+"$PY" - "$T/bad-policy.json" /etc/chromium/policies/managed/egressd.json <<'EOF2'
+import json, sys
+policy = json.loads(json.load(open(sys.argv[1]))["files"][sys.argv[2]])
+sys.exit(0 if isinstance(policy, dict) and policy.get("EncryptedClientHelloEnabled") is False else 1)
+EOF2
+ok $((!$?)) "the policy check refuses the string \"false\" (it can fail)"
+
 # The same paths sandboxctl writes at create (ops_create.c), so its values
 # replace these rather than sit beside them.
 grep -o '{"/etc/[^"]*"' "$TOP/sandbox-orchestrator/ops_create.c" | tr -d '{"' | sort >"$T/sbx-paths"
-"$PY" -c 'import json,sys; print("\n".join(sorted(p for p in json.load(open(sys.argv[1]))["files"] if p != "/etc/environment")))' \
+"$PY" -c 'import json,sys; print("\n".join(sorted(p for p in json.load(open(sys.argv[1]))["files"] if p != "/etc/environment" and "/policies/managed/" not in p)))' \
     "$T/files.json" >"$T/ud-paths"
 check "sandboxctl writes some proxy files ($(wc -l <"$T/sbx-paths"))" test -s "$T/sbx-paths"
+check "... and /etc/resolv.conf" grep -qx /etc/resolv.conf "$T/sbx-paths"
 diff "$T/sbx-paths" "$T/ud-paths" >"$T/diff" 2>&1
-ok $? "the user data writes exactly the proxy files sandboxctl writes (and /etc/environment)" || diag_file "$T/diff"
+ok $? "the user data writes exactly the files sandboxctl writes (and /etc/environment and the browser policies)" || diag_file "$T/diff"
 
 doc 'any(u != "default" and isinstance(u, dict) and u["name"] != "root" for u in d["users"])' \
     "a non-root user is made"
@@ -98,8 +131,6 @@ for leak in '    passwd: $6$rounds=4096$abc$def' '    ssh_authorized_keys: [ssh-
     { cat "$UD"; echo "$leak"; } >"$T/leak.yaml"
     check "the credential check finds: $leak" test -n "$(creds "$T/leak.yaml")"
 done
-check "no resolver is configured (names are resolved by the proxy)" \
-    sh -c "! grep -qE '^ *(manage_resolv_conf|resolv_conf|nameservers?):' '$UD'"
 
 # The golden image's qm steps.
 "$TOP/deploy/image/build-template.sh" --dry-run >"$T/dry" 2>&1
@@ -119,4 +150,8 @@ step '^\+ qm template 9000$' "qm template"
 "$TOP/deploy/image/build-template.sh" --dry-run --vmid 9100 --bridge vmbr7 --proxy 10.7.0.1:3128 >"$T/dry2" 2>&1
 check "build-template.sh: --vmid, --bridge and --proxy are used" \
     sh -c "grep -q '^+ qm template 9100\$' '$T/dry2' && grep -q 'bridge=vmbr7,' '$T/dry2' && grep -q 's/10.99.0.1:3128/10.7.0.1:3128/g' '$T/dry2'"
+check "build-template.sh: the nameserver follows --proxy's address" grep -qF 's/nameserver 10.99.0.1\$/nameserver 10.7.0.1/' "$T/dry2"
+"$TOP/deploy/image/build-template.sh" --dry-run --dns 10.7.0.53 >"$T/dry3" 2>&1
+check "build-template.sh: or --dns" grep -qF 's/nameserver 10.99.0.1\$/nameserver 10.7.0.53/' "$T/dry3"
+check "... which finds the one nameserver line of the user data" test "$(grep -c 'nameserver 10\.99\.0\.1$' "$UD")" = 1
 tap_end

@@ -5,12 +5,20 @@
       Serve every given socket until killed.  A TCP client gets the line
       "NAME:PORT" (PORT: the listener's own); a UDP datagram gets it back as
       the answer.  Each one is logged to LOG as a JSON line with the
-      listener's port, the peer and, for TCP, the original destination
+      listener's port, the peer, the local address (for UDP the one the
+      socket is bound to) and, for TCP, the original destination
       (SO_ORIGINAL_DST: where the client meant to go before a redirect).
       Writes "ready" to stdout once every socket is bound.
-  netprobe.py probe tcp|udp ADDR PORT [TIMEOUT]
+  netprobe.py probe tcp|udp ADDR PORT [TIMEOUT [SRC_ADDR:SRC_PORT]]
       Print what answered ("NAME:PORT") and exit 0, or print "none" and
-      exit 1 after TIMEOUT seconds (default 1).
+      exit 1 after TIMEOUT seconds (default 1).  With SRC, sent from that
+      address and port, which need not be one of this host's
+      (IP_TRANSPARENT: a spoofed source; needs CAP_NET_ADMIN).
+  netprobe.py arp IFACE SENDER_IP TARGET_IP [SENDER_MAC]
+      Broadcast one ARP request "who has TARGET_IP, tell SENDER_IP" from
+      IFACE (the frame's source: IFACE's MAC) with SENDER_MAC as the
+      sender's hardware address (default: IFACE's MAC).  Neither needs to
+      be IFACE's own: an ARP claim.
 """
 import json
 import selectors
@@ -19,6 +27,7 @@ import struct
 import sys
 
 SO_ORIGINAL_DST = 80
+IP_TRANSPARENT = 19
 
 
 def original_dst(conn):
@@ -60,16 +69,21 @@ def listen(name, log_path, specs):
                 conn.close()
             else:
                 data, peer = s.recvfrom(2048)
-                entry = {"listener": port, "proto": "udp", "peer": "%s:%d" % peer}
+                entry = {"listener": port, "proto": "udp", "peer": "%s:%d" % peer,
+                         "local": "%s:%d" % s.getsockname()}
                 s.sendto(("%s:%d\n" % (name, port)).encode(), peer)
             log.write(json.dumps(entry) + "\n")
 
 
-def probe(proto, addr, port, timeout):
+def probe(proto, addr, port, timeout, src=None):
     kind = socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM
     s = socket.socket(socket.AF_INET, kind)
     s.settimeout(timeout)
     try:
+        if src:
+            saddr, sport = src.rsplit(":", 1)
+            s.setsockopt(socket.SOL_IP, IP_TRANSPARENT, 1)
+            s.bind((saddr, int(sport)))
         if proto == "tcp":
             s.connect((addr, port))
             answer = s.recv(256)
@@ -84,12 +98,28 @@ def probe(proto, addr, port, timeout):
     return 0 if text else 1
 
 
+def arp(iface, sender_ip, target_ip, sender_mac=None):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((iface, 0))
+    mac = s.getsockname()[4][:6]
+    sha = bytes.fromhex(sender_mac.replace(":", "")) if sender_mac else mac
+    frame = (b"\xff" * 6 + mac + struct.pack("!H", 0x0806) +
+             struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) +
+             sha + socket.inet_aton(sender_ip) + b"\0" * 6 + socket.inet_aton(target_ip))
+    s.send(frame + b"\0" * (60 - len(frame)))
+    s.close()
+    return 0
+
+
 def main(argv):
     if len(argv) >= 4 and argv[1] == "listen":
         listen(argv[2], argv[3], argv[4:])
         return 0
-    if len(argv) in (5, 6) and argv[1] == "probe" and argv[2] in ("tcp", "udp"):
-        return probe(argv[2], argv[3], int(argv[4]), float(argv[5]) if len(argv) == 6 else 1.0)
+    if len(argv) in (5, 6, 7) and argv[1] == "probe" and argv[2] in ("tcp", "udp"):
+        return probe(argv[2], argv[3], int(argv[4]), float(argv[5]) if len(argv) >= 6 else 1.0,
+                     argv[6] if len(argv) == 7 else None)
+    if len(argv) in (5, 6) and argv[1] == "arp":
+        return arp(argv[2], argv[3], argv[4], argv[5] if len(argv) == 6 else None)
     sys.stderr.write(__doc__)
     return 2
 

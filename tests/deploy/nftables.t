@@ -6,10 +6,19 @@
 #   S2 10.99.0.12 ─┴─ vmbr99 ─ 10.99.0.1 · 192.168.50.1 ──────────── and, behind it, the
 #                     (ports isolated by isolate-ports.sh)           "far" address 203.0.113.10
 #
-# Listeners stand in for egressd (H: 3128, 8443, 8080) and for what must
-# stay out of reach (H: 22, 8006, udp/53; L: 443, 80, 9999, udp/53; S2:
-# 7000, udp/7001).  Every probe is made once before the wall is up, so that
-# a "not reachable" afterwards is the wall's doing, not the test network's.
+# Listeners stand in for egressd (H: 3128, 8443, 8080, and its DNS server
+# on 10.99.0.1:53, udp and tcp) and for what must stay out of reach (H: 22,
+# 8006, udp/3128, udp/5353, DNS on its LAN address 192.168.50.1; L: 443, 80,
+# 9999, DNS over udp and tcp; S2: 7000, udp/7001).  Every probe is made once
+# before the wall is up, so that a "not reachable" afterwards is the wall's
+# doing, not the test network's.
+#
+# Then deploy/nftables/egressd-ports.nft and port-guard.sh, the sandboxes'
+# identity on the bridge: with entries for S1 and S2, S1 sending from S2's
+# address, claiming it in ARP, or with another MAC gets nothing to the host,
+# S1 as itself still does, and so does nothing once its entry is gone (a
+# port without an entry is fail-closed).  Each of those probes is made once
+# before the guard is loaded, with the wall up: the wall alone lets them in.
 # TAP on stdout.  Needs TOP; run as root.
 set -u
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -17,12 +26,15 @@ TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$TOP/tests/tap.sh"
 
 WALL=$TOP/deploy/nftables/egressd-wall.nft
+PORTS=$TOP/deploy/nftables/egressd-ports.nft
+GUARD=$TOP/deploy/nftables/port-guard.sh
 ISOLATE=$TOP/deploy/nftables/isolate-ports.sh
 PROBE=$TOP/tests/deploy/netprobe.py
 # Debian's python3 without a version manager's start-up time.
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 T=$(mktemp -d /tmp/deploy-nft.XXXXXX)
+export PORT_GUARD_LOCK=$T/port-guard.lock
 ns_h=egw$$h ns_l=egw$$l ns_s1=egw$$s1 ns_s2=egw$$s2
 pids=()
 cleanup() {
@@ -50,6 +62,11 @@ check "nft -c: the ruleset parses and its chains and rules are accepted" \
 sed 's/redirect to :\$TLS_PORT/redirect to :$NO_SUCH_PORT/' "$WALL" >"$T/bad.nft"
 unshare -n nft -c -f "$T/bad.nft" >/dev/null 2>&1
 ok $((!$?)) "nft -c: a copy naming an undefined port is refused (the check can fail)"
+check "nft -c: egressd-ports.nft parses and is accepted" unshare -n nft -c -f "$PORTS"
+# shellcheck disable=SC2016 # nft variables, not the shell's
+sed 's/ip saddr \$SANDBOX_NET/ip saddr $NO_SUCH_NET/' "$PORTS" >"$T/bad-ports.nft"
+unshare -n nft -c -f "$T/bad-ports.nft" >/dev/null 2>&1
+ok $((!$?)) "nft -c: a copy of it naming an undefined net is refused (the check can fail)"
 
 # --- the test network
 setup() {
@@ -96,20 +113,24 @@ serve() {
 }
 setup || bail "set-up: four namespaces, the bridge, the LAN link and routes"
 serve "$ns_h" H tcp:0.0.0.0:3128 tcp:0.0.0.0:8443 tcp:0.0.0.0:8080 tcp:0.0.0.0:22 \
-    tcp:0.0.0.0:8006 udp:0.0.0.0:53 || bail "set-up: the host's listeners"
-serve "$ns_l" L tcp:0.0.0.0:443 tcp:0.0.0.0:80 tcp:0.0.0.0:9999 udp:0.0.0.0:53 ||
+    tcp:0.0.0.0:8006 udp:10.99.0.1:53 tcp:10.99.0.1:53 udp:192.168.50.1:53 tcp:192.168.50.1:53 \
+    udp:0.0.0.0:3128 udp:0.0.0.0:5353 || bail "set-up: the host's listeners"
+serve "$ns_l" L tcp:0.0.0.0:443 tcp:0.0.0.0:80 tcp:0.0.0.0:9999 udp:0.0.0.0:53 tcp:0.0.0.0:53 ||
     bail "set-up: the LAN's listeners"
 serve "$ns_s2" S2 tcp:0.0.0.0:7000 udp:0.0.0.0:7001 || bail "set-up: sandbox 2's listener"
 
-# probe NS PROTO ADDR PORT: who answered ("NAME:PORT"), or "none".
-probe() { nsx "$1" "$PY" "$PROBE" probe "$2" "$3" "$4" 1; }
+# probe NS PROTO ADDR PORT [SRC_ADDR:SRC_PORT]: who answered ("NAME:PORT"),
+# or "none".
+probe() { nsx "$1" "$PY" "$PROBE" probe "$2" "$3" "$4" 1 ${5:+"$5"}; }
 
 # --- before the wall: everything is reachable (the checks below can fail)
 declare -A before=(
     ["tcp 203.0.113.10 443"]=L:443 ["tcp 203.0.113.10 80"]=L:80 ["tcp 203.0.113.10 9999"]=L:9999
     ["tcp 192.168.50.2 9999"]=L:9999 ["udp 192.168.50.2 53"]=L:53 ["tcp 10.99.0.12 7000"]=S2:7000
     ["udp 10.99.0.12 7001"]=S2:7001 ["tcp 10.99.0.1 22"]=H:22 ["tcp 10.99.0.1 8006"]=H:8006
-    ["tcp 192.168.50.1 22"]=H:22 ["udp 10.99.0.1 53"]=H:53
+    ["tcp 192.168.50.1 22"]=H:22 ["udp 10.99.0.1 53"]=H:53 ["tcp 10.99.0.1 53"]=H:53
+    ["tcp 192.168.50.2 53"]=L:53 ["udp 203.0.113.10 53"]=L:53 ["udp 192.168.50.1 53"]=H:53
+    ["tcp 192.168.50.1 53"]=H:53 ["udp 10.99.0.1 3128"]=H:3128 ["udp 10.99.0.1 5353"]=H:5353
 )
 bad=0
 for k in "${!before[@]}"; do
@@ -117,7 +138,7 @@ for k in "${!before[@]}"; do
     got=$(probe "$ns_s1" $k)
     [ "$got" = "${before[$k]}" ] || { bad=1; diag "without the wall: $k answered by '$got', wanted ${before[$k]}"; }
 done
-ok $bad "without the wall, sandbox 1 reaches the LAN, the far address, sandbox 2 and the host's 22, 8006 and udp/53 (${#before[@]} probes)"
+ok $bad "without the wall, sandbox 1 reaches the LAN, the far address, sandbox 2 and the host's 22, 8006, DNS on both its addresses, udp/3128 and udp/5353 (${#before[@]} probes)"
 
 # --- the wall
 nsx "$ns_h" nft -f "$WALL" >"$T/nft.err" 2>&1
@@ -147,6 +168,14 @@ check "... with the original destination 203.0.113.10:80" \
     grep -q '"listener": 8080, .*"orig": "203.0.113.10:80"' "$T/H.log"
 check "tcp/443 to a LAN address is redirected to egressd too, never reaches the LAN" \
     test "$(probe "$ns_s1" tcp 192.168.50.2 443)" = H:8443
+check "sandbox 1 reaches egressd's DNS server over UDP (10.99.0.1:53)" \
+    test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
+check "... and over TCP" test "$(probe "$ns_s1" tcp 10.99.0.1 53)" = H:53
+check "sandbox 2 reaches it too (UDP)" test "$(probe "$ns_s2" udp 10.99.0.1 53)" = H:53
+check "... which saw both, on 10.99.0.1 from their own addresses" \
+    sh -c "grep -q '\"proto\": \"udp\", \"peer\": \"10.99.0.11:[0-9]*\", \"local\": \"10.99.0.1:53\"' '$T/H.log' &&
+           grep -q '\"proto\": \"tcp\", \"peer\": \"10.99.0.11:[0-9]*\", \"local\": \"10.99.0.1:53\"' '$T/H.log' &&
+           grep -q '\"peer\": \"10.99.0.12:[0-9]*\", \"local\": \"10.99.0.1:53\"' '$T/H.log'"
 
 # unreachable NS PROTO ADDR PORT TEXT
 # The probes that must fail wait out their timeout: all at once.
@@ -154,7 +183,12 @@ unreachable_probes=(
     "tcp 203.0.113.10 9999|other ports of the far address: not forwarded"
     "tcp 192.168.50.2 9999|the LAN behind the host: not forwarded"
     "udp 192.168.50.2 53|DNS on the LAN: not forwarded"
-    "udp 10.99.0.1 53|DNS on the host: unreachable"
+    "tcp 192.168.50.2 53|DNS over TCP on the LAN: not forwarded"
+    "udp 203.0.113.10 53|DNS to a far server: neither forwarded nor redirected"
+    "udp 192.168.50.1 53|DNS on the host's LAN address: unreachable (DNS only to 10.99.0.1)"
+    "tcp 192.168.50.1 53|DNS over TCP on the host's LAN address: unreachable"
+    "udp 10.99.0.1 3128|udp/3128 on 10.99.0.1 (the proxy port is TCP only): unreachable"
+    "udp 10.99.0.1 5353|udp/5353 on 10.99.0.1 (DNS is port 53 only): unreachable"
     "tcp 10.99.0.1 22|the host's ssh (10.99.0.1:22): unreachable"
     "tcp 10.99.0.1 8006|the host's management port 8006: unreachable"
     "tcp 192.168.50.1 22|the host's ssh on its LAN address: unreachable"
@@ -176,10 +210,165 @@ for i in "${!unreachable_probes[@]}"; do
 done
 check "the LAN's listeners saw nothing once the wall was up" test ! -s "$T/L.log"
 check "sandbox 2's listeners saw nothing once the wall was up" test ! -s "$T/S2.log"
-check "the host's 22, 8006 and 53 saw nothing once the wall was up" \
-    sh -c "! grep -qE '\"listener\": (22|8006|53),' '$T/H.log'"
+check "the host's 22, 8006, udp/3128, udp/5353 and DNS on 192.168.50.1 saw nothing once the wall was up" \
+    sh -c "! grep -qE '\"listener\": (22|8006|5353),|\"listener\": 3128, \"proto\": \"udp\"|\"local\": \"192\.168\.50\.1:53\"' '$T/H.log'"
 fwd=$(nsx "$ns_h" nft list chain inet egressd_wall forward | grep -o 'packets [0-9]*' | awk '{ s += $2 } END { print s + 0 }')
 check "the forward chain's drop counters counted the attempts ($fwd packets)" test "$fwd" -gt 0
+
+# --- the guard: each port's address and MAC (egressd-ports.nft, port-guard.sh)
+mac_of() { nsx "$1" cat /sys/class/net/eth0/address; }
+mac1=$(mac_of "$ns_s1") mac2=$(mac_of "$ns_s2")
+fake_mac=02:00:00:00:99:11
+# seen PEER: whether the host's DNS stand-in got a datagram from PEER (ADDR:PORT).
+seen() { grep -q "\"peer\": \"$1\", \"local\": \"10.99.0.1:53\"" "$T/H.log"; }
+# neigh_mac ADDR: the MAC the host holds for ADDR on vmbr99 ("" when none).
+neigh_mac() { nsx "$ns_h" ip neigh show "$1" dev vmbr99 | awk '{ for (i = 1; i < NF; i++) if ($i == "lladdr") print $(i + 1) }'; }
+# spoof_probes TAG: what S1 tries, each seen (or not) by the host:
+#   a datagram to the DNS stand-in from S2's address (10.99.0.12:45TAG02);
+#   an ARP claim to 10.99.0.12 (arp_claim: what the host then holds for it);
+#   an ARP from its own address and frame naming another MAC as the
+#   sender's (arp_sha: what the host then holds for 10.99.0.11);
+#   a datagram from its own address with another MAC (10.99.0.11:45TAG01;
+#   S1 is given the host's MAC by hand, so that no ARP from the other MAC
+#   is needed first);
+# then S1 is itself again and the host forgets every claim.
+spoof_probes() {
+    local tag=$1 hmac
+    hmac=$(nsx "$ns_h" cat /sys/class/net/vmbr99/address)
+    probe "$ns_s1" udp 10.99.0.1 53 "10.99.0.12:45${tag}02" >/dev/null
+    nsx "$ns_h" ip neigh flush dev vmbr99
+    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 10.99.0.12 10.99.0.1
+    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 10.99.0.11 10.99.0.1 "$fake_mac"
+    sleep 0.2
+    arp_claim=$(neigh_mac 10.99.0.12) arp_sha=$(neigh_mac 10.99.0.11)
+    nsx "$ns_h" ip neigh flush dev vmbr99
+    nsx "$ns_s1" ip link set eth0 address "$fake_mac"
+    nsx "$ns_s1" ip neigh replace 10.99.0.1 lladdr "$hmac" dev eth0 nud permanent
+    probe "$ns_s1" udp 10.99.0.1 53 "10.99.0.11:45${tag}01" >/dev/null
+    nsx "$ns_s1" ip link set eth0 address "$mac1"
+    nsx "$ns_s1" ip neigh flush dev eth0
+    nsx "$ns_h" ip neigh flush dev vmbr99
+}
+# fdb_port MAC: the port the bridge sends frames for MAC to.
+fdb_port() {
+    nsx "$ns_h" bridge fdb show br vmbr99 |
+        awk -v m="$1" '$1 == m { for (i = 2; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }'
+}
+# mac_steal: S1 sends one frame (ARP, from an address outside the sandbox
+# network) with S2's MAC; stolen is the port the bridge then holds S2's MAC
+# on.  Then S1 is itself again and S2 teaches the bridge its MAC again.
+mac_steal() {
+    nsx "$ns_s1" ip link set eth0 address "$mac2"
+    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 192.0.2.1 192.0.2.2
+    sleep 0.1
+    stolen=$(fdb_port "$mac2")
+    nsx "$ns_s1" ip link set eth0 address "$mac1"
+    nsx "$ns_s1" ip neigh flush dev eth0
+    probe "$ns_s2" udp 10.99.0.1 53 >/dev/null
+}
+check "set-up: the sandboxes' MACs ($mac1, $mac2)" test -n "$mac1" -a -n "$mac2" -a "$mac1" != "$mac2"
+: >"$T/H.log"
+spoof_probes 1
+ok "$(seen 10.99.0.12:45102; echo $?)" \
+    "without the guard: a datagram S1 sends from S2's address 10.99.0.12 reaches the host's DNS (the wall alone lets it in)"
+ok "$([ "$arp_claim" = "$mac1" ]; echo $?)" \
+    "without the guard: S1's ARP claim to 10.99.0.12 makes the host send S2's traffic to S1 (${arp_claim:-no entry})"
+ok "$([ "$arp_sha" = "$fake_mac" ]; echo $?)" \
+    "without the guard: S1's ARP naming another sender MAC for its own address is taken (${arp_sha:-no entry})"
+ok "$(seen 10.99.0.11:45101; echo $?)" "without the guard: S1 with another MAC ($fake_mac) reaches the host's DNS"
+mac_steal
+ok "$([ "$stolen" = p1 ]; echo $?)" "without the guard: a frame from S1 with S2's MAC moves S2's MAC to port ${stolen:-none} (p1)"
+check "... and S2 gets it back by sending" test "$(fdb_port "$mac2")" = p2
+
+nsx "$ns_h" "$GUARD" add p1 10.99.0.11 "$mac1" >"$T/guard.out" 2>&1
+ok $? "port-guard.sh add p1 10.99.0.11 $mac1 (loads egressd-ports.nft)" || diag_file "$T/guard.out"
+nsx "$ns_h" "$GUARD" add p2 10.99.0.12 "${mac2^^}" >"$T/guard.out" 2>&1
+ok $? "port-guard.sh add p2 10.99.0.12 (the MAC in capitals)" || diag_file "$T/guard.out"
+nsx "$ns_h" "$GUARD" add p2 10.99.0.12 "$mac2" >"$T/guard.out" 2>&1
+ok $? "port-guard.sh add again: the same entry, no error (idempotent)" || diag_file "$T/guard.out"
+check "port-guard.sh list: the two entries" \
+    test "$(nsx "$ns_h" "$GUARD" list | sort | tr '\n' ' ')" = "p1 10.99.0.11 $mac1 p2 10.99.0.12 $mac2 "
+check "one chain per guarded port" \
+    test "$(nsx "$ns_h" nft list table bridge egressd_ports | grep -cE '^\s+chain port_p[12] \{')" = 2
+
+check "guarded, S1 as itself reaches egressd's DNS server" test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
+check "... and its proxy port" test "$(probe "$ns_s1" tcp 10.99.0.1 3128)" = H:3128
+check "guarded, S2 as itself reaches egressd's DNS server" test "$(probe "$ns_s2" udp 10.99.0.1 53)" = H:53
+: >"$T/H.log"
+spoof_probes 2
+ok "$(! seen 10.99.0.12:45202; echo $?)" \
+    "guarded: S1 sending from S2's address gets nothing through (the host's DNS saw nothing from 10.99.0.12:45202)"
+ok "$([ "$arp_claim" != "$mac1" ]; echo $?)" \
+    "guarded: S1's ARP claim to 10.99.0.12 does not reach the host (its entry: ${arp_claim:-none})"
+ok "$([ "$arp_sha" != "$fake_mac" ]; echo $?)" \
+    "guarded: an ARP from S1 naming another sender MAC does not reach the host (its entry for 10.99.0.11: ${arp_sha:-none})"
+ok "$(! seen 10.99.0.11:45201; echo $?)" \
+    "guarded: S1 with another MAC gets nothing through (the host's DNS saw nothing from 10.99.0.11:45201)"
+check "... and nothing of that from S1 at all" sh -c "! grep -qE '\"peer\": \"10\\.99\\.0\\.1[12]:452' '$T/H.log'"
+check "guarded, S1 with its own address and MAC again reaches egressd's DNS server" \
+    test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
+check "... and S2 too" test "$(probe "$ns_s2" udp 10.99.0.1 53)" = H:53
+drops() { nsx "$ns_h" nft list chain bridge egressd_ports "port_$1" | awk '/counter packets/ { n = $0 } END { sub(/.*counter packets /, "", n); sub(/ .*/, "", n); print n + 0 }'; }
+v6_before=$(drops p1)
+nsx "$ns_s1" "$PY" -c '
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, socket.if_nametoindex("eth0"))
+for _ in range(3):
+    s.sendto(b"v6", ("ff02::1", 9))'
+v6_after=$(drops p1)
+check "guarded: IPv6 from S1 ends in its port chain's last drop ($v6_before, then $v6_after packets)" \
+    test "$v6_after" -ge $((v6_before + 3))
+
+# A port without an entry: fail-closed for the sandbox network.
+nsx "$ns_h" "$GUARD" del p1 >"$T/guard.out" 2>&1
+ok $? "port-guard.sh del p1" || diag_file "$T/guard.out"
+check "port-guard.sh del p1 again: nothing to remove, no error" nsx "$ns_h" "$GUARD" del p1
+check "port-guard.sh list: p2 only" test "$(nsx "$ns_h" "$GUARD" list)" = "p2 10.99.0.12 $mac2"
+: >"$T/H.log"
+probe "$ns_s1" udp 10.99.0.1 53 10.99.0.11:45301 >"$T/p1.out"
+ok "$([ "$(cat "$T/p1.out")" = none ] && ! seen 10.99.0.11:45301; echo $?)" \
+    "p1 without an entry: S1 as itself gets nothing to the host (fail-closed; $(cat "$T/p1.out"))"
+nsx "$ns_h" ip neigh flush dev vmbr99
+nsx "$ns_s1" "$PY" "$PROBE" arp eth0 10.99.0.12 10.99.0.1
+sleep 0.2
+arp_claim=$(neigh_mac 10.99.0.12)
+ok "$([ "$arp_claim" != "$mac1" ]; echo $?)" \
+    "p1 without an entry: S1's ARP claim to 10.99.0.12 does not reach the host (its entry: ${arp_claim:-none})"
+mac_steal
+ok "$([ "$stolen" = p2 ]; echo $?)" \
+    "p1 without an entry: a frame from S1 with S2's (guarded) MAC is dropped, S2's MAC stays on ${stolen:-none} (p2)"
+nsx "$ns_h" "$GUARD" add p1 10.99.0.11 "$mac1" >/dev/null 2>&1
+check "... and with its entry back it does again" test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
+
+# Reloads keep the entries.
+nsx "$ns_h" nft -f "$PORTS" >"$T/nft.err" 2>&1
+ok $? "nft -f egressd-ports.nft again (a reload)" || diag_file "$T/nft.err"
+check "... keeps both entries" test "$(nsx "$ns_h" "$GUARD" list | wc -l)" = 2
+check "... and still one prerouting rule set (not two)" \
+    test "$(nsx "$ns_h" nft list chain bridge egressd_ports prerouting | grep -c 'vmap @ports')" = 1
+nsx "$ns_h" nft -f "$WALL" >"$T/nft.err" 2>&1
+ok $? "nft -f egressd-wall.nft again" || diag_file "$T/nft.err"
+check "... leaves the guard's entries alone" test "$(nsx "$ns_h" "$GUARD" list | wc -l)" = 2
+check "after both reloads S1 reaches egressd's DNS server" test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
+: >"$T/H.log"
+probe "$ns_s1" udp 10.99.0.1 53 10.99.0.12:45401 >/dev/null
+check "... and still not from S2's address" sh -c "! grep -q '10.99.0.12:45401' '$T/H.log'"
+
+# What port-guard.sh refuses, naming it.
+guard_refuses() {
+    local want=$1 rc=$2 out
+    shift 2
+    out=$(nsx "$ns_h" "$GUARD" "$@" 2>&1)
+    ok "$([ $? -eq "$rc" ] && grep -qF -- "$want" <<<"$out"; echo $?)" "port-guard.sh $*: exit $rc, '$want'"
+}
+guard_refuses "ADDR 10.99.0.12 is held by port p2" 1 add p9 10.99.0.12 02:00:00:00:00:09
+guard_refuses "MAC $mac2 is held by port p2" 1 add p9 10.99.0.19 "$mac2"
+guard_refuses "ADDR '10.99.0.300' is not a unicast IPv4 address" 2 add p9 10.99.0.300 02:00:00:00:00:09
+guard_refuses "MAC '01:00:5e:00:00:09' is not a unicast MAC address" 2 add p9 10.99.0.19 01:00:5e:00:00:09
+guard_refuses "PORT 'p9;x' is not an interface name" 2 add 'p9;x' 10.99.0.19 02:00:00:00:00:09
+guard_refuses "usage: port-guard.sh add PORT ADDR MAC" 2 add p9
+check "... and none of those made an entry" test "$(nsx "$ns_h" "$GUARD" list | wc -l)" = 2
 
 # A port that joins later and is not isolated is named by --check.
 ip link add p3 netns "$ns_h" type veth peer name p3x netns "$ns_h" &&

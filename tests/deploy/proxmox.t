@@ -123,6 +123,13 @@ check "cluster.fw: an IP set for egressd holding the proxy address" \
     sh -c "sed -n '/^\[IPSET egressd\]/,/^\[/p' '$cfw' | grep -qx '$paddr'"
 check "cluster.fw: the sandboxes may reach the proxy port on the node" \
     grep -qE "^IN ACCEPT -i $bridge -source \+sandboxes -dest \+egressd -p tcp -dport $pport( |$)" "$cfw"
+dns=$(sed -n 's/^dns-addr \([0-9.]*\).*/\1/p' "$SBXCONF")
+check "sandboxctl.conf.example: DNS goes to the proxy's address (no dns-addr, or the same: ${dns:-none given})" \
+    test "${dns:-$paddr}" = "$paddr"
+check "cluster.fw: the sandboxes may reach egressd's DNS server on the node (macro DNS)" \
+    grep -qE "^IN DNS\(ACCEPT\) -i $bridge -source \+sandboxes -dest \+egressd( |$)" "$cfw"
+check "cluster.fw: before nothing else from the bridge" \
+    test "$(grep -nE "^IN DNS\(ACCEPT\) -i $bridge " "$cfw" | cut -d: -f1)" -lt "$(grep -nE "^IN DROP -i $bridge( |$)" "$cfw" | cut -d: -f1)"
 check "cluster.fw: then nothing else from the bridge" grep -qE "^IN DROP -i $bridge( |$)" "$cfw"
 ifs=$PX/interfaces.vmbr99
 check "bridge stanza: $bridge holds the gateway $gw/24" \

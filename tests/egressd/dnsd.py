@@ -21,8 +21,8 @@ nearest wildcard first (a.b.x.test: "*.b.x.test", then "*.x.test").  So
 answers ok.flood.test and leaves every other name under flood.test
 unanswered.  A name neither in the zone nor under a wildcard gets NXDOMAIN;
 a known name without the asked type gets an empty NOERROR answer.  CNAMEs
-are followed inside the zone.  Each query is logged to --log as "NAME TYPE"
-(the name as asked, in lower case), one line each, and "ready" is printed
+are followed inside the zone.  Each query is logged to --log as "NAME TYPE
+CLIENT" (the name as asked, in lower case; the client's address), one line each, and "ready" is printed
 on stdout once both sockets are bound.  Python standard library only.
 """
 import argparse
@@ -162,7 +162,7 @@ def find_records(zone, name, qtype):
     return out
 
 
-def answer(server, msg, limit):
+def answer(server, msg, limit, client):
     """The reply to one query (at most `limit` bytes, else truncated), or None to stay silent;
     sent late if the name has a DELAY."""
     zone = server.zone
@@ -171,7 +171,7 @@ def answer(server, msg, limit):
     except ValueError:
         return None
     name = qname.lower()
-    server.log(name, qtype)  # lower case: clients may randomize it (0x20)
+    server.log(name, qtype, client)  # lower case: clients may randomize it (0x20)
     key, late = zone_key(zone, name), zone_key(server.delays, name)
     if late is not None:
         time.sleep(server.delays[late])
@@ -197,7 +197,7 @@ def answer(server, msg, limit):
 class UDPHandler(socketserver.BaseRequestHandler):
     def handle(self):
         data, sock = self.request
-        reply = answer(self.server, data, 512)  # no EDNS0 here
+        reply = answer(self.server, data, 512, self.client_address[0])  # no EDNS0 here
         if reply is not None:
             sock.sendto(reply, self.client_address)
 
@@ -209,7 +209,7 @@ class TCPHandler(socketserver.StreamRequestHandler):
             if len(head) < 2:
                 return
             data = self.rfile.read(struct.unpack("!H", head)[0])
-            reply = answer(self.server, data, 65535)
+            reply = answer(self.server, data, 65535, self.client_address[0])
             if reply is not None:
                 self.wfile.write(struct.pack("!H", len(reply)) + reply)
 
@@ -227,10 +227,10 @@ def main():
     logfile = open(args.log, "a", buffering=1, encoding="utf-8") if args.log else None
     lock = threading.Lock()
 
-    def log(name, qtype):
+    def log(name, qtype, client):
         if logfile:
             with lock:
-                logfile.write(f"{name} {TYPE_NAMES.get(qtype, f'TYPE{qtype}')}\n")
+                logfile.write(f"{name} {TYPE_NAMES.get(qtype, f'TYPE{qtype}')} {client}\n")
 
     servers = []
     for base, handler in ((socketserver.ThreadingUDPServer, UDPHandler),

@@ -10,12 +10,14 @@
  *   - a config that parses holds only values its directives accept: the
  *     required directives, exactly one way to check the certificate, names
  *     of letters, digits, . _ -, ports and counts in their ranges, an
- *     ip-pool in order, lifetime-default <= lifetime-max;
+ *     ip-pool in order, lifetime-default <= lifetime-max, a dns-addr that
+ *     is an IPv4 address, or none only after `dns-addr none`;
  *   - lines are counted right: the same text after one more empty line
  *     gives the same result, with every line number one higher; a comment
  *     line added at the end changes nothing;
  *   - sbx_config_free() releases everything (LeakSanitizer).
  */
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,12 @@ static void check_config(const struct sbx_config *c)
               c->ip_last - c->ip_first <= 65535,
           "ip-pool /%d", c->ip_prefix);
     CHECK(c->proxy_addr && c->proxy_port >= 1 && c->proxy_port <= 65535, "proxy");
+    {
+        struct in_addr a;
+        CHECK(c->dns_none ? c->dns_addr == NULL
+                          : c->dns_addr && inet_pton(AF_INET, c->dns_addr, &a) == 1,
+              "dns-addr '%s' (none: %d)", c->dns_addr ? c->dns_addr : "(null)", c->dns_none);
+    }
     CHECK(c->negress >= 0 && c->negress <= SBX_MAX_EGRESS, "%d egressd-admin", c->negress);
     CHECK(c->nsizes >= 1 && c->nsizes <= SBX_MAX_SIZES, "%d sizes", c->nsizes);
     for (int i = 0; i < c->nsizes; i++)

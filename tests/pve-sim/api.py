@@ -8,6 +8,7 @@ import copy
 import re
 import time
 
+import firewall
 import guest as guestmod
 from common import ApiError, perm_denied
 from schema import TAG_RE, split_tags, typed_config_value
@@ -658,8 +659,19 @@ def fw_rules_add(sim, p, ctx):
         vm = _vm(sim, p)
         _digest_check(p.get("digest"), vm.fw_digest())
         rule = {k: p[k] for k in _RULE_KEYS if k in p}
-        if rule.get("macro") is None and rule.get("dport") and not rule.get("proto"):
+        if rule.get("dport") and not rule.get("proto"):  # also with a macro, as PVE
             raise ApiError(400, "Parameter verification failed.", {"proto": "missing property - 'dport' requires this property"})
+        if rule.get("macro") is not None:
+            # PVE's verify_rule: the macro's preferred name is stored, an
+            # unknown one refused, and the rule must fit what the macro sets.
+            name = firewall.macro_name(rule["macro"])
+            if name is None:
+                raise ApiError(400, "Parameter verification failed.", {"macro": "unknown macro '%s'" % rule["macro"]})
+            rule["macro"] = name
+            try:
+                firewall.expand_macro(rule)
+            except ValueError as e:
+                raise ApiError(400, "Parameter verification failed.", {e.args[0]: e.args[1]})
         pos = p.get("pos", 0)
         pos = min(pos, len(vm.fw_rules))
         vm.fw_rules.insert(pos, rule)

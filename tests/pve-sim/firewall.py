@@ -25,6 +25,12 @@ A VM is filtered when the cluster firewall is on, its options say enable=1
 and its net0 has firewall=1 (as PVE). Rules are compiled for every such VM,
 running or not (the port name is known in advance), and the ruleset is
 replaced in one nft transaction whenever the compiled text changes.
+
+A rule with a `macro` is expanded as pve-firewall's apply_macro does: one
+rule per line of the macro, the macro's fields (proto, dport, sport) with
+the rule's own (source, dest, action, iface, ...) added; a field the rule
+gives that the macro also sets must be equal (else the API refuses the
+rule, as PVE's verify_rule). Only the macros in MACROS are modelled.
 """
 
 import ipaddress
@@ -38,6 +44,52 @@ TABLE = "pve_sim"
 # pve-firewall's defaults for a VM's options (the API schema's `default`s).
 DEFAULTS = {"enable": 0, "policy_in": "DROP", "policy_out": "ACCEPT", "macfilter": 1, "ipfilter": 0, "dhcp": 0, "ndp": 1, "radv": 0}
 PROTOS = {"tcp", "udp", "icmp", "icmpv6", "ipv6-icmp", "sctp", "udplite", "esp", "ah", "gre"}
+
+
+# pve-firewall's macros (PVE/Firewall.pm, $pve_fw_macros), those modelled:
+# name -> the rules it stands for ("PARAM" takes the rule's own action).
+MACROS = {
+    "DNS": [{"action": "PARAM", "proto": "udp", "dport": "53"},
+            {"action": "PARAM", "proto": "tcp", "dport": "53"}],
+}
+
+
+def macro_name(name):
+    """The preferred spelling of a macro (PVE looks them up case-insensitively), or None."""
+    for k in MACROS:
+        if k.lower() == str(name).lower():
+            return k
+    return None
+
+
+def expand_macro(rule):
+    """The rules a macro rule stands for (apply_macro); [rule] without a
+    macro.  Raises ValueError(param, message) as PVE's verification does."""
+    if not rule.get("macro"):
+        return [rule]
+    name = macro_name(rule["macro"])
+    if name is None:
+        raise ValueError("macro", "unknown macro '%s'" % rule["macro"])
+    out = []
+    for templ in MACROS[name]:
+        r, used = {}, set()
+        for k, v in templ.items():
+            if v == "PARAM":
+                v = rule.get(k)
+                used.add(k)
+            if v is None:
+                raise ValueError("macro", "missing parameter '%s' in macro '%s'" % (k, name))
+            r[k] = v
+        for k, v in rule.items():
+            if k == "macro" or v is None or k in used:
+                continue
+            if k in r:
+                if str(r[k]) != str(v):
+                    raise ValueError(k, "parameter '%s' already define in macro (value = '%s')" % (k, r[k]))
+            else:
+                r[k] = v
+        out.append(r)
+    return out
 
 
 class Unsupported(Exception):
@@ -123,16 +175,23 @@ def _ports(spec):
 
 
 def compile_rule(vm, rule, direction):
-    """One API rule → an nft match (without the verdict), or None when the
-    rule does not apply (disabled, other type, other interface)."""
+    """One API rule → its nft matches (without the verdict; a macro rule
+    gives one per line of the macro), or None when the rule does not apply
+    (disabled, other type, other interface)."""
     if not rule.get("enable") or rule.get("enable") in ("0", 0):
         return None
     if rule.get("type") != direction:
         return None
-    if rule.get("macro"):
-        raise Unsupported("macro '%s'" % rule["macro"])
     if rule.get("iface") and rule["iface"] != "net0":
         return None  # only net0 is modelled
+    try:
+        rules = expand_macro(rule)
+    except ValueError as e:
+        raise Unsupported("macro '%s': %s" % (rule["macro"], e.args[1]))
+    return [_compile_one(vm, r, direction) for r in rules]
+
+
+def _compile_one(vm, rule, direction):
     parts = []
     fam = None
     for key, field in (("source", "saddr"), ("dest", "daddr")):
@@ -208,11 +267,11 @@ def _vm_chains(vm, warn):
             c.append("    icmpv6 type nd-router-advert counter drop comment \"radv off\"")
         for i, rule in enumerate(vm.fw_rules):
             try:
-                m = compile_rule(vm, rule, direction)
+                matches = compile_rule(vm, rule, direction)
             except Unsupported as e:
                 warn("VM %d firewall rule %d left out: %s" % (n, i, e))
                 continue
-            if m is None:
+            if matches is None:
                 continue
             act = str(rule.get("action", "")).upper()
             if act == "ACCEPT":
@@ -222,7 +281,8 @@ def _vm_chains(vm, warn):
             else:
                 warn("VM %d firewall rule %d left out: action '%s' (security groups are not modelled)" % (n, i, act))
                 continue
-            c.append("    %s counter %s comment \"rule %d\"" % (m, verdict, i))
+            for m in matches:
+                c.append("    %s counter %s comment \"rule %d\"" % (m, verdict, i))
         pol = _opt(o, pol_key)
         c.append("    counter %s comment \"%s %s\"" % (accept if pol == "ACCEPT" else "drop", pol_key, pol))
         c.append("  }")

@@ -17,6 +17,8 @@ import urllib.parse
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import firewall  # noqa: E402  (the simulator's firewall model)
 TOP = os.environ.get("TOP") or os.path.dirname(os.path.dirname(HERE))
 DATA = os.environ.get("DATA_DIR") or os.path.join(TOP, "tests", "data")
 SCHEMAS = {8: os.path.join(DATA, "proxmox/pve-8.4-apischema.json"), 9: os.path.join(DATA, "proxmox/pve-9.1-apischema.json")}
@@ -386,6 +388,25 @@ def run_scenario(sim, V, version, task_ms):
     ok(st == 200 and rules[0].get("action") == "ACCEPT" and rules[0]["pos"] == 0 and rules[1]["action"] == "DROP", V + "new firewall rules go to the top", rules)
     st, reason, js = sim.call("POST", Q + "/firewall/rules", {"type": "sideways", "action": "ACCEPT"})
     ok(st == 400 and "type" in js.get("errors", {}), V + "firewall rule type outside the enum refused", js)
+    # macros: `macro` is a rule parameter of both schemas; the name is looked
+    # up case-insensitively and stored in PVE's spelling, an unknown one and
+    # a field that contradicts the macro are refused (verify_rule)
+    dns_rule = {"type": "out", "action": "ACCEPT", "macro": "dns", "dest": "10.99.0.53", "iface": "net0", "enable": 1}
+    st, _, js = sim.call("POST", Q + "/firewall/rules", dns_rule)
+    st2, rules, _ = sim.call("GET", Q + "/firewall/rules")
+    ok(st == 200 and rules[0].get("macro") == "DNS" and rules[0].get("dest") == "10.99.0.53" and "proto" not in rules[0], V + "a rule with macro dns is stored as macro DNS", (st, js, rules[:1]))
+    st, reason, js = sim.call("POST", Q + "/firewall/rules", dict(dns_rule, macro="NoSuchMacro"))
+    ok(st == 400 and "unknown macro 'NoSuchMacro'" in js.get("errors", {}).get("macro", ""), V + "an unknown macro is refused", js)
+    st, reason, js = sim.call("POST", Q + "/firewall/rules", dict(dns_rule, proto="tcp"))
+    ok(st == 400 and "already define in macro" in js.get("errors", {}).get("proto", ""), V + "macro DNS with proto tcp is refused (the macro sets udp, then tcp)", js)
+    st, reason, js = sim.call("POST", Q + "/firewall/rules", dict(dns_rule, proto="udp", dport="5353"))
+    ok(st == 400 and "already define in macro" in js.get("errors", {}).get("proto", "") + js.get("errors", {}).get("dport", ""), V + "macro DNS with another port is refused", js)
+    # ... and compiled as pve-firewall expands it: udp and tcp 53 to the
+    # rule's dest, nothing else
+    stub = type("VM", (), {"fw_ipsets": {}, "vmid": 100})()
+    got = firewall.compile_rule(stub, dict(dns_rule, macro="DNS"), "out")
+    ok(got == ["ip daddr { 10.99.0.53 } meta l4proto udp th dport { 53 }", "ip daddr { 10.99.0.53 } meta l4proto tcp th dport { 53 }"], V + "macro DNS compiles to udp and tcp port 53 to its dest only", got)
+    ok(firewall.compile_rule(stub, dict(dns_rule, macro="DNS"), "in") is None, V + "an out rule is not compiled into the in chain", None)
 
     # -- snapshots, rollback ---------------------------------------------------------------
     st, conf, _ = sim.call("GET", Q + "/config")

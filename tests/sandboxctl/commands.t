@@ -53,8 +53,8 @@ run_version() {
         test "$(json_get "$a1" 'o = j["firewall"]["options"]; all(str(o.get(k)) == w for k, w in [("enable","1"),("ipfilter","1"),("dhcp","0"),("ndp","0"),("radv","0"),("macfilter","1"),("policy_in","DROP"),("policy_out","DROP")])')" = True
     check "PVE $v: IP set ipfilter-net0 holds the address" \
         test "$(json_get "$a1" '[e["cidr"] for e in j["firewall"]["ipsets"]["ipfilter-net0"]["entries"]]')" = "[\"$addr\"]"
-    check "PVE $v: exactly one rule: out ACCEPT tcp to the proxy 10.99.0.1:3128" \
-        test "$(json_get "$a1" 'r = j["firewall"]["rules"]; len(r) == 1 and r[0]["type"] == "out" and r[0]["action"] == "ACCEPT" and r[0]["dest"] == "10.99.0.1" and str(r[0]["dport"]) == "3128" and r[0]["proto"] == "tcp"')" = True
+    check "PVE $v: exactly two rules: out ACCEPT tcp to the proxy 10.99.0.1:3128, and macro DNS to 10.99.0.1 (dns-addr: the proxy's by default)" \
+        test "$(json_get "$a1" 'r = sorted(j["firewall"]["rules"], key=lambda x: "macro" in x); len(r) == 2 and all(x["type"] == "out" and x["action"] == "ACCEPT" and x["dest"] == "10.99.0.1" and x["iface"] == "net0" and str(x["enable"]) == "1" for x in r) and str(r[0]["dport"]) == "3128" and r[0]["proto"] == "tcp" and "macro" not in r[0] and r[1]["macro"] == "DNS" and "proto" not in r[1] and "dport" not in r[1]')" = True
     check "PVE $v: description holds the metadata, tags name the address" \
         test "$(json_get "$a1" 'd = j["config"]["description"]; "owner: alice" in d and "policy: balanced" in d and "allow: pypi.org *.pythonhosted.org" in d and "ip-'"$addr"'" in j["config"]["tags"]')" = True
     check "PVE $v: both egressd hold the binding, the same" \
@@ -71,6 +71,9 @@ run_version() {
     out=$(sbx exec a1 -- sh -c 'cat /etc/profile.d/sandbox-proxy.sh /etc/apt/apt.conf.d/95sandbox-proxy /etc/npmrc /etc/pip.conf /etc/gitconfig')
     check "PVE $v: profile.d, apt, npm, pip and git point at the proxy" \
         test "$(grep -c '10.99.0.1:3128' <<<"$out")" -ge 6
+    out=$(sbx exec a1 -- cat /etc/resolv.conf)
+    check "PVE $v: resolv.conf names the DNS server and nothing else: nameserver 10.99.0.1, options edns0" \
+        test "$(grep -v '^#' <<<"$out" | tr '\n' ' ')" = "nameserver 10.99.0.1 options edns0 "
     out=$(sbx exec a1 -- stat -c '%a %u %g' /root/.sandbox-secrets)
     check "PVE $v: secrets file is mode 600, owned by root ($out)" test "$out" = "600 0 0"
     sbx read a1 /root/.sandbox-secrets >"$T/secrets.out"

@@ -19,13 +19,16 @@
 # The topology (addresses are fixed; everything is inside our namespaces):
 #
 #   host ns   vmbr99 10.99.0.1/24 (no physical port): egressd :3128 (proxy),
-#             :9464 (metrics), admin on a unix socket; stand-ins for
-#             pveproxy :8006 and sshd :22 and a DNS server :53, each logging
-#             who came; the simulator on 127.0.0.1 (--vm-net: every VM is a
-#             namespace on vmbr99 behind its firewall); ip_forward off
+#             :53 (its policy DNS server, UDP and TCP), :9464 (metrics),
+#             admin on a unix socket; stand-ins for pveproxy :8006 and sshd
+#             :22, each logging who came; the simulator on 127.0.0.1
+#             (--vm-net: every VM is a namespace on vmbr99 behind its
+#             firewall); ip_forward off
 #   inet ns   203.0.113.2/24 via wan0 (host 203.0.113.1): origins
 #             allowed.test 203.0.113.10 and denied.test 203.0.113.11 (HTTPS
-#             443, HTTP 80), DNS 203.0.113.53 (egressd's resolver)
+#             443, HTTP 80), DNS 203.0.113.53 (egressd's resolver, which also
+#             says private.test is 192.168.77.10; it logs each query with the
+#             client's address)
 #   lan ns    192.168.77.10/24 via lan0 (host 192.168.77.1): stand-ins :8006 :22
 #   probe ns  10.99.0.5/24 on vmbr99 through probe0, with no firewall: the
 #             negative control (what a VM without its wall could reach)
@@ -207,11 +210,14 @@ wall_egressd() {
     cp "$TOP"/deploy/policies/locked.allow "$d/policies/"
     printf '%s\n' '# the wall test: one origin of its internet' 'allowed.test' \
         '# and a careless line: deny-range keeps the LAN closed all the same' \
-        'ip 192.168.77.0/24:8006' >"$d/policies/wall.allow"
+        'ip 192.168.77.0/24:8006' \
+        '# allowed by name, but it resolves into the LAN: the DNS server says NXDOMAIN' \
+        'private.test' >"$d/policies/wall.allow"
     cat >"$d/egressd.conf" <<EOF
 # egressd of the wall test: on the proxy-only bridge, resolving with the
 # internet namespace's DNS server
 listen $PROXY
+dns 10.99.0.1:53
 metrics $METRICS
 admin unix:$d/admin.sock
 workers 1
@@ -284,11 +290,10 @@ wall_up() {
     wall_link probe probe0 "" $PROBE_IP/24 || return 1
     ip link set probe0 master vmbr99 || return 1
     in_ns probe ip route add default via 10.99.0.1 || return 1
-    printf 'allowed.test A %s\ndenied.test A %s\n' $ALLOWED_IP $DENIED_IP >"$T/zone"
+    printf 'allowed.test A %s\ndenied.test A %s\nprivate.test A %s\n' $ALLOWED_IP $DENIED_IP \
+        $LAN_IP >"$T/zone"
     bg inet "$T/dns-inet.out" "$WALL_PY" -S -u "$TOP/tests/egressd/dnsd.py" \
         --listen $INET_DNS:53 --zone "$T/zone" --log "$T/dns-inet.log" || return 1
-    bg "" "$T/dns-host.out" "$WALL_PY" -S -u "$TOP/tests/egressd/dnsd.py" \
-        --listen 10.99.0.1:53 --zone "$T/zone" --log "$T/dns-host.log" || return 1
     bg inet "$T/origin.out" "$WALL_PY" -S -u "$TOP/tests/egressd/origin.py" --log "$T/origin.log" \
         --certs "$T/certs" --https-port 443 --http-port 80 \
         allowed.test=$ALLOWED_IP denied.test=$DENIED_IP || return 1

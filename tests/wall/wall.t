@@ -6,8 +6,10 @@
 # a fake internet and a fake LAN (tests/wall/lib.sh draws the topology).
 # From inside the sandboxes: the proxy works and logs the right owner, a
 # denied host gets the deny contract, and nothing else gets out (the
-# internet, the LAN, the host's 8006 and 22, egressd's metrics, DNS anywhere,
-# the other sandbox, a spoofed address or MAC). Negative controls show the
+# internet, the LAN, the host's 8006 and 22, egressd's metrics, DNS but
+# egressd's policy DNS server, the other sandbox, a spoofed address or MAC);
+# egressd's DNS server answers the names the sandbox's policy allows and
+# nothing else, and never passes a query on. Negative controls show the
 # firewall is what blocks: a namespace on the same bridge without it
 # reaches those services, and so does a sandbox whose firewall is turned off
 # through the API. deploy/wall-test runs inside a sandbox, and fails in the
@@ -161,8 +163,9 @@ ok "$(grep -q '^X-Egress-Deny: private_range' <<<"$resp"; echo $?)" \
 [ $? -eq 0 ] || sed 's/^/#   /' <<<"$resp"
 
 section "the walls, from alice-1"
-# (http.server binds, then looks its address up, then listens: the guest's
-# resolv.conf names no server, so that lookup fails at once)
+# (http.server binds, then looks its address up, then listens: egressd's
+# DNS server, which the guest's resolv.conf names, refuses that PTR query
+# at once)
 sbx exec bob-1 -- sh -c "setsid python3 -m http.server 8080 --bind $B_IP </dev/null >/tmp/http.log 2>&1 &"
 deadline=$((SECONDS + 15))
 while :; do
@@ -172,7 +175,7 @@ while :; do
 done
 ok "$([ "$code" = 200 ]; echo $?)" "bob-1 serves http://$B_IP:8080/ (seen from inside bob-1: the listener is up) (${code:-000})"
 [ "$code" = 200 ] || sbx exec bob-1 -- sh -c 'ss -ltnp; tail -n 5 /tmp/http.log' 2>&1 | sed 's/^/#   /'
-dns_host=$(lines_of "$T/dns-host.log") dns_inet=$(lines_of "$T/dns-inet.log")
+mark=$(egd_log_lines)
 probe alice-1 1 tcp:$PROXY tcp:$ALLOWED_IP:443 tcp:$ALLOWED_IP:80 tcp:$LAN_IP:8006 tcp:$LAN_IP:22 \
     tcp:10.99.0.1:8006 tcp:10.99.0.1:22 tcp:$B_IP:8080 tcp:$METRICS \
     udpdns:10.99.0.1 tcpdns:10.99.0.1 udpdns:$INET_DNS tcpdns:$INET_DNS
@@ -185,14 +188,36 @@ blocked "alice-1: not the host's pveproxy 8006 (10.99.0.1)" tcp:10.99.0.1:8006
 blocked "alice-1: not the host's sshd 22" tcp:10.99.0.1:22
 blocked "alice-1: not the other sandbox (bob-1's $B_IP:8080)" tcp:$B_IP:8080
 blocked "alice-1: not egressd's metrics ($METRICS)" tcp:$METRICS
-blocked "alice-1: no DNS answer from the host over UDP" udpdns:10.99.0.1
-blocked "alice-1: no DNS answer from the host over TCP" tcpdns:10.99.0.1
+reached "alice-1: egressd's DNS server on the host answers over UDP" udpdns:10.99.0.1
+reached "alice-1:   and over TCP" tcpdns:10.99.0.1
 blocked "alice-1: no DNS answer from the internet's server over UDP ($INET_DNS)" udpdns:$INET_DNS
 blocked "alice-1: no DNS answer from the internet's server over TCP" tcpdns:$INET_DNS
-ok "$([ "$(standin_count "$A_IP")" = 0 ] && [ "$(lines_of "$T/dns-host.log")" = "$dns_host" ] &&
-    [ "$(lines_of "$T/dns-inet.log")" = "$dns_inet" ] &&
+ok "$([ "$(standin_count "$A_IP")" = 0 ] && ! grep -q " $A_IP\$" "$T/dns-inet.log" &&
     ! grep -q "\"peer\": \"$A_IP:" "$T/origin.log"; echo $?)" \
-    "  and no stand-in, DNS server or origin saw anything of alice-1"
+    "  and no stand-in, no DNS server but egressd's, and no origin saw anything of alice-1"
+line=$(log_find "$mark" 'l["mode"] == "dns" and l["src"].startswith("'"$A_IP"':") and l["host"] == "allowed.test"')
+ok "$([ "$(json_get "$line" 'j["owner"] == "alice" and j["answer"] == "NOERROR" and j["decision"] == "allow"')" = True ]; echo $?)" \
+    "  egressd logged alice-1's query for allowed.test: owner alice, NOERROR"
+
+section "egressd's DNS server, from alice-1's resolver"
+inet_before=$(lines_of "$T/dns-inet.log")
+out=$(sbx exec alice-1 -- getent ahostsv4 allowed.test 2>&1)
+ok "$(grep -q "^$ALLOWED_IP " <<<"$out"; echo $?)" \
+    "alice-1 resolves allowed.test through egressd's DNS server (getent): $(head -n 1 <<<"$out")"
+# (sandboxctl exec says 1 for any failure: the guest's status is printed)
+gstatus() { sbx exec alice-1 -- sh -c "$1 >/dev/null 2>&1; echo \$?" 2>/dev/null; }
+st=$(gstatus 'getent ahostsv4 denied.test')
+ok "$([ "$st" = 2 ]; echo $?)" "alice-1: denied.test, which its policy does not allow, does not resolve (getent: $st)"
+st=$(gstatus 'getent ahostsv4 private.test')
+ok "$([ "$st" = 2 ]; echo $?)" \
+    "alice-1: private.test, allowed by name but in the LAN's range, does not resolve (getent: $st)"
+ok "$(! grep -q '^denied\.test ' <(tail -n +"$((inet_before + 1))" "$T/dns-inet.log"); echo $?)" \
+    "  the internet's DNS server was never asked for denied.test"
+mark=$(egd_log_lines)
+sbx exec alice-1 -- getent ahostsv4 private.test >/dev/null 2>&1
+line=$(log_find "$mark" 'l["mode"] == "dns" and l["host"] == "private.test"')
+ok "$([ "$(json_get "$line" 'j["answer"] == "NXDOMAIN" and j["reason"] == "private_range"')" = True ]; echo $?)" \
+    "  logged: private.test NXDOMAIN, private_range"
 code=$(sbx exec alice-1 -- curl -q -s --noproxy '*' -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:9464/metrics" 2>/dev/null)
 ok "$([ "${code:-000}" = 000 ]; echo $?)" "alice-1: 127.0.0.1:9464 is its own loopback: no metrics there (${code:-000})"
 probe bob-1 1 tcp:10.99.0.1:22 tcp:$METRICS udpdns:$INET_DNS tcp:$ALLOWED_IP:443 tcp:10.99.0.60:22
@@ -246,15 +271,12 @@ section "deploy/wall-test inside a sandbox, and where there is no wall"
 # (the targets are a few of the above: wall-test tries them one by one)
 WT_ARGS=(--proxy "$PROXY" --allowed http://allowed.test/hello --denied http://denied.test/
     --direct 10.99.0.1:8006 --direct "$ALLOWED_IP:443" --dns "$INET_DNS" --peer "$B_IP:8080" --timeout 1)
-# The guest's resolver is the gateway, as cloud-init would set it from a
-# nameserver option (the sandbox's config names none, so its resolv.conf
-# names no server).
+# (the guest's resolv.conf names egressd's DNS server: sandboxctl wrote it)
 echo "nameserver 10.99.0.1" >"$T/resolv.conf"
-sbx write alice-1 /etc/resolv.conf <"$T/resolv.conf" >/dev/null &&
-    sbx write alice-1 /usr/local/bin/wall-test <"$TOP/deploy/wall-test" >/dev/null
+sbx write alice-1 /usr/local/bin/wall-test <"$TOP/deploy/wall-test" >/dev/null
 out=$(sbx exec alice-1 --timeout 60 -- bash /usr/local/bin/wall-test --spoof "$B_IP" "${WT_ARGS[@]}" 2>&1)
 rc=$?
-ok "$([ $rc -eq 0 ] && grep -q '^10 passed, 0 failed$' <<<"$out"; echo $?)" \
+ok "$([ $rc -eq 0 ] && grep -q '^14 passed, 0 failed$' <<<"$out"; echo $?)" \
     "deploy/wall-test inside alice-1 (sandboxctl exec): $(tail -n 1 <<<"$out")"
 [ $rc -eq 0 ] || sed 's/^/#   /' <<<"$out"
 out=$(in_ns probe unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec bash "$@"' \

@@ -73,6 +73,30 @@ static void test_good(void)
     ok(c.mcp_presets[0] && strcmp(c.mcp_presets[1], "balanced") == 0 && !c.mcp_presets[2],
        "mcp-presets, NULL-terminated");
     ok(strcmp(c.state_dir, "/var/lib/sandboxctl") == 0, "state-dir default");
+    ok(c.dns_addr && strcmp(c.dns_addr, "10.99.0.1") == 0 && !c.dns_none,
+       "dns-addr default: the proxy's address");
+    sbx_config_free(&c);
+}
+
+static void test_dns(void)
+{
+    struct sbx_config c;
+    const char *err = parse_with("dns-addr 10.99.0.53\n", &c);
+
+    ok(err[0] == '\0' && c.dns_addr && strcmp(c.dns_addr, "10.99.0.53") == 0 && !c.dns_none,
+       "dns-addr ADDR (%s)", err);
+    sbx_config_free(&c);
+    err = parse_with("dns-addr none\n", &c);
+    ok(err[0] == '\0' && c.dns_addr == NULL && c.dns_none, "dns-addr none: no DNS address (%s)",
+       err);
+    sbx_config_free(&c);
+    err = parse_with("dns-addr none\ndns-addr 10.99.0.2\n", &c);
+    ok(err[0] == '\0' && c.dns_addr && strcmp(c.dns_addr, "10.99.0.2") == 0 && !c.dns_none,
+       "a later dns-addr line replaces 'none' (%s)", err);
+    sbx_config_free(&c);
+    err = parse_with("dns-addr 10.99.0.2\ndns-addr none\n", &c);
+    ok(err[0] == '\0' && c.dns_addr == NULL && c.dns_none, "and 'none' replaces an address (%s)",
+       err);
     sbx_config_free(&c);
 }
 
@@ -108,6 +132,13 @@ static void test_bad(void)
          "t.conf:24: expected exactly one of 'pve-ca-file' or"},
         {"lifetime-default 13h\n", "t.conf:24: lifetime-default is longer than lifetime-max"},
         {"mcp-presets ../../etc\n", "mcp-presets: '../../etc' is not a preset name"},
+        {"dns-addr\n", "t.conf:24: dns-addr: expected one value, got 0"},
+        {"dns-addr 10.99.0.1 10.99.0.2\n", "t.conf:24: dns-addr: expected one value, got 2"},
+        {"dns-addr dns.example\n",
+         "t.conf:24: dns-addr: expected an IPv4 address (10.99.0.1) or 'none', got 'dns.example'"},
+        {"dns-addr 10.99.0.1:53\n", "t.conf:24: dns-addr: expected an IPv4 address"},
+        {"dns-addr 010.99.0.1\n", "t.conf:24: dns-addr: expected an IPv4 address"},
+        {"dns-addr NONE\n", "t.conf:24: dns-addr: expected an IPv4 address (10.99.0.1) or 'none'"},
     };
     struct sbx_config c;
 
@@ -170,6 +201,7 @@ static void test_durations(void)
 int main(void)
 {
     test_good();
+    test_dns();
     test_bad();
     test_missing();
     test_durations();
