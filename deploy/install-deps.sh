@@ -22,6 +22,12 @@ test_pkgs+=(git wget apt-utils dpkg prometheus nftables)
 test_pkgs+=(systemd shellcheck cloud-init)
 # bench/run.sh: the peers egressd is measured against, side by side.
 test_pkgs+=(squid tinyproxy sniproxy haproxy nginx libnginx-mod-stream)
+# bench/dns.sh: dnsmasq (the program only, no service) as the policy DNS
+# server's peer; dig checks every server's answers there and in
+# tests/egressd/dns.t.
+test_pkgs+=(dnsmasq-base bind9-dnsutils)
+# tests/egressd/chromium.t: the real Chromium, headless, through egressd.
+test_pkgs+=(chromium)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 

@@ -83,7 +83,7 @@ static void hello_done(struct px_conn *c, enum sni_result r)
     const struct sni_hello *h = &c->hello->hello;
     enum px_reason why = px_hello_refused(c->hello, r);
 
-    if (why == PX_R_ALLOWED && r == SNI_OK) {
+    if (r == SNI_OK) { /* also for a hello refused for ECH: the log names its outer name */
         memcpy(c->rq.sni, h->host.ptr, h->host.len);
         c->rq.sni[h->host.len] = '\0';
         c->rq.have_sni = true;

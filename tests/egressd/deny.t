@@ -114,7 +114,7 @@ tunnel_denied "CONNECT a.test, hello for b.test" sni_mismatch "file:$T/b.bin" \
 tunnel_denied "CONNECT a.test, hello without server_name" no_sni "file:$EGD_HELLOS/opensslnosni.bin" \
     'l["host"] == "a.test" and l["reason"] != "allowed"'
 tunnel_denied "CONNECT a.test, hello for a.test with encrypted_client_hello" ech "file:$T/ech.bin" \
-    'l["host"] == "a.test" and l["reason"] != "allowed"'
+    'l["host"] == "a.test" and l["reason"] != "allowed" and l["sni"] == "a.test"'
 tunnel_denied "CONNECT a.test, then a plain HTTP request" not_tls \
     'send:GET / HTTP/1.1\r\nHost: a.test\r\n\r\n' 'l["host"] == "a.test" and l["reason"] != "allowed"'
 check "none of those ClientHellos reached the origin" \
