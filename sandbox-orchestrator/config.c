@@ -245,6 +245,15 @@ static int parse_dns(struct cursor *cur, struct sbx_config *c, const char *w)
     return 0;
 }
 
+/* transparent on|off */
+static int parse_transparent(struct cursor *cur, struct sbx_config *c, const char *w)
+{
+    if (strcmp(w, "on") != 0 && strcmp(w, "off") != 0)
+        return fail(cur, "transparent: expected 'on' or 'off', got '%s'", w);
+    c->transparent = strcmp(w, "on") == 0;
+    return 0;
+}
+
 static int parse_egress(struct cursor *cur, struct sbx_config *c, const char *w)
 {
     if (c->negress == SBX_MAX_EGRESS)
@@ -370,9 +379,9 @@ static int check_string_word(struct cursor *cur, const char *dir, const char *w)
 
 static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
 {
-    static const char *const one_word[] = {"pve-fingerprint", "template", "ip-pool",
-                                           "proxy",           "dns-addr", "egressd-admin",
-                                           "exec-output-max"};
+    static const char *const one_word[] = {"pve-fingerprint", "template",   "ip-pool",
+                                           "proxy",           "dns-addr",   "egressd-admin",
+                                           "exec-output-max", "transparent"};
     const char *dir = v[0];
     char **str;
     long *dur;
@@ -409,6 +418,8 @@ static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
         return parse_proxy(cur, c, v[1]);
     if (strcmp(dir, "dns-addr") == 0)
         return parse_dns(cur, c, v[1]);
+    if (strcmp(dir, "transparent") == 0)
+        return parse_transparent(cur, c, v[1]);
     if (strcmp(dir, "egressd-admin") == 0)
         return parse_egress(cur, c, v[1]);
     if (strcmp(dir, "exec-output-max") == 0) {

@@ -52,6 +52,10 @@ struct sbx_config {
      * after `dns-addr none` (no DNS rule, no resolv.conf). */
     char *dns_addr;
     int dns_none;
+    /* `transparent on`: the firewall also lets tcp 80 and 443 out to any
+     * address, for the host to redirect to egressd's transparent ports
+     * (deploy/proxmox/egressd-redirect.nft); off by default. */
+    int transparent;
     char *egress[SBX_MAX_EGRESS]; /* unix:PATH or http(s)://HOST:PORT */
     int negress;
     char *egress_token_file;

@@ -481,9 +481,15 @@ static int configure(struct sbx *s, struct build *b, char *err, size_t errlen)
     return rc;
 }
 
+/* The ports `transparent on` opens to any address: the host redirects
+ * them to egressd's transparent listeners and forwards nothing, so the
+ * rule reaches egressd and nowhere else (deploy/proxmox/egressd-redirect.nft). */
+#define TRANSPARENT_PORTS "80,443"
+
 /* Per-VM firewall: default-deny both ways, IP filter with the address,
- * one rule out to the proxy and, with a dns-addr, one out to the DNS
- * server (Proxmox's macro DNS: udp and tcp 53). */
+ * one rule out to the proxy, with a dns-addr one out to the DNS server
+ * (Proxmox's macro DNS: udp and tcp 53), and with `transparent on` one
+ * out for tcp 80 and 443. */
 static int firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     char path[256], port[16];
@@ -517,13 +523,20 @@ static int firewall(struct sbx *s, struct build *b, char *err, size_t errlen)
                   "comment", "sandboxctl: the egress proxy only");
     rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
     json_decref(p);
-    if (rc || !s->cfg.dns_addr)
-        return rc;
-    p = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s}", "type", "out", "action", "ACCEPT", "macro",
-                  "DNS", "dest", s->cfg.dns_addr, "iface", "net0", "enable", 1, "comment",
-                  "sandboxctl: DNS (udp and tcp 53) to dns-addr only");
-    rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
-    json_decref(p);
+    if (rc == 0 && s->cfg.dns_addr) {
+        p = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s}", "type", "out", "action", "ACCEPT", "macro",
+                      "DNS", "dest", s->cfg.dns_addr, "iface", "net0", "enable", 1, "comment",
+                      "sandboxctl: DNS (udp and tcp 53) to dns-addr only");
+        rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
+        json_decref(p);
+    }
+    if (rc == 0 && s->cfg.transparent) {
+        p = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s}", "type", "out", "action", "ACCEPT", "proto",
+                      "tcp", "dport", TRANSPARENT_PORTS, "iface", "net0", "enable", 1, "comment",
+                      "sandboxctl: tcp 80 and 443, which the host redirects to egressd");
+        rc = sbx_pve_call(s->pve, "POST", path, p, NULL, err, errlen);
+        json_decref(p);
+    }
     return rc;
 }
 
@@ -555,7 +568,7 @@ static bool rule_is(json_t *r, const char *key, const char *want)
     return v && want && strcmp(v, want) == 0;
 }
 
-enum { RULE_OTHER = 0, RULE_PROXY = 1, RULE_DNS = 2 };
+enum { RULE_OTHER = 0, RULE_PROXY = 1, RULE_DNS = 2, RULE_TRANSPARENT = 4 };
 
 /* Which of sandboxctl's rules r is: out, ACCEPT, on net0, enabled, to the
  * proxy's tcp port, or macro DNS (nothing else: no proto, no port) to the
@@ -575,6 +588,9 @@ static int our_rule(const struct sbx_config *c, json_t *r)
     if (macro && strcasecmp(macro, "DNS") == 0 && c->dns_addr && !json_object_get(r, "proto") &&
         !json_object_get(r, "dport") && rule_is(r, "dest", c->dns_addr))
         return RULE_DNS;
+    if (!macro && c->transparent && rule_is(r, "proto", "tcp") &&
+        rule_is(r, "dport", TRANSPARENT_PORTS) && !json_object_get(r, "dest"))
+        return RULE_TRANSPARENT;
     return RULE_OTHER;
 }
 
@@ -586,7 +602,7 @@ static int verify_firewall(struct sbx *s, struct build *b, char *err, size_t err
 {
     char path[256];
     json_t *rules = NULL, *set = NULL, *r = NULL;
-    size_t nset, i, want = s->cfg.dns_addr ? 2 : 1;
+    size_t nset, i, want = 1 + (s->cfg.dns_addr != NULL) + (s->cfg.transparent != 0);
     int rc = -1, seen = 0;
 
     sbx_vm_path(path, sizeof path, b->node, b->vmid, "/firewall/rules");

@@ -131,6 +131,19 @@ check "cluster.fw: the sandboxes may reach egressd's DNS server on the node (mac
 check "cluster.fw: before nothing else from the bridge" \
     test "$(grep -nE "^IN DNS\(ACCEPT\) -i $bridge " "$cfw" | cut -d: -f1)" -lt "$(grep -nE "^IN DROP -i $bridge( |$)" "$cfw" | cut -d: -f1)"
 check "cluster.fw: then nothing else from the bridge" grep -qE "^IN DROP -i $bridge( |$)" "$cfw"
+# the transparent path: egressd-redirect.nft sends tcp/443 and tcp/80 to the
+# ports egressd.conf's transparent listeners use, and the node lets them in
+rdr=$PX/egressd-redirect.nft
+tls=$(sed -n 's/^transparent-tls *[0-9.]*:\([0-9]*\).*/\1/p' "$TOP/deploy/egressd.conf")
+plain=$(sed -n 's/^transparent-http *[0-9.]*:\([0-9]*\).*/\1/p' "$TOP/deploy/egressd.conf")
+check "egressd-redirect.nft parses (nft -c)" unshare -n nft -c -f "$rdr"
+check "egressd-redirect.nft: its ports are egressd.conf's transparent ones ($tls, $plain) and its bridge is $bridge" \
+    sh -c "grep -qx 'define TLS_PORT = $tls .*' '$rdr' && grep -qx 'define HTTP_PORT = $plain .*' '$rdr' &&
+           grep -qx 'define SANDBOX_BRIDGE = \"$bridge\" .*' '$rdr'"
+check "cluster.fw: the sandboxes may reach those ports on the node" \
+    grep -qE "^IN ACCEPT -i $bridge -source \+sandboxes -dest \+egressd -p tcp -dport $tls,$plain( |$)" "$cfw"
+check "cluster.fw: before nothing else from the bridge (transparent ports)" \
+    test "$(grep -nE "^IN ACCEPT -i $bridge .*-dport $tls,$plain" "$cfw" | cut -d: -f1)" -lt "$(grep -nE "^IN DROP -i $bridge( |$)" "$cfw" | cut -d: -f1)"
 ifs=$PX/interfaces.vmbr99
 check "bridge stanza: $bridge holds the gateway $gw/24" \
     sh -c "grep -qx 'iface $bridge inet static' '$ifs' && grep -qxE '[[:space:]]+address $gw/24' '$ifs'"

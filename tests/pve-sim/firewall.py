@@ -26,6 +26,18 @@ and its net0 has firewall=1 (as PVE). Rules are compiled for every such VM,
 running or not (the port name is known in advance), and the ruleset is
 replaced in one nft transaction whenever the compiled text changes.
 
+Redirected packets.  On a Proxmox node a VM's out rules run on its
+firewall bridge (fwbr), before the frame reaches vmbr99, where the node's
+nat prerouting (deploy/proxmox/egressd-redirect.nft) may redirect it to a
+local port; so those rules see the original destination.  Here the tap is
+on vmbr99 itself, br_netfilter runs that nat before the bridge's input hook,
+and the out chain would see the rewritten one.  So ct_dnat marks a
+redirected packet (DNAT) and its original tcp port when that is 443 or 80
+(DNAT_443, DNAT_80), and an out rule matches such a packet by those: only
+a rule without `dest` (the original address is not carried) whose ports
+hold the original one; a rule with `dest` never matches a redirected
+packet.
+
 A rule with a `macro` is expanded as pve-firewall's apply_macro does: one
 rule per line of the macro, the macro's fields (proto, dport, sport) with
 the rule's own (source, dest, action, iface, ...) added; a field the rule
@@ -39,6 +51,8 @@ import subprocess
 
 EST = 0x10000  # mark bit: conntrack says established or related
 INV = 0x20000  # mark bit: conntrack says invalid
+DNAT = 0x40000  # mark bit: redirected by the node's nat prerouting
+DNAT_PORTS = {443: 0x80000, 80: 0x100000}  # ... and its original tcp port was this
 TABLE = "pve_sim"
 
 # pve-firewall's defaults for a VM's options (the API schema's `default`s).
@@ -188,7 +202,34 @@ def compile_rule(vm, rule, direction):
         rules = expand_macro(rule)
     except ValueError as e:
         raise Unsupported("macro '%s': %s" % (rule["macro"], e.args[1]))
-    return [_compile_one(vm, r, direction) for r in rules]
+    if direction != "out":
+        return [_compile_one(vm, r, direction) for r in rules]
+    out = []
+    for r in rules:
+        out.append("meta mark & 0x%x == 0 %s" % (DNAT, _compile_one(vm, r, direction)))
+        out += _dnat_matches(vm, r)
+    return out
+
+
+def _port_in(spec, port):
+    """Whether a dport spec ("80,443", "1000:2000") holds port."""
+    for part in str(spec).split(","):
+        lo, _, hi = part.strip().partition(":")
+        if lo.isdigit() and int(lo) <= port <= int(hi or lo):
+            return True
+    return False
+
+
+def _dnat_matches(vm, rule):
+    """The matches by which an out rule takes a redirected packet (see the
+    module's doc): none for a rule with a dest or a protocol other than tcp."""
+    proto = str(rule.get("proto") or "tcp").lower()
+    if rule.get("dest") or proto != "tcp":
+        return []
+    base = _compile_one(vm, {k: v for k, v in rule.items() if k not in ("dport", "dest")}, "out")
+    return ["%s meta mark & 0x%x == 0x%x" % (base, bit, bit)
+            for port, bit in sorted(DNAT_PORTS.items())
+            if rule.get("dport") is None or _port_in(rule["dport"], port)]
 
 
 def _compile_one(vm, rule, direction):
@@ -304,6 +345,12 @@ def compile_world(world, warn):
             "    ct state invalid meta mark set meta mark or 0x%x" % INV,
             "  }",
         ]
+    out += ["  chain ct_dnat {",
+            "    type filter hook prerouting priority -90; policy accept;",
+            "    ct status dnat meta mark set meta mark or 0x%x" % DNAT]
+    out += ["    meta l4proto tcp ct status dnat ct original proto-dst %d meta mark set meta mark or 0x%x"
+            % (port, bit) for port, bit in sorted(DNAT_PORTS.items())]
+    out.append("  }")
     out.append("}")
     out.append("table bridge %s {" % TABLE)
     base = {"guard": ["  chain prerouting {", "    type filter hook prerouting priority -300; policy accept;"],

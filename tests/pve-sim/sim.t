@@ -405,7 +405,19 @@ def run_scenario(sim, V, version, task_ms):
     # rule's dest, nothing else
     stub = type("VM", (), {"fw_ipsets": {}, "vmid": 100})()
     got = firewall.compile_rule(stub, dict(dns_rule, macro="DNS"), "out")
-    ok(got == ["ip daddr { 10.99.0.53 } meta l4proto udp th dport { 53 }", "ip daddr { 10.99.0.53 } meta l4proto tcp th dport { 53 }"], V + "macro DNS compiles to udp and tcp port 53 to its dest only", got)
+    nodnat = "meta mark & 0x%x == 0 " % firewall.DNAT
+    ok(got == [nodnat + "ip daddr { 10.99.0.53 } meta l4proto udp th dport { 53 }", nodnat + "ip daddr { 10.99.0.53 } meta l4proto tcp th dport { 53 }"], V + "macro DNS compiles to udp and tcp port 53 to its dest only (and never takes a redirected packet)", got)
+    # a redirected packet (the node's nat prerouting) is judged by its
+    # original port, as on the firewall bridge of a real node: a rule
+    # without dest for tcp 80,443 takes it, one for tcp 22 does not
+    got = firewall.compile_rule(stub, {"type": "out", "action": "ACCEPT", "proto": "tcp", "dport": "80,443", "enable": 1}, "out")
+    any_ip = "ether type { ip, ip6 } "
+    ok(got == [nodnat + any_ip + "meta l4proto tcp th dport { 80, 443 }",
+               any_ip + "meta l4proto tcp meta mark & 0x%x == 0x%x" % (firewall.DNAT_PORTS[80], firewall.DNAT_PORTS[80]),
+               any_ip + "meta l4proto tcp meta mark & 0x%x == 0x%x" % (firewall.DNAT_PORTS[443], firewall.DNAT_PORTS[443])],
+       V + "tcp 80,443 out without dest also takes packets redirected from 80 and 443", got)
+    got = firewall.compile_rule(stub, {"type": "out", "action": "ACCEPT", "proto": "tcp", "dport": "22", "enable": 1}, "out")
+    ok(got == [nodnat + any_ip + "meta l4proto tcp th dport { 22 }"], V + "tcp 22 out takes no redirected packet", got)
     ok(firewall.compile_rule(stub, dict(dns_rule, macro="DNS"), "in") is None, V + "an out rule is not compiled into the in chain", None)
 
     # -- snapshots, rollback ---------------------------------------------------------------

@@ -19,6 +19,8 @@
 # The topology (addresses are fixed; everything is inside our namespaces):
 #
 #   host ns   vmbr99 10.99.0.1/24 (no physical port): egressd :3128 (proxy),
+#             :8443 and :8080 (transparent TLS and HTTP, which the node's
+#             deploy/proxmox/egressd-redirect.nft feeds once a test loads it),
 #             :53 (its policy DNS server, UDP and TCP), :9464 (metrics),
 #             admin on a unix socket; stand-ins for pveproxy :8006 and sshd
 #             :22, each logging who came; the simulator on 127.0.0.1
@@ -26,7 +28,7 @@
 #             firewall); ip_forward off
 #   inet ns   203.0.113.2/24 via wan0 (host 203.0.113.1): origins
 #             allowed.test 203.0.113.10 and denied.test 203.0.113.11 (HTTPS
-#             443, HTTP 80), DNS 203.0.113.53 (egressd's resolver, which also
+#             443, HTTP 80), tools.test 203.0.113.12 (git over HTTPS), DNS 203.0.113.53 (egressd's resolver, which also
 #             says private.test is 192.168.77.10; it logs each query with the
 #             client's address)
 #   lan ns    192.168.77.10/24 via lan0 (host 192.168.77.1): stand-ins :8006 :22
@@ -48,6 +50,7 @@ METRICS=10.99.0.1:9464
 ALLOWED_IP=203.0.113.10
 DENIED_IP=203.0.113.11
 INET_DNS=203.0.113.53
+TOOLS_IP=203.0.113.12
 LAN_IP=192.168.77.10
 PROBE_IP=10.99.0.5
 . "$TOP/tests/pve-sim/lib.sh"
@@ -161,7 +164,7 @@ wall_certs() {
         -subj '/CN=wall test CA' -keyout "$c/ca.key" -out "$c/ca.pem" \
         -addext 'basicConstraints=critical,CA:TRUE' \
         -addext 'keyUsage=critical,keyCertSign,cRLSign' >"$c/openssl.log" 2>&1 || return 1
-    for n in allowed.test denied.test; do
+    for n in allowed.test denied.test tools.test; do
         printf 'subjectAltName=DNS:%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' "$n" >"$c/$n.ext"
         openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$n" \
             -keyout "$c/$n.key" -out "$c/$n.csr" >>"$c/openssl.log" 2>&1 &&
@@ -204,6 +207,17 @@ print(json.dumps({
 EOF
 }
 
+# wall_git_repo: $T/git/repo.git, bare, one commit (tools.test serves it).
+wall_git_repo() {
+    local w=$T/git-work
+    mkdir -p "$T/git" "$w" &&
+        git -C "$w" init -q -b main &&
+        echo "hello from tools.test's repository" >"$w/README" &&
+        git -C "$w" add README &&
+        git -C "$w" -c user.name=wall -c user.email=wall@tools.test commit -q -m first &&
+        git clone -q --bare "$w" "$T/git/repo.git"
+}
+
 wall_egressd() {
     local d=$T/egressd i
     mkdir -p "$d/policies" "$d/state"
@@ -212,11 +226,13 @@ wall_egressd() {
         '# and a careless line: deny-range keeps the LAN closed all the same' \
         'ip 192.168.77.0/24:8006' \
         '# allowed by name, but it resolves into the LAN: the DNS server says NXDOMAIN' \
-        'private.test' >"$d/policies/wall.allow"
+        'private.test' '# a git server (HTTPS smart protocol)' 'tools.test' >"$d/policies/wall.allow"
     cat >"$d/egressd.conf" <<EOF
 # egressd of the wall test: on the proxy-only bridge, resolving with the
 # internet namespace's DNS server
 listen $PROXY
+transparent-tls 10.99.0.1:8443
+transparent-http 10.99.0.1:8080
 dns 10.99.0.1:53
 metrics $METRICS
 admin unix:$d/admin.sock
@@ -283,20 +299,25 @@ wall_up() {
     ip link add vmbr99 address 02:00:0a:63:00:01 type bridge || return 1
     ip addr add 10.99.0.1/24 dev vmbr99 && ip link set vmbr99 up || return 1
     wall_ns inet && wall_ns lan && wall_ns probe || return 1
-    wall_link inet wan0 203.0.113.1/24 203.0.113.2/24 $ALLOWED_IP/24 $DENIED_IP/24 $INET_DNS/24 || return 1
+    wall_link inet wan0 203.0.113.1/24 203.0.113.2/24 $ALLOWED_IP/24 $DENIED_IP/24 $INET_DNS/24 \
+        $TOOLS_IP/24 || return 1
     in_ns inet ip route add default via 203.0.113.1 || return 1
     wall_link lan lan0 192.168.77.1/24 $LAN_IP/24 || return 1
     in_ns lan ip route add default via 192.168.77.1 || return 1
     wall_link probe probe0 "" $PROBE_IP/24 || return 1
     ip link set probe0 master vmbr99 || return 1
     in_ns probe ip route add default via 10.99.0.1 || return 1
-    printf 'allowed.test A %s\ndenied.test A %s\nprivate.test A %s\n' $ALLOWED_IP $DENIED_IP \
-        $LAN_IP >"$T/zone"
+    printf 'allowed.test A %s\ndenied.test A %s\nprivate.test A %s\ntools.test A %s\n' $ALLOWED_IP \
+        $DENIED_IP $LAN_IP $TOOLS_IP >"$T/zone"
     bg inet "$T/dns-inet.out" "$WALL_PY" -S -u "$TOP/tests/egressd/dnsd.py" \
         --listen $INET_DNS:53 --zone "$T/zone" --log "$T/dns-inet.log" || return 1
     bg inet "$T/origin.out" "$WALL_PY" -S -u "$TOP/tests/egressd/origin.py" --log "$T/origin.log" \
         --certs "$T/certs" --https-port 443 --http-port 80 \
         allowed.test=$ALLOWED_IP denied.test=$DENIED_IP || return 1
+    wall_git_repo || return 1
+    bg inet "$T/toolsrv.out" "$WALL_PY" -S -u "$TOP/tests/egressd/toolsrv.py" \
+        --listen $TOOLS_IP:443 --cert "$T/certs/tools.test.pem" --key "$T/certs/tools.test.key" \
+        --root "$T/git" --git "$T/git" --log "$T/toolsrv.log" || return 1
     bg "" "$T/standin-host.out" "$WALL_PY" -S -u "$WALL_DIR/standin.py" --log "$T/standin.log" \
         10.99.0.1:8006 10.99.0.1:22 || return 1
     bg lan "$T/standin-lan.out" "$WALL_PY" -S -u "$WALL_DIR/standin.py" --log "$T/standin.log" \

@@ -9,7 +9,10 @@
 # internet, the LAN, the host's 8006 and 22, egressd's metrics, DNS but
 # egressd's policy DNS server, the other sandbox, a spoofed address or MAC);
 # egressd's DNS server answers the names the sandbox's policy allows and
-# nothing else, and never passes a query on. Negative controls show the
+# nothing else, and never passes a query on.  A third sandbox, made with
+# `transparent on` on a node that loads deploy/proxmox/egressd-redirect.nft,
+# gets through with no proxy settings at all (curl, python3, git): its
+# tcp/443 and tcp/80 land on egressd's transparent listeners. Negative controls show the
 # firewall is what blocks: a namespace on the same bridge without it
 # reaches those services, and so does a sandbox whose firewall is turned off
 # through the API. deploy/wall-test runs inside a sandbox, and fails in the
@@ -284,6 +287,61 @@ out=$(in_ns probe unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec b
 rc=$?
 ok "$([ $rc -eq 1 ] && grep -q '^not ok .* no direct connection to 10.99.0.1:8006$' <<<"$out"; echo $?)" \
     "deploy/wall-test in the unwalled namespace fails and names the hole: $(tail -n 1 <<<"$out")"
+
+section "transparent: a sandbox without proxy settings (sandboxctl transparent on, the node's redirect)"
+nft -f "$TOP/deploy/proxmox/egressd-redirect.nft"
+ok $? "the node loads deploy/proxmox/egressd-redirect.nft (tcp/443 and tcp/80 from vmbr99 to egressd)"
+CONF_T=$T/sandboxctl-transparent.conf
+{ cat "$CONF"; echo "transparent on"; } >"$CONF_T"
+sbx_t() { "$SBX_BIN" -c "$CONF_T" "$@"; }
+out=$(sbx_t --json create --name carol-1 --size small --owner carol --policy wall 2>&1)
+ok $? "sandboxctl (transparent on) creates carol-1 ($(tr -d '\n' <<<"$out" | head -c 120))"
+C=$(json_get "$out" 'j["vmid"]') C_IP=$(json_get "$out" 'j["address"]')
+rules=$(pve_api GET "/nodes/pve1/qemu/$C/firewall/rules")
+ok "$([ "$(json_get "$rules" 'len(j["data"]) == 3 and [r for r in j["data"] if r.get("dport") == "80,443" and r["proto"] == "tcp" and not r.get("dest") and r["type"] == "out"] != []')" = True ]; echo $?)" \
+    "  its firewall: the proxy, DNS, and tcp 80,443 out to any address"
+sbx write carol-1 /etc/wall-ca.pem <"$T/certs/ca.pem" >/dev/null
+# cexec CMD...: in carol-1 with an empty environment: no proxy variable,
+# no CA bundle from anywhere but the one named
+cexec() { sbx exec carol-1 --timeout 30 -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root "$@"; }
+mark=$(egd_log_lines)
+body=$(cexec curl -q -sS -m 10 --noproxy '*' --cacert /etc/wall-ca.pem https://allowed.test/hello 2>&1)
+ok "$([ "$body" = "hello from allowed.test" ]; echo $?)" \
+    "carol-1: curl --noproxy '*' https://allowed.test/hello answers, through egressd's DNS and transparent TLS ($body)"
+line=$(log_find "$mark" 'l["mode"] == "tls" and l["src"].startswith("'"$C_IP"':")')
+ok "$([ "$(json_get "$line" 'j["sni"] == "allowed.test" and j["decision"] == "allow" and j["owner"] == "carol" and j["upstream"] == "'"$ALLOWED_IP"':443"')" = True ]; echo $?)" \
+    "  egressd logged it: mode tls, sni allowed.test, owner carol, upstream $ALLOWED_IP:443"
+body=$(cexec curl -q -sS -m 10 --noproxy '*' http://allowed.test/hello 2>&1)
+ok "$([ "$body" = "hello from allowed.test" ]; echo $?)" "carol-1: plain http://allowed.test/hello, through transparent HTTP ($body)"
+body=$(cexec python3 -c 'import ssl, urllib.request
+ctx = ssl.create_default_context(cafile="/etc/wall-ca.pem")
+print(urllib.request.urlopen("https://allowed.test/hello", context=ctx, timeout=10).read().decode().strip())' 2>&1)
+ok "$([ "$body" = "hello from allowed.test" ]; echo $?)" "carol-1: python3 urllib, no proxy variables ($(tail -n 1 <<<"$body"))"
+out=$(cexec sh -c 'cd /tmp && rm -rf repo && GIT_SSL_CAINFO=/etc/wall-ca.pem git clone -q https://tools.test/git/repo.git repo && cat repo/README' 2>&1)
+ok "$([ "$out" = "hello from tools.test's repository" ]; echo $?)" "carol-1: git clone https://tools.test/git/repo.git, no proxy ($(tail -n 1 <<<"$out"))"
+code=$(cexec curl -q -s -m 10 --noproxy '*' --cacert /etc/wall-ca.pem -o /dev/null -w '%{http_code}' https://denied.test/ 2>/dev/null)
+ok "$([ "$code" = 000 ]; echo $?)" "carol-1: https://denied.test/ does not resolve, so it goes nowhere ($code)"
+mark=$(egd_log_lines)
+code=$(cexec curl -q -s -m 10 --noproxy '*' --cacert /etc/wall-ca.pem --resolve "denied.test:443:$DENIED_IP" \
+    -o /dev/null -w '%{http_code}' https://denied.test/ 2>/dev/null)
+line=$(log_find "$mark" 'l["mode"] == "tls" and l["src"].startswith("'"$C_IP"':")')
+ok "$([ "$code" = 000 ] && [ "$(json_get "$line" 'j["decision"] == "deny" and j["sni"] == "denied.test"')" = True ]; echo $?)" \
+    "carol-1: denied.test at its address anyway (curl --resolve): the redirect brings it to egressd, which denies it"
+mark=$(egd_log_lines)
+code=$(cexec curl -q -s -m 10 --noproxy '*' --cacert /etc/wall-ca.pem --resolve "allowed.test:443:$DENIED_IP" \
+    -o /dev/null -w '%{http_code}' https://allowed.test/hello 2>/dev/null)
+line=$(log_find "$mark" 'l["mode"] == "tls" and l["src"].startswith("'"$C_IP"':")')
+ok "$([ "$code" = 000 ] && [ "$(json_get "$line" 'j["reason"] == "sni_mismatch"')" = True ]; echo $?)" \
+    "carol-1: an allowed name aimed at another address (domain fronting by IP): sni_mismatch"
+ok "$(! grep -q "\"peer\": \"$C_IP:" "$T/origin.log" && ! grep -q " $C_IP\$" "$T/dns-inet.log"; echo $?)" \
+    "  no origin and no DNS server on the internet ever saw carol-1's address"
+probe carol-1 1 tcp:$ALLOWED_IP:22 tcp:$LAN_IP:22 tcp:10.99.0.1:8006 udpdns:$INET_DNS
+blocked "carol-1: still no other port to the internet ($ALLOWED_IP:22)" tcp:$ALLOWED_IP:22
+blocked "carol-1: nor the LAN" tcp:$LAN_IP:22
+blocked "carol-1: nor the host's 8006" tcp:10.99.0.1:8006
+blocked "carol-1: nor another DNS server" udpdns:$INET_DNS
+check "destroy carol-1" sbx_t destroy carol-1
+nft delete table inet egressd_redirect
 
 section "extend, reap, destroy"
 old=$(bindings "b['$A']['expires']")

@@ -75,6 +75,7 @@ static void test_good(void)
     ok(strcmp(c.state_dir, "/var/lib/sandboxctl") == 0, "state-dir default");
     ok(c.dns_addr && strcmp(c.dns_addr, "10.99.0.1") == 0 && !c.dns_none,
        "dns-addr default: the proxy's address");
+    ok(!c.transparent, "transparent default: off");
     sbx_config_free(&c);
 }
 
@@ -97,6 +98,12 @@ static void test_dns(void)
     err = parse_with("dns-addr 10.99.0.2\ndns-addr none\n", &c);
     ok(err[0] == '\0' && c.dns_addr == NULL && c.dns_none, "and 'none' replaces an address (%s)",
        err);
+    sbx_config_free(&c);
+    err = parse_with("transparent on\n", &c);
+    ok(err[0] == '\0' && c.transparent, "transparent on (%s)", err);
+    sbx_config_free(&c);
+    err = parse_with("transparent on\ntransparent off\n", &c);
+    ok(err[0] == '\0' && !c.transparent, "transparent off after on (%s)", err);
     sbx_config_free(&c);
 }
 
@@ -133,6 +140,8 @@ static void test_bad(void)
         {"lifetime-default 13h\n", "t.conf:24: lifetime-default is longer than lifetime-max"},
         {"mcp-presets ../../etc\n", "mcp-presets: '../../etc' is not a preset name"},
         {"dns-addr\n", "t.conf:24: dns-addr: expected one value, got 0"},
+        {"transparent yes\n", "t.conf:24: transparent: expected 'on' or 'off', got 'yes'"},
+        {"transparent\n", "t.conf:24: transparent: expected one value, got 0"},
         {"dns-addr 10.99.0.1 10.99.0.2\n", "t.conf:24: dns-addr: expected one value, got 2"},
         {"dns-addr dns.example\n",
          "t.conf:24: dns-addr: expected an IPv4 address (10.99.0.1) or 'none', got 'dns.example'"},
