@@ -28,6 +28,9 @@ test_pkgs+=(squid tinyproxy sniproxy haproxy nginx libnginx-mod-stream)
 test_pkgs+=(dnsmasq-base bind9-dnsutils)
 # tests/egressd/chromium.t: the real Chromium, headless, through egressd.
 test_pkgs+=(chromium)
+# tests/wall/iodine.t: DNS tunnelling with the real tool (iodine client and
+# iodined server) from a sandbox, and where there is no wall.
+test_pkgs+=(iodine)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 
