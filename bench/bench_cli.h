@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -33,6 +34,21 @@ static inline int bench_parse_size(const char *s, uint64_t *out)
         return -1;
     *out = (uint64_t)v << shift;
     return 0;
+}
+
+/* A decimal number within lo..hi, or a usage error: "PROG: WHAT must be
+ * LO..HI, not 'S'" and exit status 2. */
+static inline long bench_parse_long(const char *prog, const char *s, const char *what, long lo,
+                                    long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s must be %ld..%ld, not '%s'\n", prog, what, lo, hi, s);
+        exit(2);
+    }
+    return v;
 }
 
 /* Raise the soft open-files limit to the hard one (thousands of tunnels);

@@ -1160,12 +1160,7 @@ static void usage(void)
 
 static long parse_long(const char *s, const char *what, long lo, long hi)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
-        DIE("%s must be %ld..%ld, not '%s'", what, lo, hi, s);
-    return v;
+    return bench_parse_long("egress-load", s, what, lo, hi);
 }
 
 static double parse_secs(const char *s, const char *what)

@@ -209,6 +209,8 @@ setup_build build/gcc gcc && {
         build/gcc/bench/egress-load --selftest "$CLIENTHELLO_DIR"
     step "bench smoke: run.sh, every workload briefly through egressd and each peer proxy" \
         "$logs/bench-peers.log" bench/run.sh --smoke build/gcc
+    step "bench smoke: dns.sh, egressd's DNS server and dnsmasq, allowed and denied names" \
+        "$logs/bench-dns.log" bench/dns.sh --smoke build/gcc
 }
 setup_build build/clang clang
 # What deploy/quickstart.sh builds: gcc -O3 warns of things -O2 does not.
