@@ -21,8 +21,13 @@
 #include "egressd.h"
 #include "log.h"
 
-/* Datagrams read per readiness of a UDP socket before the loop moves on. */
+/* Datagrams read per readiness of a UDP socket (one recvmmsg) before the
+ * loop moves on, and answers sent in one sendmmsg. */
 #define UDP_BATCH 64
+/* The room for one query: a query is its header, one name of at most 255
+ * bytes and an OPT; a datagram longer than this is cut (MSG_TRUNC) and
+ * answered FORMERR. */
+#define UDP_QUERY_MAX 2048
 /* A TCP connection's idle time before it is closed (RFC 7766 §6.2.3
  * suggests seconds, not minutes). */
 #define TCP_IDLE_S 10
@@ -46,8 +51,26 @@ struct tcp_conn {
     struct px_dnsq_list pending;
 };
 
+/* One worker's datagrams in flight through a batch: the queries one
+ * recvmmsg read, and the answers made while they were handled, which one
+ * sendmmsg sends (an answer that comes later, from the resolver, is sent
+ * on its own). */
+struct udp_batch {
+    uint8_t in[UDP_BATCH][UDP_QUERY_MAX];
+    union px_sockaddr in_peer[UDP_BATCH];
+    struct iovec in_iov[UDP_BATCH];
+    struct mmsghdr in_msg[UDP_BATCH];
+    uint8_t out[UDP_BATCH][DNS_UDP_OURS];
+    union px_sockaddr out_peer[UDP_BATCH];
+    struct iovec out_iov[UDP_BATCH];
+    struct mmsghdr out_msg[UDP_BATCH];
+    unsigned n_out;
+    struct udp_sock *open; /* the socket whose answers are gathered now, or NULL */
+};
+
 struct px_dnsd {
     struct px_worker *w;
+    struct udp_batch *batch;
     struct udp_sock udp[PX_MAX_LISTENERS];
     size_t n_udp;
     struct evconnlistener *tcp[PX_MAX_LISTENERS];
@@ -60,30 +83,76 @@ struct px_dnsd {
 
 /* ------------------------------------------------------------ UDP */
 
+/* Send what the batch gathered (a full socket buffer drops the rest, as
+ * the network could: the clients ask again). */
+static void batch_flush(struct udp_batch *b)
+{
+    unsigned sent = 0;
+
+    while (sent < b->n_out) {
+        int n = sendmmsg(b->open->fd, b->out_msg + sent, b->n_out - sent, MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        sent += (unsigned)n;
+    }
+    b->n_out = 0;
+}
+
 static void udp_send(void *arg, const union px_sockaddr *peer, socklen_t peer_len,
                      const uint8_t *msg, size_t len)
 {
     struct udp_sock *u = arg;
+    struct udp_batch *b = u->d->batch;
 
-    /* A full socket buffer drops the answer, as the network could: the
-     * client asks again. */
-    (void)sendto(u->fd, msg, len, MSG_DONTWAIT, &peer->sa, peer_len);
+    if (b->open != u || len > sizeof(b->out[0])) {
+        (void)sendto(u->fd, msg, len, MSG_DONTWAIT, &peer->sa, peer_len);
+        return;
+    }
+    if (b->n_out == UDP_BATCH)
+        batch_flush(b);
+    unsigned i = b->n_out++;
+    memcpy(b->out[i], msg, len);
+    memcpy(&b->out_peer[i], peer, peer_len);
+    b->out_iov[i] = (struct iovec){b->out[i], len};
+    b->out_msg[i].msg_hdr = (struct msghdr){.msg_name = &b->out_peer[i],
+                                            .msg_namelen = peer_len,
+                                            .msg_iov = &b->out_iov[i],
+                                            .msg_iovlen = 1};
+}
+
+/* The batch's receiving side, ready for recvmmsg. */
+static void batch_arm(struct udp_batch *b)
+{
+    for (unsigned i = 0; i < UDP_BATCH; i++) {
+        b->in_iov[i] = (struct iovec){b->in[i], sizeof(b->in[i])};
+        b->in_msg[i].msg_hdr = (struct msghdr){.msg_name = &b->in_peer[i],
+                                               .msg_namelen = sizeof(b->in_peer[i]),
+                                               .msg_iov = &b->in_iov[i],
+                                               .msg_iovlen = 1};
+    }
 }
 
 static void on_udp(evutil_socket_t fd, short what, void *arg)
 {
-    static _Thread_local uint8_t buf[DNS_MSG_MAX];
     struct udp_sock *u = arg;
+    struct udp_batch *b = u->d->batch;
     (void)what;
 
-    for (int i = 0; i < UDP_BATCH; i++) {
+    batch_arm(b);
+    int n = recvmmsg(fd, b->in_msg, UDP_BATCH, MSG_DONTWAIT, NULL);
+    if (n <= 0)
+        return; /* EAGAIN, or an ICMP error reported on the socket */
+    b->open = u;
+    for (int i = 0; i < n; i++) {
         struct px_dnsq_from from = {.send = udp_send, .arg = u, .pending = &u->d->pending};
-        from.peer_len = sizeof(from.peer);
-        ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, &from.peer.sa, &from.peer_len);
-        if (n < 0)
-            return; /* EAGAIN, or an ICMP error reported on the socket */
-        px_dnsq_handle(u->d->w, &from, buf, (size_t)n);
+        /* (a datagram cut to UDP_QUERY_MAX ends inside its records or
+         * leaves bytes over: TRUNCATED or TRAILING, answered FORMERR) */
+        memcpy(&from.peer, &b->in_peer[i], b->in_msg[i].msg_hdr.msg_namelen);
+        from.peer_len = b->in_msg[i].msg_hdr.msg_namelen;
+        px_dnsq_handle(u->d->w, &from, b->in[i], b->in_msg[i].msg_len);
     }
+    batch_flush(b);
+    b->open = NULL;
 }
 
 /* A UDP socket bound to a, its own in this worker (SO_REUSEPORT). */
@@ -250,6 +319,8 @@ int px_dnsd_open(struct px_worker *w, char *err, size_t errlen)
         abort();
     d->w = w;
     w->dnsd = d;
+    if ((d->batch = calloc(1, sizeof(*d->batch))) == NULL)
+        abort();
     for (size_t i = 0; i < cfg->n_dns; i++)
         if (udp_open(d, &cfg->dns[i], err, errlen) != 0 ||
             tcp_open(d, &cfg->dns[i], err, errlen) != 0)
@@ -281,6 +352,7 @@ void px_dnsd_close(struct px_worker *w)
     if (d->log_timer != NULL)
         event_free(d->log_timer);
     px_dnsq_log_end(w);
+    free(d->batch);
     free(d);
     w->dnsd = NULL;
 }

@@ -194,10 +194,16 @@ static void summary_add(struct px_worker *w, const struct px_log_entry *e, enum 
     s->count = 1;
 }
 
+/* Whether q is a sandbox's denial by the policy, which goes to its ring. */
+static bool noted_as_denial(const struct px_dnsq *q)
+{
+    return q->sb != NULL && q->r.reason <= PX_R_BAD_HOST && q->r.reason != PX_R_ALLOWED;
+}
+
 /* A denial by the policy goes to the sandbox's ring (GET .../denials). */
 static void note_denial(const struct px_dnsq *q, const struct px_log_entry *e)
 {
-    if (q->sb == NULL || q->r.reason > PX_R_BAD_HOST || q->r.reason == PX_R_ALLOWED)
+    if (!noted_as_denial(q))
         return;
     struct px_denial d = {
         .ts_ms = e->ts_ms,
@@ -216,7 +222,8 @@ static void log_query(const struct px_dnsq *q, const struct outcome *o)
     char rule[160], src[PX_SOCKADDR_TEXT_MAX], qtype[12];
 
     px_metrics_dns_query(o->served);
-    if (o->served == PX_DNSS_DROPPED)
+    if (o->served == PX_DNSS_DROPPED ||
+        (px_d.cfg->dns_log == PX_DNS_LOG_OFF && !noted_as_denial(q)))
         return;
     entry_of(q, o, &e, rule, sizeof(rule), src, qtype);
     note_denial(q, &e);
@@ -322,7 +329,9 @@ static void on_resolved(enum px_dns_result res, const struct px_dns_answer *a, v
         return;
     }
     uint32_t ttl = a->ttl < ttl_max ? a->ttl : ttl_max;
-    if (a->source != PX_DNS_SRC_HOSTS) /* the hosts-file is the same for every worker */
+    /* Only a fresh answer: the hosts-file is the same for every worker, and
+     * a cached one was noted when it came, for longer than it holds now. */
+    if (a->source == PX_DNS_SRC_NET)
         px_handout_note(q->r.host.text, (const uint8_t(*)[16])a->addr, a->n, ttl);
     finish(q, DNS_RC_NOERROR, PX_DNSS_ANSWER, (const uint8_t(*)[16])a->addr, a->n, ttl);
 }
