@@ -8,6 +8,7 @@
 #                     host" namespace), lo up
 #   wall_up           build everything below; the EXIT trap (wall_down)
 #                     removes it all, also on failure; 0 when all came up
+#   wall_up_tap TEXT  wall_up as one TAP line; exit 1 (after `summary`) if not
 #   wall_down         stop every process, remove $T
 #   in_ns NS CMD...   run CMD in namespace NS (inet, lan or probe)
 #   sbx ARGS...       sandboxctl -c $CONF ARGS...
@@ -325,6 +326,24 @@ wall_up() {
     wall_egressd || return 1
     pve_sim_start 9 "$(wall_world)" --vm-net || return 1
     wall_sandboxctl
+}
+
+# wall_up_tap TEXT: wall_up as one TAP line, TEXT when all came up; else
+# its output and the simulator's log as diagnostics, the caller's
+# `summary`, and exit 1 (the scripts go no further without it).
+wall_up_tap() {
+    local log
+    log=$(mktemp "${TMPDIR:-/tmp}/wall-up.XXXXXX")
+    if ! wall_up >"$log" 2>&1; then
+        ok 1 "the topology comes up (bridge, internet, LAN, egressd, simulator with --vm-net)"
+        sed 's/^/#   /' "$log"
+        [ -n "${PVE_SIM_DIR:-}" ] && diag_file "$PVE_SIM_DIR/sim.log"
+        rm -f "$log"
+        summary
+        exit 1
+    fi
+    rm -f "$log"
+    ok 0 "$1"
 }
 
 sbx() { "$SBX_BIN" -c "$CONF" "$@"; }

@@ -29,17 +29,7 @@ summary() {
     echo "$((tap_n - tap_failed)) passed, $tap_failed failed ($((SECONDS - started)) s)"
     tap_end
 }
-up_log=$(mktemp "${TMPDIR:-/tmp}/wall-up.XXXXXX")
-if ! wall_up >"$up_log" 2>&1; then
-    ok 1 "the topology comes up (bridge, internet, LAN, egressd, simulator with --vm-net)"
-    sed 's/^/#   /' "$up_log"
-    [ -n "${PVE_SIM_DIR:-}" ] && diag_file "$PVE_SIM_DIR/sim.log"
-    rm -f "$up_log"
-    summary
-    exit 1
-fi
-rm -f "$up_log"
-ok 0 "the topology is up: vmbr99 10.99.0.1/24, internet, LAN, egressd on $PROXY, the simulator with --vm-net"
+wall_up_tap "the topology is up: vmbr99 10.99.0.1/24, internet, LAN, egressd on $PROXY, the simulator with --vm-net"
 
 # json_get JSON PYEXPR: PYEXPR over j = the parsed JSON.
 json_get() {
