@@ -318,6 +318,7 @@ static char **string_slot(struct sbx_config *c, const char *dir)
         {"mcp-token-file", offsetof(struct sbx_config, mcp_token_file)},
         {"state-dir", offsetof(struct sbx_config, state_dir)},
         {"egressd-admin-token-file", offsetof(struct sbx_config, egress_token_file)},
+        {"guest-user", offsetof(struct sbx_config, guest_user)},
     };
 
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
@@ -358,6 +359,10 @@ static int *int_slot(struct sbx_config *c, const char *dir, int *max)
         *max = 100;
         return &c->max_snapshots;
     }
+    if (strcmp(dir, "pull-max-refs") == 0) {
+        *max = 1000000;
+        return &c->pull_max_refs;
+    }
     return NULL;
 }
 
@@ -366,7 +371,7 @@ static int check_string_word(struct cursor *cur, const char *dir, const char *w)
     if (strcmp(dir, "pve-url") == 0 && strncmp(w, "https://", 8) != 0)
         return fail(cur, "pve-url: expected https://HOST:8006, got '%s'", w);
     if ((strcmp(dir, "node") == 0 || strcmp(dir, "pool") == 0 || strcmp(dir, "storage") == 0 ||
-         strcmp(dir, "bridge") == 0) &&
+         strcmp(dir, "bridge") == 0 || strcmp(dir, "guest-user") == 0) &&
         !valid_name(w))
         return fail(cur, "%s: '%s' is not a name (letters, digits, . _ -)", dir, w);
     if (strcmp(dir, "gateway") == 0) {
@@ -377,11 +382,95 @@ static int check_string_word(struct cursor *cur, const char *dir, const char *w)
     return 0;
 }
 
+/* pull-max-bytes SIZE, pull-max-blob-bytes SIZE, pull-max-objects N */
+static int parse_pull_cap(struct cursor *cur, struct sbx_config *c, const char *dir, const char *w)
+{
+    long v;
+
+    if (strcmp(dir, "pull-max-objects") == 0) {
+        int n = 0;
+        if (parse_int(cur, dir, w, 1, 100000000, &n))
+            return -1;
+        c->pull_max_objects = n;
+        return 0;
+    }
+    if (sbx_bytes_parse(w, &v) || v < 1024)
+        return fail(cur, "%s: expected a size of at least 1k (64m, 1g), got '%s'", dir, w);
+    if (strcmp(dir, "pull-max-bytes") == 0)
+        c->pull_max_bytes = v;
+    else
+        c->pull_max_blob_bytes = v;
+    return 0;
+}
+
+static void free_protected(struct sbx_config *c)
+{
+    for (int i = 0; c->protected_paths[i]; i++) {
+        free(c->protected_paths[i]);
+        c->protected_paths[i] = NULL;
+    }
+}
+
+/* protected-paths PATTERN...: the first line replaces the built-in list,
+ * later ones add to it; "none" alone empties it. */
+static int parse_protected(struct cursor *cur, struct sbx_config *c, char **v, int n)
+{
+    int have = 0;
+
+    if (!c->protected_set)
+        free_protected(c);
+    c->protected_set = 1;
+    if (n == 0)
+        return fail(cur, "protected-paths: expected patterns (.github/ CODEOWNERS /.*/) or none");
+    if (n == 1 && strcmp(v[0], "none") == 0) {
+        free_protected(c);
+        return 0;
+    }
+    while (c->protected_paths[have])
+        have++;
+    for (int i = 0; i < n; i++) {
+        if (have == SBX_MAX_PROTECTED)
+            return fail(cur, "protected-paths: at most %d patterns", SBX_MAX_PROTECTED);
+        if (strcmp(v[i], "/") == 0 || strstr(v[i], "//") || strlen(v[i]) > 200)
+            return fail(cur, "protected-paths: '%.200s' is not a pattern", v[i]);
+        c->protected_paths[have++] = xstrdup(v[i]);
+    }
+    return 0;
+}
+
+static int parse_mcp_repo(struct cursor *cur, struct sbx_config *c, const char *label,
+                          const char *dir)
+{
+    struct sbx_mcp_repo *r;
+
+    if (!valid_name(label))
+        return fail(cur, "mcp-repo: '%s' is not a label (letters, digits, . _ -)", label);
+    if (dir[0] != '/')
+        return fail(cur, "mcp-repo: expected an absolute directory, got '%s'", dir);
+    for (int i = 0; i < c->nmcp_repos; i++)
+        if (strcmp(c->mcp_repos[i].label, label) == 0)
+            return fail(cur, "mcp-repo: '%s' is given twice", label);
+    if (c->nmcp_repos == SBX_MAX_MCP_REPOS)
+        return fail(cur, "mcp-repo: at most %d lines", SBX_MAX_MCP_REPOS);
+    r = &c->mcp_repos[c->nmcp_repos++];
+    snprintf(r->label, sizeof r->label, "%s", label);
+    r->dir = xstrdup(dir);
+    return 0;
+}
+
 static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
 {
-    static const char *const one_word[] = {"pve-fingerprint", "template",   "ip-pool",
-                                           "proxy",           "dns-addr",   "egressd-admin",
-                                           "exec-output-max", "transparent"};
+    static const char *const one_word[] = {"pve-fingerprint",
+                                           "template",
+                                           "ip-pool",
+                                           "proxy",
+                                           "dns-addr",
+                                           "egressd-admin",
+                                           "exec-output-max",
+                                           "transparent",
+                                           "pull-max-bytes",
+                                           "pull-max-objects",
+                                           "pull-max-blob-bytes"};
     const char *dir = v[0];
     char **str;
     long *dur;
@@ -427,6 +516,16 @@ static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
             return fail(cur, "exec-output-max: expected a size of at least 1k, got '%s'", v[1]);
         return 0;
     }
+    if (strcmp(dir, "pull-max-bytes") == 0 || strcmp(dir, "pull-max-objects") == 0 ||
+        strcmp(dir, "pull-max-blob-bytes") == 0)
+        return parse_pull_cap(cur, c, dir, v[1]);
+    if (strcmp(dir, "protected-paths") == 0)
+        return parse_protected(cur, c, v + 1, n - 1);
+    if (strcmp(dir, "mcp-repo") == 0) {
+        if (n != 3)
+            return fail(cur, "mcp-repo: expected LABEL DIR (an absolute path)");
+        return parse_mcp_repo(cur, c, v[1], v[2]);
+    }
     if (strcmp(dir, "size") == 0) {
         if (n != 4)
             return fail(cur, "size: expected NAME CORES MEMORY_MIB");
@@ -469,6 +568,17 @@ static int split(char *line, char **v)
     }
 }
 
+/* What pull flags unless the config says otherwise (ops_git.c matches). */
+static const char *const default_protected[] = {
+    ".github/",    ".husky/",        ".githooks/",
+    "CODEOWNERS",  "AGENTS.md",      "CLAUDE.md",
+    ".claude/",    ".vscode/",       ".gitattributes",
+    ".gitmodules", "package.json",   "package-lock.json",
+    "yarn.lock",   "pnpm-lock.yaml", "requirements*.txt",
+    "Pipfile*",    "pyproject.toml", "poetry.lock",
+    "go.mod",      "go.sum",         "Cargo.toml",
+    "Cargo.lock",  "Gemfile*",       "/.*/"};
+
 static void set_defaults(struct sbx_config *c)
 {
     static const struct sbx_size sizes[] = {{"small", 2, 4096}, {"medium", 4, 8192}};
@@ -486,6 +596,12 @@ static void set_defaults(struct sbx_config *c)
     c->agent_timeout_ms = 5 * 60 * 1000L;
     c->exec_timeout_ms = 5 * 60 * 1000L;
     c->exec_output_max = 1024 * 1024;
+    c->pull_max_bytes = 64L * 1024 * 1024;
+    c->pull_max_blob_bytes = 100L * 1024 * 1024;
+    c->pull_max_objects = 200000;
+    c->pull_max_refs = 1000;
+    for (size_t i = 0; i < sizeof default_protected / sizeof default_protected[0]; i++)
+        c->protected_paths[i] = xstrdup(default_protected[i]);
 }
 
 static int missing(struct cursor *cur, const char *dir)
@@ -530,6 +646,8 @@ static int check_complete(struct cursor *cur, struct sbx_config *c)
         c->node = xstrdup("auto");
     if (!c->state_dir)
         c->state_dir = xstrdup("/var/lib/sandboxctl");
+    if (!c->guest_user)
+        c->guest_user = xstrdup("agent");
     return 0;
 }
 
@@ -592,7 +710,7 @@ void sbx_config_free(struct sbx_config *c)
     char **strs[] = {&c->path,           &c->pve_url,    &c->pve_token_file,    &c->pve_ca_file,
                      &c->node,           &c->pool,       &c->storage,           &c->bridge,
                      &c->gateway,        &c->proxy_addr, &c->egress_token_file, &c->secrets_file,
-                     &c->mcp_token_file, &c->state_dir,  &c->dns_addr};
+                     &c->mcp_token_file, &c->state_dir,  &c->dns_addr,          &c->guest_user};
 
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);
@@ -605,6 +723,18 @@ void sbx_config_free(struct sbx_config *c)
         free(c->mcp_presets[i]);
         c->mcp_presets[i] = NULL;
     }
+    free_protected(c);
+    for (int i = 0; i < c->nmcp_repos; i++)
+        free(c->mcp_repos[i].dir);
+    c->nmcp_repos = 0;
+}
+
+const char *sbx_config_mcp_repo(const struct sbx_config *c, const char *label)
+{
+    for (int i = 0; i < c->nmcp_repos; i++)
+        if (strcmp(c->mcp_repos[i].label, label) == 0)
+            return c->mcp_repos[i].dir;
+    return NULL;
 }
 
 const struct sbx_size *sbx_config_size(const struct sbx_config *c, const char *name)

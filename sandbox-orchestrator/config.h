@@ -15,6 +15,8 @@
 #define SBX_MAX_SIZES     8
 #define SBX_MAX_PRESETS   32
 #define SBX_NAME_MAX      64
+#define SBX_MAX_PROTECTED 128
+#define SBX_MAX_MCP_REPOS 16
 
 /* One `template [NODE:]VMID` line; node is "" when not given (any node). */
 struct sbx_template {
@@ -27,6 +29,13 @@ struct sbx_size {
     char name[SBX_NAME_MAX];
     int cores;
     int memory_mib;
+};
+
+/* One `mcp-repo LABEL DIR` line: the host repository an MCP client may
+ * fetch a sandbox's changes into, by label (never by path). */
+struct sbx_mcp_repo {
+    char label[SBX_NAME_MAX];
+    char *dir;
 };
 
 /* The whole configuration; every string is owned by the struct (or NULL
@@ -70,6 +79,15 @@ struct sbx_config {
     char *state_dir;
     long http_timeout_ms, task_timeout_ms, agent_timeout_ms, exec_timeout_ms;
     long exec_output_max;
+    /* push/pull (ops_git.c): the guest's user, the caps on what pull takes
+     * in, the paths it flags, and the repositories MCP may fetch into. */
+    char *guest_user;
+    long pull_max_bytes, pull_max_objects, pull_max_blob_bytes;
+    int pull_max_refs;
+    char *protected_paths[SBX_MAX_PROTECTED + 1]; /* NULL-terminated */
+    int protected_set;                            /* a protected-paths line was read */
+    struct sbx_mcp_repo mcp_repos[SBX_MAX_MCP_REPOS];
+    int nmcp_repos;
 };
 
 /* Fill c from the text of a config file named name (used in messages).
@@ -83,6 +101,9 @@ int sbx_config_load(struct sbx_config *c, const char *path, char *err, size_t er
 
 /* Release what c holds; c itself is the caller's.  Safe on a zeroed c. */
 void sbx_config_free(struct sbx_config *c);
+
+/* The directory of the mcp-repo called label, or NULL. */
+const char *sbx_config_mcp_repo(const struct sbx_config *c, const char *label);
 
 /* The size called name, or NULL. */
 const struct sbx_size *sbx_config_size(const struct sbx_config *c, const char *name);

@@ -361,3 +361,55 @@ int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
     json_decref(ans);
     return rc;
 }
+
+/* The last line(s) of a stream, trimmed, at most 400 bytes. */
+static void tail_text(json_t *v, char *buf, size_t len)
+{
+    const char *t = json_is_string(v) ? json_string_value(v) : "";
+    size_t n = json_is_string(v) ? json_string_length(v) : 0;
+
+    while (n > 0 && (t[n - 1] == '\n' || t[n - 1] == ' '))
+        n--;
+    if (n > 400) {
+        t += n - 400;
+        n = 400;
+    }
+    snprintf(buf, len, "%.*s", (int)n, t);
+}
+
+int sbx_guest_script(struct sbx *s, const char *node, int vmid, const char *what,
+                     const char *script, const char *const *args, long timeout_ms, char **out,
+                     char *err, size_t errlen)
+{
+    json_t *argv = json_pack("[s,s,s,s]", "/bin/sh", "-c", script, "sh"), *st = NULL;
+    int rc, sig, code;
+
+    if (out)
+        *out = NULL;
+    for (size_t i = 0; args && args[i]; i++)
+        json_array_append_new(argv, json_string(args[i]));
+    rc = sbx_guest_exec(s, node, vmid, argv, NULL, 0, timeout_ms, &st, err, errlen);
+    json_decref(argv);
+    if (rc)
+        return -1;
+    code = sbx_guest_exit_code(st, &sig);
+    if (code != 0) {
+        char tail[512];
+        tail_text(json_object_get(st, "err-bytes"), tail, sizeof tail);
+        snprintf(err, errlen, "%s: exit %d in the sandbox%s%s", what, code, tail[0] ? ": " : "",
+                 tail);
+        json_decref(st);
+        return -1;
+    }
+    if (out) {
+        json_t *o = json_object_get(st, "out-bytes");
+        size_t n = json_string_length(o);
+        *out = malloc(n + 1);
+        if (!*out)
+            abort();
+        memcpy(*out, json_string_value(o), n);
+        (*out)[n] = '\0';
+    }
+    json_decref(st);
+    return 0;
+}

@@ -45,6 +45,14 @@ int sbx_guest_write(struct sbx *s, const char *node, int vmid, const char *path,
 int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
                    unsigned char **data, size_t *len, char *err, size_t errlen);
 
+/* Run `/bin/sh -c script sh args...` (args NULL-terminated) as root in the
+ * guest and wait up to timeout_ms.  0 when it exited 0, with its stdout in
+ * *out (new NUL-terminated buffer; out may be NULL).  -1 otherwise, err
+ * "what: exit N: " and the end of its stderr. */
+int sbx_guest_script(struct sbx *s, const char *node, int vmid, const char *what,
+                     const char *script, const char *const *args, long timeout_ms, char **out,
+                     char *err, size_t errlen);
+
 /* Bytes as a JSON string: valid UTF-8 is kept, every invalid byte becomes
  * U+FFFD.  New reference. */
 json_t *sbx_guest_text(const unsigned char *data, size_t len);

@@ -17,6 +17,7 @@
 #include "b64.h"
 #include "mcp/mcp.h"
 #include "ops.h"
+#include "review.h"
 #include "sbx.h"
 
 #define DEFAULT_CONFIG "/etc/sandboxctl/sandboxctl.conf"
@@ -40,6 +41,9 @@ static const char usage_text[] =
     "  extend NAME DURATION\n"
     "  destroy NAME\n"
     "  snapshot NAME [LABEL] | rollback NAME LABEL | snapshots NAME\n"
+    "  push NAME --repo DIR [--ref REF]... [--path GUEST_DIR]\n"
+    "  pull NAME --repo DIR [--path GUEST_REPO] [--ref REF]...\n"
+    "  apply NAME --repo DIR --onto BRANCH [--from BRANCH] [--accept-protected] [--yes]\n"
     "  reap | sync | doctor\n"
     "  mcp [--http ADDR:PORT]\n"
     "config: -c FILE (default " DEFAULT_CONFIG ")\n";
@@ -397,6 +401,164 @@ static int cmd_write(struct cli *c, int argc, char **argv)
     return finish(c, rc, out, err, NULL);
 }
 
+static void print_push(json_t *o)
+{
+    printf("pushed %s of %s to %s as %s (base %.12s, %d bytes)\n%s\n", str(o, "branch"),
+           str(o, "repo"), str(o, "name"), str(o, "user"), str(o, "base"),
+           (int)json_integer_value(json_object_get(o, "bundle_bytes")), str(o, "guest_path"));
+}
+
+static void print_pull(json_t *o)
+{
+    json_t *b;
+    size_t i;
+
+    printf("pulled %zu branch(es) of %s:%s into %s (%d bytes, %d objects)\n",
+           json_array_size(json_object_get(o, "branches")), str(o, "name"), str(o, "guest_path"),
+           str(o, "fetched_into"), (int)json_integer_value(json_object_get(o, "bundle_bytes")),
+           (int)json_integer_value(json_object_get(o, "objects")));
+    json_array_foreach(json_object_get(o, "branches"), i, b)
+    {
+        sbx_review_print(b, str(b, "ref"));
+    }
+    if (json_integer_value(json_object_get(o, "flagged")) > 0)
+        printf("%d flagged change(s): apply needs --accept-protected after you reviewed them\n",
+               (int)json_integer_value(json_object_get(o, "flagged")));
+}
+
+/* The options of push, pull and apply into args; -1 on a usage error. */
+static int git_options(struct cli *c, int argc, char **argv, json_t *args, int *yes)
+{
+    static const struct option opts[] = {
+        {"repo", 1, 0, 'r'}, {"ref", 1, 0, 'f'},  {"path", 1, 0, 'p'},
+        {"onto", 1, 0, 'o'}, {"from", 1, 0, 'F'}, {"accept-protected", 0, 0, 'a'},
+        {"yes", 0, 0, 'y'},  {"json", 0, 0, 'j'}, {0, 0, 0, 0}};
+    json_t *refs = json_array();
+    int opt;
+
+    optind = 2;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *key = opt == 'r'   ? "repo"
+                          : opt == 'p' ? "path"
+                          : opt == 'o' ? "onto"
+                          : opt == 'F' ? "from"
+                                       : NULL;
+        if (opt == 'f')
+            json_array_append_new(refs, json_string(optarg));
+        else if (opt == 'a')
+            json_object_set_new(args, "accept_protected", json_true());
+        else if (opt == 'y')
+            *yes = 1;
+        else if (opt == 'j')
+            c->json = 1;
+        else if (key && !json_object_get(args, key))
+            json_object_set_new(args, key, json_string(optarg));
+        else {
+            json_decref(refs);
+            return -1;
+        }
+    }
+    if (json_array_size(refs))
+        json_object_set_new(args, "ref", refs);
+    else
+        json_decref(refs);
+    return optind == argc ? 0 : -1;
+}
+
+static const char git_usage[] = "expected NAME --repo DIR (see the usage)";
+
+static int cmd_push_pull(struct cli *c, int argc, char **argv)
+{
+    int push = strcmp(argv[0], "push") == 0, yes = 0, rc;
+    json_t *args, *out = NULL;
+    char err[4096];
+
+    if (argc < 2 || argv[1][0] == '-')
+        return usage(git_usage);
+    args = json_pack("{s:s}", "name", argv[1]);
+    if (git_options(c, argc, argv, args, &yes) || yes || json_object_get(args, "onto") ||
+        json_object_get(args, "from") || json_object_get(args, "accept_protected") ||
+        !json_object_get(args, "repo")) {
+        json_decref(args);
+        return usage(git_usage);
+    }
+    rc = (push ? sbx_op_push : sbx_op_pull)(c->s, args, &out, err, sizeof err);
+    json_decref(args);
+    return finish(c, rc, out, err, push ? print_push : print_pull);
+}
+
+/* apply on a terminal asks; without one it needs --yes (and
+ * --accept-protected when anything is flagged) given explicitly. */
+static int confirm(json_t *plan, int yes, int accept, char *err, size_t errlen)
+{
+    size_t flags = json_array_size(json_object_get(json_object_get(plan, "review"), "flags"));
+    char line[16];
+
+    if (flags && !accept) {
+        snprintf(err, errlen,
+                 "apply: %zu flagged change(s) shown above: review them, then give "
+                 "--accept-protected",
+                 flags);
+        return -1;
+    }
+    if (yes)
+        return 0;
+    if (!isatty(STDIN_FILENO)) {
+        snprintf(err, errlen, "apply: no terminal to ask: give --yes%s to apply without asking",
+                 flags ? " and --accept-protected" : "");
+        return -1;
+    }
+    fprintf(stderr, "%s %s onto %s? [y/N] ", str(plan, "how"), str(plan, "from"),
+            str(plan, "onto"));
+    if (!fgets(line, sizeof line, stdin) || (line[0] != 'y' && line[0] != 'Y')) {
+        snprintf(err, errlen, "apply: not confirmed, nothing changed");
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_apply(struct cli *c, int argc, char **argv)
+{
+    int yes = 0, rc;
+    json_t *args, *plan = NULL, *out = NULL;
+    char err[4096], label[400];
+
+    if (argc < 2 || argv[1][0] == '-')
+        return usage("apply: expected NAME --repo DIR --onto BRANCH");
+    args = json_pack("{s:s}", "name", argv[1]);
+    if (git_options(c, argc, argv, args, &yes) || json_object_get(args, "path") ||
+        json_object_get(args, "ref") || !json_object_get(args, "repo") ||
+        !json_object_get(args, "onto")) {
+        json_decref(args);
+        return usage("apply: expected NAME --repo DIR --onto BRANCH");
+    }
+    rc = sbx_op_apply(c->s, args, &plan, err, sizeof err);
+    if (rc == 0 && !c->json) {
+        snprintf(label, sizeof label, "sandbox/%s/%s", argv[1], str(plan, "from"));
+        sbx_review_print(json_object_get(plan, "review"), label);
+        printf("plan: %s %s onto %s (%.12s -> %.12s)\n", str(plan, "how"), label, str(plan, "onto"),
+               str(plan, "old"), str(plan, "commit"));
+        fflush(stdout);
+    }
+    if (rc == 0 && strcmp(str(plan, "how"), "nothing") == 0) {
+        json_decref(args);
+        return finish(c, 0, plan, err, NULL);
+    }
+    if (rc == 0)
+        rc = confirm(plan, yes, json_is_true(json_object_get(args, "accept_protected")), err,
+                     sizeof err);
+    if (rc == 0) {
+        json_object_set_new(args, "apply", json_true());
+        json_object_set(args, "commit", json_object_get(plan, "commit"));
+        rc = sbx_op_apply(c->s, args, &out, err, sizeof err);
+    }
+    json_decref(plan);
+    json_decref(args);
+    if (rc == 0 && !c->json)
+        printf("applied: %s is now %.12s\n", str(out, "onto"), str(out, "commit"));
+    return finish(c, rc, out, err, NULL);
+}
+
 /* Commands of positional arguments: NAME, then the listed keys. */
 struct simple {
     const char *name;
@@ -467,6 +629,10 @@ static int dispatch(struct cli *c, int argc, char **argv)
         return cmd_read(c, argc, argv);
     if (strcmp(cmd, "write") == 0)
         return cmd_write(c, argc, argv);
+    if (strcmp(cmd, "push") == 0 || strcmp(cmd, "pull") == 0)
+        return cmd_push_pull(c, argc, argv);
+    if (strcmp(cmd, "apply") == 0)
+        return cmd_apply(c, argc, argv);
     for (size_t i = 0; i < sizeof simple_cmds / sizeof simple_cmds[0]; i++)
         if (strcmp(cmd, simple_cmds[i].name) == 0)
             return run_simple(c, &simple_cmds[i], argc, argv);
@@ -475,7 +641,8 @@ static int dispatch(struct cli *c, int argc, char **argv)
 
 static int known(const char *cmd)
 {
-    static const char *const cmds[] = {"create", "exec", "read", "write", "mcp", NULL};
+    static const char *const cmds[] = {"create", "exec", "read",  "write", "mcp",
+                                       "push",   "pull", "apply", NULL};
 
     for (int i = 0; cmds[i]; i++)
         if (strcmp(cmd, cmds[i]) == 0)

@@ -33,6 +33,22 @@
  *   snapshot   name, label (optional) -> {name, label}
  *   rollback   name, label -> {name, label}
  *   snapshots  name -> {name, snapshots: [{label, created}]}
+ *   push       name, repo (host directory), ref (array, optional: the
+ *              current branch), path (optional: GUEST_HOME/work/REPONAME)
+ *              -> {name, repo, refs, base, branch, user, guest_path,
+ *                  bundle_bytes}; the base is recorded in the state-dir
+ *   pull       name, repo, path (optional: the pushed one), ref (array,
+ *              optional: every branch) -> {name, repo, guest_path,
+ *              bundle_bytes, objects, fetched_into, flagged (n),
+ *              branches: [{branch, ref, commit, base, commits, descendant,
+ *              stat, files, flags: [{path, why}]}]}
+ *   fetch_changes  name, repo (an mcp-repo label) -> as pull; only for a
+ *              repository the administrator pushed to that sandbox
+ *   apply      name, repo, onto, from (optional: onto), commit (optional:
+ *              must still be the sandbox branch's), apply (bool: without
+ *              it only the plan), accept_protected (bool)
+ *              -> {name, onto, from, commit, old, how ("fast-forward",
+ *                  "merge", "nothing"), review, applied (bool)}
  */
 #ifndef SBX_OPS_H
 #define SBX_OPS_H
@@ -55,5 +71,9 @@ int sbx_op_destroy(struct sbx *s, json_t *args, json_t **out, char *err, size_t 
 int sbx_op_snapshot(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_rollback(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_snapshots(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_push(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_pull(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_fetch_changes(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_apply(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 
 #endif

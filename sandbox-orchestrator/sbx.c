@@ -40,6 +40,11 @@ const char *sbx_config_mcp_token_file(const struct sbx *s)
     return s->cfg.mcp_token_file;
 }
 
+int sbx_config_mcp_repos(const struct sbx *s)
+{
+    return s->cfg.nmcp_repos;
+}
+
 int sbx_pve_major(struct sbx *s, char *err, size_t errlen)
 {
     json_t *v = NULL;

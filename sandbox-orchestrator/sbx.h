@@ -42,6 +42,10 @@ const char *const *sbx_config_mcp_presets(const struct sbx *s);
 /* The MCP HTTP bearer token file, or NULL when not configured. */
 const char *sbx_config_mcp_token_file(const struct sbx *s);
 
+/* How many `mcp-repo` lines the config has (fetch_changes is offered
+ * only when there is one). */
+int sbx_config_mcp_repos(const struct sbx *s);
+
 /* The Proxmox VE major version (asked once with GET /version); 0 on error. */
 int sbx_pve_major(struct sbx *s, char *err, size_t errlen);
 

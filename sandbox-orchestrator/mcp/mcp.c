@@ -19,8 +19,9 @@
  * that this file states exactly what it relies on. */
 const char *const *sbx_config_mcp_presets(const struct sbx *s);
 const char *sbx_config_mcp_token_file(const struct sbx *s);
+int sbx_config_mcp_repos(const struct sbx *s);
 
-static const struct sbx_mcp_ops real_ops = {
+static struct sbx_mcp_ops real_ops = {
     .create = sbx_op_create,
     .list = sbx_op_list,
     .exec = sbx_op_exec,
@@ -142,6 +143,8 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         return rc > 0 ? 0 : 2;
     signal(SIGPIPE, SIG_IGN);
     json_object_seed(0); /* before any thread: jansson seeds its hash once */
+    if (sbx_config_mcp_repos(s) > 0)
+        real_ops.fetch_changes = sbx_op_fetch_changes;
     cfg = (struct sbx_mcp_config){
         .tools = tools,
         .ntools = sbx_mcp_tools_sandbox(&real_ops, tools, sizeof tools / sizeof tools[0]),

@@ -55,6 +55,9 @@ struct sbx_mcp_tool {
 /* The operations the sandbox tools call; mcp.c fills it with sbx_op_*. */
 struct sbx_mcp_ops {
     sbx_op_fn create, list, exec, read, write, extend, destroy, snapshot, rollback, snapshots;
+    /* Offered only when set: mcp.c sets it when the administrator
+     * configured an mcp-repo (push_repo is never offered). */
+    sbx_op_fn fetch_changes;
 };
 
 struct sbx_mcp_config {

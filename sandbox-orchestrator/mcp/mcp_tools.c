@@ -241,6 +241,22 @@ static const char snapshots_out[] =
     "\"snapshots\": {\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": "
     "{\"label\": {\"type\": \"string\"}, \"created\": {}}}}}, \"required\": [\"snapshots\"]}";
 
+static const char fetch_in[] =
+    "{\"type\": \"object\", \"properties\": {" NAME_ARG ","
+    "\"repo\": {\"type\": \"string\", \"minLength\": 1, \"description\": \"The label of a "
+    "repository the administrator configured (mcp-repo) and pushed into this sandbox; never a "
+    "path.\"}},"
+    "\"required\": [\"name\", \"repo\"], \"additionalProperties\": false}";
+
+static const char fetch_out[] =
+    "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"},"
+    "\"repo\": {\"type\": \"string\"}, \"fetched_into\": {\"type\": \"string\"},"
+    "\"flagged\": {\"type\": \"integer\"}, \"branches\": {\"type\": \"array\", \"items\": "
+    "{\"type\": \"object\", \"properties\": {\"branch\": {\"type\": \"string\"}, \"commit\": "
+    "{\"type\": \"string\"}, \"base\": {\"type\": \"string\"}, \"commits\": {\"type\": "
+    "\"integer\"}, \"stat\": {\"type\": \"string\"}, \"flags\": {\"type\": \"array\"}}}}},"
+    "\"required\": [\"branches\"]}";
+
 /* Hints (MCP ToolAnnotations); no tool reaches beyond the Proxmox pool. */
 #define HINTS(ro, destructive, idempotent)                                                         \
     "{\"readOnlyHint\": " #ro ", \"destructiveHint\": " #destructive                               \
@@ -292,10 +308,27 @@ size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool 
          "Lists the snapshots of a sandbox that rollback_server can go back to.", name_in,
          snapshots_out, HINTS(true, false, true), ops->snapshots, 0, NULL, NULL},
     };
+    const struct sbx_mcp_tool fetch = {
+        "fetch_changes",
+        "Fetch a sandbox's commits for review",
+        "Fetches the branches of a repository the administrator pushed into a sandbox back to "
+        "the host, into refs/remotes/sandbox/NAME/ only (nothing is merged, no working tree or "
+        "config is written), and answers with each branch's diff stat against the pushed base "
+        "and the flagged changes (protected paths such as CI workflows, hooks, agent "
+        "instructions and lockfiles; symlinks out of the tree). A human applies them.",
+        fetch_in,
+        fetch_out,
+        HINTS(true, false, true),
+        ops->fetch_changes,
+        0,
+        NULL,
+        NULL};
     size_t n = sizeof all / sizeof all[0];
 
     if (n > cap)
         n = cap;
     memcpy(tools, all, n * sizeof all[0]);
+    if (ops->fetch_changes && n < cap)
+        tools[n++] = fetch;
     return n;
 }

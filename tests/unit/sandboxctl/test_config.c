@@ -107,6 +107,34 @@ static void test_dns(void)
     sbx_config_free(&c);
 }
 
+/* push/pull: guest-user, the caps, protected-paths, mcp-repo. */
+static void test_git(void)
+{
+    struct sbx_config c;
+    const char *err = parse_with("", &c);
+
+    ok(err[0] == '\0' && strcmp(c.guest_user, "agent") == 0 && c.pull_max_bytes == 64L << 20 &&
+           c.pull_max_refs == 1000 && c.pull_max_objects == 200000 &&
+           strcmp(c.protected_paths[0], ".github/") == 0 && c.nmcp_repos == 0,
+       "push/pull defaults: guest-user agent, pull-max-bytes 64m, refs 1000, .github/ protected");
+    sbx_config_free(&c);
+    err = parse_with("guest-user root\npull-max-bytes 1m\npull-max-blob-bytes 4m\n"
+                     "pull-max-refs 50\npull-max-objects 10\nprotected-paths a/ b\n"
+                     "protected-paths /c\nmcp-repo proj /srv/proj\n",
+                     &c);
+    ok(err[0] == '\0' && strcmp(c.guest_user, "root") == 0 && c.pull_max_bytes == 1L << 20 &&
+           c.pull_max_blob_bytes == 4L << 20 && c.pull_max_refs == 50 && c.pull_max_objects == 10 &&
+           strcmp(c.protected_paths[0], "a/") == 0 && strcmp(c.protected_paths[2], "/c") == 0 &&
+           !c.protected_paths[3] && strcmp(sbx_config_mcp_repo(&c, "proj"), "/srv/proj") == 0 &&
+           !sbx_config_mcp_repo(&c, "other"),
+       "push/pull settings; the first protected-paths replaces the default, the next adds (%s)",
+       err);
+    sbx_config_free(&c);
+    err = parse_with("protected-paths none\n", &c);
+    ok(err[0] == '\0' && !c.protected_paths[0], "protected-paths none empties the list (%s)", err);
+    sbx_config_free(&c);
+}
+
 struct bad {
     const char *extra;
     const char *want; /* a substring of the error */
@@ -148,6 +176,13 @@ static void test_bad(void)
         {"dns-addr 10.99.0.1:53\n", "t.conf:24: dns-addr: expected an IPv4 address"},
         {"dns-addr 010.99.0.1\n", "t.conf:24: dns-addr: expected an IPv4 address"},
         {"dns-addr NONE\n", "t.conf:24: dns-addr: expected an IPv4 address (10.99.0.1) or 'none'"},
+        {"pull-max-bytes 10\n", "t.conf:24: pull-max-bytes: expected a size of at least 1k"},
+        {"pull-max-refs 0\n", "t.conf:24: pull-max-refs: expected an integer 1.."},
+        {"guest-user a;b\n", "t.conf:24: guest-user: 'a;b' is not a name"},
+        {"mcp-repo proj relative/dir\n", "t.conf:24: mcp-repo: expected an absolute directory"},
+        {"mcp-repo ../x /srv\n", "t.conf:24: mcp-repo: '../x' is not a label"},
+        {"mcp-repo p /a\nmcp-repo p /b\n", "t.conf:25: mcp-repo: 'p' is given twice"},
+        {"protected-paths\n", "t.conf:24: protected-paths: expected patterns"},
     };
     struct sbx_config c;
 
@@ -211,6 +246,7 @@ int main(void)
 {
     test_good();
     test_dns();
+    test_git();
     test_bad();
     test_missing();
     test_durations();
