@@ -2,6 +2,7 @@
  *
  * Exit status: 0 ok, 1 the operation failed, 2 usage or config error.
  * `--json` prints the operation's JSON result instead of the human form.
+ * On a terminal, long operations show their steps on stderr (progress.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -691,6 +692,17 @@ static void catch_signals(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
+/* On a terminal, the steps of create, push and pull appear on stderr as
+ * they run (git's rule: stderr decides, so `--json ... | jq` still shows
+ * them and stdout keeps only the result).  Without a terminal nothing is
+ * added: scripts read stderr for the one error line, and --json's
+ * ready_seconds already tells how long create took. */
+static void show_progress(struct sbx *s)
+{
+    if (isatty(STDERR_FILENO))
+        sbx_progress_set(s, sbx_progress_print, stderr);
+}
+
 int main(int argc, char **argv)
 {
     struct cli c = {DEFAULT_CONFIG, 0, NULL};
@@ -721,8 +733,10 @@ int main(int argc, char **argv)
         curl_global_cleanup();
         return EXIT_USAGE;
     }
-    if (strcmp(argv[i], "mcp") != 0)
+    if (strcmp(argv[i], "mcp") != 0) {
         catch_signals();
+        show_progress(c.s);
+    }
     rc = dispatch(&c, argc - i, argv + i);
     /* A result that could not be written out (a full disk, a closed pipe)
      * must not look like success to a script. */

@@ -12,6 +12,9 @@
  *     or an assistant can act on ("memory guard: 20480 MiB in use + 4096 MiB
  *     asked > max-total-memory-mib 20480").
  *   - args is borrowed; unknown keys are an error, as are missing required ones.
+ *   - create, push and pull tell s->progress (progress.h) of each step as it
+ *     starts and ends, and of the bytes each copy has moved; nothing else is
+ *     written while they run.
  *
  * Argument keys (all strings unless noted):
  *   create     name, size ("small"|"medium"), lifetime ("1h".."24h", default

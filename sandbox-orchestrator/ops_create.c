@@ -847,28 +847,70 @@ static int stopped(char *err, size_t errlen)
     return sbx_cancel != 0;
 }
 
-static int run_steps(struct sbx *s, struct build *b, char *err, size_t errlen)
+/* firewall, then the check that the VM holds exactly what we made. */
+static int walled(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    return firewall(s, b, err, errlen) || verify_firewall(s, b, err, errlen) ? -1 : 0;
+}
+
+static int start_vm(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     char path[256];
 
-    if (stopped(err, errlen) || clone_vm(s, b, err, errlen))
-        return name_step("linked clone", err, errlen);
-    if (stopped(err, errlen) || configure(s, b, err, errlen))
-        return name_step("configure", err, errlen);
-    if (stopped(err, errlen) || firewall(s, b, err, errlen) || verify_firewall(s, b, err, errlen))
-        return name_step("firewall", err, errlen);
     sbx_vm_path(path, sizeof path, b->node, b->vmid, "/status/start");
-    if (stopped(err, errlen) || call_task(s, "POST", path, NULL, NULL, err, errlen))
-        return name_step("start", err, errlen);
-    if (stopped(err, errlen) ||
-        sbx_guest_wait(s, b->node, b->vmid, s->cfg.agent_timeout_ms, err, errlen))
-        return name_step("guest agent", err, errlen);
-    if (stopped(err, errlen) || write_env(s, b, err, errlen))
+    return call_task(s, "POST", path, NULL, NULL, err, errlen);
+}
+
+static int agent_up(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    return sbx_guest_wait(s, b->node, b->vmid, s->cfg.agent_timeout_ms, err, errlen);
+}
+
+/* Inside the guest: the proxy environment, then the secrets. */
+static int guest_setup(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    if (write_env(s, b, err, errlen))
         return name_step("proxy environment", err, errlen);
-    if (stopped(err, errlen) || write_secrets(s, b, err, errlen))
+    if (write_secrets(s, b, err, errlen))
         return name_step("secrets", err, errlen);
-    if (stopped(err, errlen) || bind_sandbox(s, b, err, errlen))
-        return name_step("egressd binding", err, errlen);
+    return 0;
+}
+
+/* One step of create: what progress calls it, what an error calls it
+ * (NULL: the step names its own), and what it does (0 / -1 with err). */
+struct step {
+    const char *label, *what;
+    int (*run)(struct sbx *s, struct build *b, char *err, size_t errlen);
+};
+
+static const struct step steps[] = {
+    {"clone", "linked clone", clone_vm},
+    {"configure", "configure", configure},
+    {"firewall", "firewall", walled},
+    {"start", "start", start_vm},
+    {"guest agent", "guest agent", agent_up},
+    {"guest setup", NULL, guest_setup},
+    {"binding", "egressd binding", bind_sandbox},
+};
+
+/* Run the steps in order, each announced to s->progress; stop at the first
+ * failure or interrupt, with err saying "create: STEP: why". */
+static int run_steps(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    int rc;
+
+    sbx_progress_reset(&s->progress, (int)(sizeof steps / sizeof steps[0]));
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        const struct step *st = &steps[i];
+        if (stopped(err, errlen))
+            return name_step(st->what ? st->what : st->label, err, errlen);
+        sbx_progress_begin(&s->progress, st->label);
+        rc = sbx_progress_end(&s->progress, st->run(s, b, err, errlen) != 0);
+        if (rc && st->what)
+            return name_step(st->what, err, errlen);
+        if (rc)
+            return -1;
+    }
     return 0;
 }
 

@@ -377,6 +377,7 @@ int sbx_op_push(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     int rc = -1;
 
     *out = NULL;
+    sbx_progress_reset(&s->progress, 0);
     if (sbx_args_check(args, keys, err, errlen) ||
         !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
         !(dir = sbx_args_string(args, "repo", 1, err, errlen)))
@@ -715,6 +716,7 @@ int sbx_op_pull(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     int rc;
 
     *out = NULL;
+    sbx_progress_reset(&s->progress, 0);
     if (sbx_args_check(args, keys, err, errlen) ||
         !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
         !(dir = sbx_args_string(args, "repo", 1, err, errlen)) || repo_open(dir, &r, err, errlen) ||
@@ -751,6 +753,7 @@ int sbx_op_fetch_changes(struct sbx *s, json_t *args, json_t **out, char *err, s
     int rc;
 
     *out = NULL;
+    sbx_progress_reset(&s->progress, 0);
     if (sbx_args_check(args, keys, err, errlen) ||
         !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
         !(label = sbx_args_string(args, "repo", 1, err, errlen)))

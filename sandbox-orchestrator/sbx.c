@@ -100,6 +100,11 @@ const char *sbx_args_string(json_t *args, const char *key, int required, char *e
     return json_string_value(v);
 }
 
+void sbx_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg)
+{
+    sbx_progress_listen(&s->progress, fn, arg);
+}
+
 void sbx_scope_owner(struct sbx *s, const char *owner)
 {
     snprintf(s->owner_scope, sizeof s->owner_scope, "%s", owner ? owner : "");

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "progress.h"
 #include "pve.h"
 
 struct sbx {
@@ -23,7 +24,14 @@ struct sbx {
     /* When set, only this owner's sandboxes exist for the operations: the
      * MCP server sets it so an assistant sees and touches its own only. */
     char owner_scope[65];
+    /* Who hears of the steps of create, push and pull as they run
+     * (progress.h); no one by default. */
+    struct sbx_progress progress;
 };
+
+/* Let fn(arg, event) hear the steps of every later operation (fn NULL:
+ * no one); for front ends that do not read struct sbx (mcp/). */
+void sbx_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg);
 
 /* Limit every later operation to the sandboxes of `owner` (NULL: all). */
 void sbx_scope_owner(struct sbx *s, const char *owner);

@@ -1,4 +1,6 @@
-/* xfer.c - large files in and out of a sandbox, in parts, checksummed. */
+/* xfer.c - large files in and out of a sandbox, in parts, checksummed.
+ * Each copy is a step of s->progress ("copy in", "copy out") that reports
+ * the bytes moved after every part. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,13 +57,12 @@ static int join_and_hash(struct sbx *s, const char *node, int vmid, const char *
     return rc;
 }
 
-int sbx_xfer_put(struct sbx *s, const char *node, int vmid, const char *path,
-                 const unsigned char *data, size_t len, char *err, size_t errlen)
+/* Write the parts of data into the guest, each counted in s->progress. */
+static int put_parts(struct sbx *s, const char *node, int vmid, const char *path,
+                     const unsigned char *data, size_t len, size_t nparts, char *err, size_t errlen)
 {
-    char ours[65], theirs[65], part[PART_NAME_MAX];
-    size_t nparts = len <= PART ? 1 : (len + PART - 1) / PART;
+    char part[PART_NAME_MAX];
 
-    sbx_sha256_hex(data, len, ours);
     for (size_t i = 0; i < nparts; i++) {
         size_t off = i * PART, n = len - off < PART ? len - off : PART;
         if (nparts == 1)
@@ -70,7 +71,22 @@ int sbx_xfer_put(struct sbx *s, const char *node, int vmid, const char *path,
             part_name(part, sizeof part, path, i);
         if (sbx_guest_write(s, node, vmid, part, data + off, n, err, errlen))
             return -1;
+        sbx_progress_bytes(&s->progress, (long long)(off + n), (long long)len);
     }
+    return 0;
+}
+
+int sbx_xfer_put(struct sbx *s, const char *node, int vmid, const char *path,
+                 const unsigned char *data, size_t len, char *err, size_t errlen)
+{
+    char ours[65], theirs[65];
+    size_t nparts = len <= PART ? 1 : (len + PART - 1) / PART;
+
+    sbx_sha256_hex(data, len, ours);
+    sbx_progress_begin(&s->progress, "copy in");
+    if (sbx_progress_end(&s->progress,
+                         put_parts(s, node, vmid, path, data, len, nparts, err, errlen) != 0))
+        return -1;
     if (join_and_hash(s, node, vmid, path, nparts, theirs, err, errlen))
         return -1;
     if (strcmp(ours, theirs) != 0) {
@@ -136,6 +152,7 @@ static int read_parts(struct sbx *s, const char *node, int vmid, const char *pat
         memcpy(buf + off, d, n);
         off += n;
         free(d);
+        sbx_progress_bytes(&s->progress, (long long)off, (long long)size);
     }
     if (off != size) {
         snprintf(err, errlen, "copy out of the sandbox: read %zu bytes of %s, %zu reported", off,
@@ -162,7 +179,9 @@ int sbx_xfer_get(struct sbx *s, const char *node, int vmid, const char *path, lo
     buf = malloc(n ? n : 1);
     if (!buf)
         abort();
-    rc = read_parts(s, node, vmid, path, nparts, buf, n, err, errlen);
+    sbx_progress_begin(&s->progress, "copy out");
+    rc = sbx_progress_end(&s->progress,
+                          read_parts(s, node, vmid, path, nparts, buf, n, err, errlen) != 0);
     if (nparts > 1)
         remove_parts(s, node, vmid, path, nparts);
     if (rc == 0) {

@@ -20,6 +20,7 @@
 const char *const *sbx_config_mcp_presets(const struct sbx *s);
 const char *sbx_config_mcp_token_file(const struct sbx *s);
 int sbx_config_mcp_repos(const struct sbx *s);
+void sbx_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg);
 
 static struct sbx_mcp_ops real_ops = {
     .create = sbx_op_create,
@@ -152,6 +153,7 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .presets = sbx_config_mcp_presets(s),
         .owner = default_owner(a.owner),
         .version = EGRESSD_VERSION, /* serverInfo.version */
+        .progress_set = sbx_progress_set,
     };
     /* The assistant sees and touches its owner's sandboxes only. */
     sbx_scope_owner(s, cfg.owner);

@@ -2,7 +2,8 @@
  *
  * Implements the parts of MCP 2025-11-25 a tools-only server needs:
  * lifecycle (initialize, notifications/initialized, version negotiation),
- * ping, tools/list and tools/call.  Errors follow JSON-RPC 2.0 section 5.1;
+ * ping, tools/list and tools/call (with notifications/progress when the
+ * call carries a progressToken: mcp_progress.c).  Errors follow JSON-RPC 2.0 section 5.1;
  * a failing operation or arguments that do not fit the tool's inputSchema are
  * a tool result with isError (MCP "tool execution errors", SEP-1303), so the
  * assistant reads the reason and can correct itself.
@@ -306,8 +307,29 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Runs the operation of tool t under the operation lock; with a progress
+ * token (and a transport and an sbx that can tell) its steps go to the
+ * client as notifications/progress while it runs. */
+static int op_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, size_t t,
+                  const json_t *token, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    struct sbx_mcp_progress progress = {sess, token, 0};
+    int wants = token && sess->notify && srv->cfg.progress_set;
+    int rc;
+
+    pthread_mutex_lock(&srv->op_lock);
+    if (wants)
+        srv->cfg.progress_set(srv->cfg.sbx, sbx_mcp_progress_event, &progress);
+    rc = srv->cfg.tools[t].fn(srv->cfg.sbx, args, out, err, errlen);
+    if (wants)
+        srv->cfg.progress_set(srv->cfg.sbx, NULL, NULL);
+    pthread_mutex_unlock(&srv->op_lock);
+    return rc;
+}
+
 /* Runs tool t; every failure is a tool result with isError. */
-static json_t *tool_run(struct sbx_mcp_server *srv, size_t t, const json_t *given)
+static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, size_t t,
+                        const json_t *given, const json_t *token)
 {
     const struct sbx_mcp_tool *tool = &srv->cfg.tools[t];
     char err[1024] = "";
@@ -323,9 +345,7 @@ static json_t *tool_run(struct sbx_mcp_server *srv, size_t t, const json_t *give
         return tool_result(err, NULL, 1);
     }
     start = now_seconds();
-    pthread_mutex_lock(&srv->op_lock);
-    rc = tool->fn(srv->cfg.sbx, args, &out, err, sizeof err);
-    pthread_mutex_unlock(&srv->op_lock);
+    rc = op_run(srv, sess, t, token, args, &out, err, sizeof err);
     json_decref(args);
     if (rc == 0 && !json_is_object(out)) {
         json_decref(out);
@@ -350,8 +370,12 @@ static json_t *tool_run(struct sbx_mcp_server *srv, size_t t, const json_t *give
     return r;
 }
 
-static json_t *on_tools_call(struct sbx_mcp_server *srv, const json_t *id, const json_t *params)
+/* tools/call; params._meta.progressToken (a string or an integer) asks
+ * for notifications/progress while the tool runs. */
+static json_t *on_tools_call(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
+                             const json_t *id, const json_t *params)
 {
+    const json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
     const json_t *name = json_object_get(params, "name");
     const json_t *args = json_object_get(params, "arguments");
     json_t *empty = NULL, *r;
@@ -366,7 +390,7 @@ static json_t *on_tools_call(struct sbx_mcp_server *srv, const json_t *id, const
             continue;
         if (!args)
             args = empty = json_object();
-        r = tool_run(srv, t, args);
+        r = tool_run(srv, sess, t, args, id_valid(token) ? token : NULL);
         json_decref(empty);
         return rpc_result(id, r);
     }
@@ -408,7 +432,7 @@ json_t *sbx_mcp_handle(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
     else if (strcmp(method, "tools/list") == 0)
         r = on_tools_list(srv, id, params);
     else if (strcmp(method, "tools/call") == 0)
-        r = on_tools_call(srv, id, params);
+        r = on_tools_call(srv, sess, id, params);
     else
         r = rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
     json_decref(empty);

@@ -5,6 +5,7 @@
  *                 tools/list, tools/call) over a table of tools; no I/O.
  *   mcp_tools.c   the sandbox tools: names, descriptions, JSON Schemas and
  *                 annotations, bound to a set of operation functions.
+ *   mcp_progress.c  an operation's steps as notifications/progress.
  *   mcp_stdio.c,  the transports: newline-delimited JSON on stdin/stdout, and
  *   mcp_http.c    Streamable HTTP on one loopback address.
  * mcp.c binds the tools to the real sbx_op_* functions and the configuration.
@@ -19,6 +20,7 @@
 #include <jansson.h>
 
 #include "../ops.h"
+#include "../progress.h"
 
 /* The protocol version we speak, and every older one we also accept. */
 #define SBX_MCP_PROTOCOL_LATEST "2025-11-25"
@@ -68,6 +70,10 @@ struct sbx_mcp_config {
     const char *owner;          /* for SBX_MCP_TOOL_SETS_OWNER tools */
     const char *version;        /* serverInfo.version */
     FILE *log;                  /* the one line per tool call; NULL: stderr */
+    /* Optional: lets fn(arg, event) hear the steps of sbx's operations (fn
+     * NULL: no one); mcp.c sets sbx_progress_set.  Without it no tool
+     * sends notifications/progress. */
+    void (*progress_set)(struct sbx *s, sbx_progress_fn fn, void *arg);
 };
 
 /* What one client connection has negotiated (one per stdio run, one per
@@ -76,9 +82,26 @@ struct sbx_mcp_session {
     char version[16];    /* negotiated protocol version; "" before initialize */
     int initialize_seen; /* an initialize request was answered */
     int initialized;     /* notifications/initialized arrived */
+    /* Optional, set by the transport: sends msg (stolen), a notification,
+     * to the client before the answer to the request being handled.  NULL
+     * when the transport cannot (then no notifications/progress). */
+    void (*notify)(void *arg, json_t *msg);
+    void *notify_arg;
 };
 
 struct sbx_mcp_server;
+
+/* One request's notifications/progress (mcp_progress.c): the session they
+ * go to, the request's progressToken (borrowed) and the last value sent. */
+struct sbx_mcp_progress {
+    struct sbx_mcp_session *sess;
+    const json_t *token;
+    double last;
+};
+
+/* An sbx_progress_fn: arg is a struct sbx_mcp_progress whose session has
+ * a notify function; sends one notifications/progress for ev. */
+void sbx_mcp_progress_event(void *arg, const struct sbx_progress_event *ev);
 
 /* Builds a server over cfg->tools (copied by reference: the table and the
  * strings must outlive the server).  Returns NULL and fills err when a

@@ -44,6 +44,13 @@ static int send_message(int fd, json_t *msg)
     return rc;
 }
 
+/* A session's notify on stdio: arg is the output fd; a client that has
+ * gone is noticed at the answer. */
+static void notify(void *arg, json_t *msg)
+{
+    (void)send_message(*(int *)arg, msg);
+}
+
 static int blank(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)
@@ -76,7 +83,7 @@ static int send_too_long(int out_fd)
 
 int sbx_mcp_stdio_run(struct sbx_mcp_server *srv, int in_fd, int out_fd)
 {
-    struct sbx_mcp_session sess = {0};
+    struct sbx_mcp_session sess = {.notify = notify, .notify_arg = &out_fd};
     size_t cap = 64 * 1024, len = 0, scan = 0, start;
     char *buf = malloc(cap), *nl;
     int skipping = 0, rc = 0;

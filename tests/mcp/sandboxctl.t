@@ -25,7 +25,7 @@ trap 'stop_mcp; sbx_stop_all quiet' EXIT
 sdk() {
     local mode=$1 name=$2 rc
     shift 2
-    MCP_SANDBOX=$name MCP_PRESETS=balanced,locked MCP_DENIED_PRESET=open \
+    MCP_SANDBOX=$name MCP_PRESETS=balanced,locked MCP_DENIED_PRESET=open MCP_PROGRESS=steps \
         "$MCP_NODE22" "$TOP/tests/mcp/sdk-client.mjs" "$mode" "$@" \
         >"$T/sdk-$mode.out" 2>"$T/sdk-$mode.log"
     rc=$?
@@ -80,6 +80,36 @@ sys.exit(0 if info["name"] == "sandboxctl" and info["version"] == sys.argv[2] el
 tap_ok $? "initialize: serverInfo.version is meson's project version ($version)"
 sbx destroy mcp-owner-1 >/dev/null 2>&1
 tap_ok $? "the command line destroys it again"
+! grep -q 'notifications/progress' "$T/owner.out"
+tap_ok $? "a create_server without _meta.progressToken gets no notifications/progress"
+
+# Progress over raw JSON-RPC: the request's token on every notification,
+# a start and an end per step in order, all before the result.
+printf '%s\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}' \
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_server","_meta":{"progressToken":"tok-7"},"arguments":{"name":"mcp-progress-1","size":"small","lifetime":"1h","policy":"locked"}}}' \
+    '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"destroy_server","_meta":{"progressToken":8},"arguments":{"name":"mcp-progress-1"}}}' \
+    | timeout 120 "$SBX_BIN" -c "$CONF" mcp --owner mcp-tester >"$T/progress.out" 2>"$T/progress.err"
+python3 - "$T/progress.out" <<'PY'
+import json, re, sys
+msgs = [json.loads(l) for l in open(sys.argv[1])]
+at = next(i for i, m in enumerate(msgs) if m.get("id") == 2)
+notes = [m for m in msgs[:at] if m.get("method") == "notifications/progress"]
+steps = ["clone", "configure", "firewall", "start", "guest agent", "guest setup", "binding"]
+want = [s + w for s in steps for w in (": started (", ": done in ")]
+p = [n["params"] for n in notes]
+ok = (len(p) == 14 and all(x["progressToken"] == "tok-7" for x in p)
+      and [x["progress"] for x in p] == list(range(1, 15)) and all(x["total"] == 14 for x in p)
+      and all(x["message"].startswith(w) and re.search(r"\(\d+\.\d s so far\)$", x["message"])
+              for x, w in zip(p, want))
+      and msgs[at]["result"]["isError"] is False
+      and not any(m.get("method") for m in msgs[at + 1:]))
+if not ok:
+    print("# " + json.dumps(p)[:1500])
+sys.exit(0 if ok else 1)
+PY
+tap_ok $? "create_server with _meta.progressToken: 14 notifications/progress with the token, in step order, then the result; destroy_server sends none"
 
 # Owner scope: another owner's sandbox does not exist for the MCP server.
 sbx create --name other-owner-1 --size small --lifetime 1h --owner someone-else \

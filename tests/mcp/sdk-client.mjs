@@ -8,7 +8,8 @@
 // Environment: MCP_NODE_MODULES (where the SDK is installed), MCP_SANDBOX
 // (name of the sandbox to create), MCP_PRESETS (the permitted presets,
 // comma-separated; the first is used), MCP_DENIED_PRESET (one that is not
-// permitted), MCP_SIZE (default small).
+// permitted), MCP_SIZE (default small), MCP_PROGRESS (steps: create_server
+// must send notifications/progress for each create step over stdio).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -38,10 +39,12 @@ function check(cond, what, detail) {
   return cond;
 }
 
-// Calls a tool; a thrown error becomes {thrown}.
-async function call(client, tool, args, timeout = 120000) {
+// Calls a tool; a thrown error becomes {thrown}.  With onprogress the SDK
+// sends a progressToken and hands each notifications/progress to it.
+async function call(client, tool, args, timeout = 120000, onprogress = undefined) {
   try {
-    return await client.callTool({ name: tool, arguments: args }, undefined, { timeout });
+    return await client.callTool({ name: tool, arguments: args }, undefined,
+      onprogress ? { timeout, onprogress } : { timeout });
   } catch (e) {
     return { thrown: e };
   }
@@ -96,9 +99,27 @@ let r = await call(client, 'create_server', { name, size, lifetime: '1h', policy
 check(!r.thrown && r.isError === true && text(r).includes('not a preset permitted'),
   `${mode}: create_server with preset '${denied}' (not permitted) is a tool error`, r);
 
-r = await call(client, 'create_server', { name, size, lifetime: '1h', policy: presets[0] });
+const progress = [];
+r = await call(client, 'create_server', { name, size, lifetime: '1h', policy: presets[0] }, 120000,
+  (p) => progress.push(p));
 check(good(r) && sc(r).name === name && typeof sc(r).expires === 'string',
   `${mode}: create_server makes ${name} (structuredContent passes the outputSchema)`, r);
+// Progress (MCP_PROGRESS=steps: the real server): over stdio a start and an
+// end per step, in order, values growing to the total; the HTTP transport
+// answers in one JSON body and sends none, nor does a server whose
+// operations report no steps (mcp_fake_server).
+const steps = ['clone', 'configure', 'firewall', 'start', 'guest agent', 'guest setup', 'binding'];
+const wantMsgs = steps.flatMap((s) => [`${s}: started`, `${s}: done in`]);
+if (mode === 'stdio' && process.env.MCP_PROGRESS === 'steps') {
+  check(progress.length === wantMsgs.length &&
+    progress.every((p, i) => p.message.startsWith(wantMsgs[i]) && /\(\d+\.\d s so far\)$/.test(p.message) &&
+      p.progress === i + 1 && p.total === wantMsgs.length),
+  `${mode}: create_server sent notifications/progress for every step, in order, with seconds`,
+  progress);
+} else {
+  check(progress.length === 0, `${mode}: no notifications/progress (JSON responses, or no steps)`,
+    progress);
+}
 
 r = await call(client, 'list_servers', {});
 check(good(r) && sc(r).sandboxes.some((s) => s.name === name),
