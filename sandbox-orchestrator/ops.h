@@ -37,7 +37,7 @@
  *   rollback   name, label -> {name, label}
  *   snapshots  name -> {name, snapshots: [{label, created}]}
  *   push       name, repo (host directory), ref (array, optional: the
- *              current branch), path (optional: GUEST_HOME/work/REPONAME)
+ *              current branch), path (optional: GUEST_HOME/repos/REPONAME)
  *              -> {name, repo, refs, base, branch, user, guest_path,
  *                  bundle_bytes}; the base is recorded in the state-dir
  *   pull       name, repo, path (optional: the pushed one), ref (array,

@@ -286,7 +286,7 @@ static const char prepare_script[] =
     "set -e; u=$1; repo=$2; dest=$3\n"
     "home=$(getent passwd \"$u\" | cut -d: -f6)\n"
     "[ -n \"$home\" ] || { echo \"the sandbox has no user '$u' (guest-user)\" >&2; exit 3; }\n"
-    "[ -n \"$dest\" ] || dest=$home/work/$repo\n"
+    "[ -n \"$dest\" ] || dest=$home/repos/$repo\n"
     "[ ! -e \"$dest\" ] || { echo \"$dest exists already in the sandbox\" >&2; exit 4; }\n"
     "d=$(mktemp -d /tmp/sbx-push.XXXXXX); chmod 755 \"$d\"\n"
     "printf '%s\\n%s\\n%s\\n' \"$home\" \"$dest\" \"$d\"";

@@ -106,7 +106,9 @@ ok = (len(p) == 14 and all(x["progressToken"] == "tok-7" for x in p)
       and msgs[at]["result"]["isError"] is False
       and not any(m.get("method") for m in msgs[at + 1:]))
 if not ok:
-    print("# " + json.dumps(p)[:1500])
+    print("# " + json.dumps(p)[-600:])
+    print("# result: " + json.dumps(msgs[at])[:600])
+    print("# after: " + json.dumps(msgs[at + 1:])[:800])
 sys.exit(0 if ok else 1)
 PY
 tap_ok $? "create_server with _meta.progressToken: 14 notifications/progress with the token, in step order, then the result; destroy_server sends none"

@@ -37,7 +37,7 @@ in_guest() {
 
 # fresh CASE: push main again into a new guest path for one hostile case.
 fresh() {
-    GUEST_REPO=/home/agent/work/$1
+    GUEST_REPO=/home/agent/repos/$1
     sbx push g1 --repo "$H" --path "$GUEST_REPO" >"$T/push.out" 2>&1 ||
         { echo "# push for $1 failed: $(cat "$T/push.out")"; return 1; }
 }
@@ -86,10 +86,10 @@ run_version() {
     out=$(sbx push g1 --repo "$H" 2>&1)
     rc=$?
     ok $rc "PVE $v: push g1 --repo host ($(tr '\n' ' ' <<<"$out" | head -c 300))"
-    check "PVE $v: push prints the clone's path in the guest" grep -qx /home/agent/work/host <<<"$out"
-    GUEST_REPO=/home/agent/work/host
+    check "PVE $v: push prints the clone's path in the guest" grep -qx /home/agent/repos/host <<<"$out"
+    GUEST_REPO=/home/agent/repos/host
     check "PVE $v: the clone belongs to agent, not root" \
-        test "$(sbx exec g1 -- stat -c %U /home/agent/work/host/.git/HEAD)" = agent
+        test "$(sbx exec g1 -- stat -c %U /home/agent/repos/host/.git/HEAD)" = agent
     check "PVE $v: the clone has the three commits and main checked out" \
         test "$(in_guest 'git log --format=%s main | tr "\n" ,; git rev-parse --abbrev-ref HEAD')" = "commit 3,commit 2,commit 1,main"
     check "PVE $v: the clone has no remote (the bundle is gone)" \

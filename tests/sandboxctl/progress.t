@@ -109,7 +109,7 @@ run_version() {
     ok $? "PVE $v: push of a 20 MiB bundle on a terminal ($(tr '\r' '|' <"$T/t6" | tr '\n' ' ' | head -c 300))"
     check "PVE $v: push: the copy shows 16 MiB after the first part, all of it at the end, with seconds" \
         python3 -c 'import re,sys; t=open(sys.argv[1], newline="").read(); sys.exit(0 if re.search(r"  copy in +\.\.\.\r  copy in +\.\.\. 16\.0/20\.0 MiB\r  copy in +\.\.\. 20\.0/20\.0 MiB [0-9]+\.[0-9] s\r?\n", t) else 1)' "$T/t6"
-    sbx exec p1 -- runuser -u agent -- sh -c 'cd /home/agent/work/host && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m more' >/dev/null
+    sbx exec p1 -- runuser -u agent -- sh -c 'cd /home/agent/repos/host && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m more' >/dev/null
     on_tty "$T/t7" both "$SBX_BIN" -c "$CONF" pull p1 --repo "$H"
     ok $? "PVE $v: pull of a 20 MiB bundle on a terminal ($(tr '\r' '|' <"$T/t7" | tr '\n' ' ' | head -c 300))"
     check "PVE $v: pull: the copy out shows its bytes per part, with seconds" \
