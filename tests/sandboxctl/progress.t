@@ -62,7 +62,9 @@ PY
 run_version() {
     local v=$1 out rc H
     sbx_start "$v" || { ok 1 "PVE $v: simulator and both egressd start"; return; }
-    echo "exec-timeout 120s" | sbx_write_config
+    # (a 16 MiB part is 22 MB of base64 from the simulator: under the whole
+    # suite's load one call can take more than the default 30 s)
+    printf '%s\n' "exec-timeout 120s" "http-timeout 180s" | sbx_write_config
 
     # on a terminal: the steps, then the human result
     on_tty "$T/t1" both "$SBX_BIN" -c "$CONF" create --name p1 --size small --owner alice --policy p
