@@ -62,6 +62,11 @@ static uint16_t file_index(struct ruleset *rs, const char *file)
     return (uint16_t)rs->n_files++;
 }
 
+static bool host_keyed(const struct rule *r)
+{
+    return r->kind == RK_EXACT || r->kind == RK_SUB || r->kind == RK_APEX_SUB;
+}
+
 static struct crule compact(struct ruleset *rs, uint32_t idx)
 {
     const struct rule *r = &rs->rules[idx];
@@ -69,7 +74,8 @@ static struct crule compact(struct ruleset *rs, uint32_t idx)
     c.file = file_index(rs, r->file);
     c.flags =
         (uint8_t)((r->deny ? CR_DENY : 0) | (r->raw ? CR_RAW : 0) |
-                  (r->private_ok ? CR_PRIVATE_OK : 0) | (r->until != NO_EXPIRY ? CR_UNTIL : 0));
+                  (r->private_ok ? CR_PRIVATE_OK : 0) | (r->until != NO_EXPIRY ? CR_UNTIL : 0) |
+                  (host_keyed(r) && r->u.inject != NULL ? CR_INJECT : 0));
     if (r->ports_kind == PORTS_ANY) {
         c.flags |= CR_PORTS_ANY;
     } else if (r->ports_kind == PORTS_LIST) {
@@ -182,11 +188,6 @@ void htab_free(struct htab *t)
     memset(t, 0, sizeof(*t));
 }
 
-static bool host_keyed(const struct rule *r)
-{
-    return r->kind == RK_EXACT || r->kind == RK_SUB || r->kind == RK_APEX_SUB;
-}
-
 /* The list a rule that is not host-keyed goes to. */
 static uint32_t **role(struct ruleset *rs, const struct rule *r, size_t **n)
 {
@@ -196,6 +197,12 @@ static uint32_t **role(struct ruleset *rs, const struct rule *r, size_t **n)
     }
     *n = r->deny ? &rs->n_regex_deny : &rs->n_regex_allow;
     return r->deny ? &rs->regex_deny : &rs->regex_allow;
+}
+
+static int cmp_rule(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
 }
 
 static int cmp_port(const void *a, const void *b)
@@ -225,9 +232,49 @@ static void index_ports(struct ruleset *rs)
     rs->n_named_ports = k;
 }
 
+struct inject_pos {
+    const struct policy_inject *inject;
+    uint32_t rule;
+};
+
+static int by_inject(const void *a, const void *b)
+{
+    const struct inject_pos *x = a, *y = b;
+    uintptr_t p = (uintptr_t)x->inject, q = (uintptr_t)y->inject;
+    if (p != q)
+        return p < q ? -1 : 1;
+    return (x->rule > y->rule) - (x->rule < y->rule);
+}
+
+/* rs->injects: the rules with an `inject` clause, in rule order.  Copies
+ * of one rule (a preset included by two presets that another includes)
+ * share the clause: only the first copy is listed. */
+static void index_injects(struct ruleset *rs)
+{
+    struct inject_pos *pos;
+    size_t n = 0, k = 0;
+
+    for (size_t i = 0; i < rs->n_rules; i++)
+        n += host_keyed(&rs->rules[i]) && rs->rules[i].u.inject != NULL;
+    if (n == 0)
+        return;
+    pos = xcalloc(n, sizeof(*pos));
+    for (size_t i = 0; i < rs->n_rules; i++)
+        if (host_keyed(&rs->rules[i]) && rs->rules[i].u.inject != NULL)
+            pos[k++] = (struct inject_pos){rs->rules[i].u.inject, (uint32_t)i};
+    qsort(pos, n, sizeof(*pos), by_inject);
+    rs->injects = xcalloc(n, sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || pos[i].inject != pos[i - 1].inject)
+            rs->injects[rs->n_injects++] = pos[i].rule;
+    qsort(rs->injects, rs->n_injects, sizeof(uint32_t), cmp_rule);
+    free(pos);
+}
+
 void ruleset_index(struct ruleset *rs)
 {
     index_ports(rs);
+    index_injects(rs);
     struct hitem *hosts = xcalloc(rs->n_rules, sizeof(*hosts));
     struct hitem *rkeys = xcalloc(rs->n_rules, sizeof(*rkeys));
     size_t n_hosts = 0, n_rkeys = 0, *n;

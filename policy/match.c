@@ -77,7 +77,8 @@ static bool crule_port_ok(const struct ruleset *rs, const struct crule *c, uint1
 }
 
 /* Note the first deny and the first allow among a key's rules that apply
- * at this position (apex: the key is the whole host). */
+ * at this position (apex: the key is the whole host), and whether an
+ * inject rule is among them. */
 static void note_rules(const struct ruleset *rs, const struct crule *c, uint32_t n, bool apex,
                        uint16_t port, int64_t now, struct match *m)
 {
@@ -86,6 +87,7 @@ static void note_rules(const struct ruleset *rs, const struct crule *c, uint32_t
         if (!kind_ok || !crule_port_ok(rs, c, port) ||
             ((c->flags & CR_UNTIL) && !active(&rs->rules[c->rule], now)))
             continue;
+        m->inject |= (c->flags & CR_INJECT) != 0;
         struct hit *h = (c->flags & CR_DENY) ? &m->deny : &m->allow;
         if (h->file == NULL)
             *h = (struct hit){rs->files[c->file], c->line, (c->flags & CR_RAW) != 0,
@@ -178,6 +180,34 @@ static void match_regexes(const struct ruleset *rs, const struct policy *p,
         first_regex(rs, narrowed ? cand : rs->regex_allow, narrowed ? n_cand : rs->n_regex_allow,
                     false, p, h, port, now, &md, &m->allow);
     pcre2_match_data_free(md);
+}
+
+/* Whether name h ends in the label sequence key (klen bytes) at a label
+ * boundary, with at least one label before it. */
+static bool strict_suffix(const struct policy_host *h, const char *key, size_t klen)
+{
+    return h->len > klen && h->text[h->len - klen - 1] == '.' &&
+           memcmp(h->text + h->len - klen, key, klen) == 0;
+}
+
+bool rule_names_host(const struct rule *r, const struct policy_host *h)
+{
+    if (h->kind != POLICY_HOST_NAME)
+        return false;
+    size_t klen = strlen(r->u.key);
+    bool apex = h->len == klen && memcmp(h->text, r->u.key, klen) == 0;
+    switch (r->kind) {
+    case RK_EXACT: return apex;
+    case RK_SUB: return strict_suffix(h, r->u.key, klen);
+    case RK_APEX_SUB: return apex || strict_suffix(h, r->u.key, klen);
+    default: return false;
+    }
+}
+
+bool rule_matches_host(const struct rule *r, const struct policy_host *h, uint16_t port,
+                       int64_t now)
+{
+    return port_ok(r, port) && active(r, now) && rule_names_host(r, h);
 }
 
 const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *idx, size_t n,

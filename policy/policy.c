@@ -322,6 +322,7 @@ struct policy_binding *policy_binding_new(struct policy *p, const char *preset,
     ruleset_index(&b->extras);
     b->policy = policy_ref(p);
     b->preset = rs;
+    b->n_injects = rs->n_injects + b->extras.n_injects;
     if (diag->n > errors) {
         policy_binding_free(b);
         return NULL;
@@ -362,22 +363,29 @@ enum policy_decision policy_decide_name(const struct policy_binding *b,
                                         struct policy_verdict *v)
 {
     struct match m = {0};
+    bool extras_seen = false;
 
     memset(v, 0, sizeof(*v));
     ruleset_match_name(b->preset, b->policy, host, port, now, &m);
+    if (m.deny.file == NULL && m.allow.file == NULL) {
+        ruleset_match_name(&b->extras, b->policy, host, port, now, &m);
+        extras_seen = true;
+    }
     if (m.deny.file != NULL) {
         verdict(v, b, true, POLICY_R_DENY_RULE, &m.deny);
-        return v->decision;
-    }
-    if (m.allow.file == NULL)
-        ruleset_match_name(&b->extras, b->policy, host, port, now, &m);
-    if (m.allow.file == NULL) {
+    } else if (m.allow.file == NULL) {
         verdict(v, b, true, POLICY_R_NOT_ALLOWED, NULL);
-        return v->decision;
+    } else {
+        verdict(v, b, false, POLICY_R_ALLOWED, &m.allow);
+        v->raw = m.allow.raw;
+        v->private_ok = m.allow.private_ok;
     }
-    verdict(v, b, false, POLICY_R_ALLOWED, &m.allow);
-    v->raw = m.allow.raw;
-    v->private_ok = m.allow.private_ok;
+    /* The preset's host rules (and the extras', when they were looked at)
+     * noted any inject rule on the way; the extras' inject rules are
+     * scanned only when they exist and were not. */
+    if (!m.inject && !extras_seen && b->extras.n_injects > 0 && v->decision != POLICY_DENY)
+        m.inject = ruleset_inject_match(&b->extras, host, port, now);
+    v->inject = m.inject && v->decision != POLICY_DENY;
     return v->decision;
 }
 
@@ -428,6 +436,52 @@ static void try_port(const struct policy_binding *b, const struct policy_host *h
     }
 }
 
+/* Whether the name phase says inject on `port` (0: nothing to try). */
+static bool inject_on(const struct policy_binding *b, const struct policy_host *host, uint16_t port,
+                      int64_t now)
+{
+    struct policy_verdict v;
+    return port != 0 && policy_decide_name(b, host, port, now, &v) != POLICY_DENY && v.inject;
+}
+
+/* Whether inject rule r, which names host and is active, makes the name
+ * phase say inject on one of its ports.  A `:*` rule does on the port
+ * policy_decide_name_any() chose, which is not denied; the others are
+ * tried port by port. */
+static bool inject_rule_somewhere(const struct policy_binding *b, const struct rule *r,
+                                  const struct policy_host *host, int64_t now)
+{
+    static const uint16_t web[] = {443, 80};
+    const uint16_t *ports = r->ports_kind == PORTS_LIST ? r->ports : web;
+    size_t n = r->ports_kind == PORTS_LIST ? r->n_ports : 2;
+
+    if (r->ports_kind == PORTS_ANY)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (inject_on(b, host, ports[i], now))
+            return true;
+    return false;
+}
+
+/* v->inject for policy_decide_name_any, whose verdict is not a deny: on
+ * some port an active inject rule matches and the name is not denied
+ * there.  Only the ports of the inject rules naming the host are tried. */
+static bool inject_any_port(const struct policy_binding *b, const struct policy_host *host,
+                            int64_t now)
+{
+    const struct ruleset *sets[2] = {b->preset, &b->extras};
+
+    for (int s = 0; s < 2; s++) {
+        for (size_t i = 0; i < sets[s]->n_injects; i++) {
+            const struct rule *r = &sets[s]->rules[sets[s]->injects[i]];
+            if (now < r->until && rule_names_host(r, host) &&
+                inject_rule_somewhere(b, r, host, now))
+                return true;
+        }
+    }
+    return false;
+}
+
 enum policy_decision policy_decide_name_any(const struct policy_binding *b,
                                             const struct policy_host *host, int64_t now,
                                             struct policy_verdict *v, uint16_t *port)
@@ -442,6 +496,8 @@ enum policy_decision policy_decide_name_any(const struct policy_binding *b,
             try_port(b, host, sets[s]->named_ports[i], now, v, port);
     if (v->decision != POLICY_ALLOW)
         try_port(b, host, unnamed_port(b), now, v, port);
+    if (!v->inject && b->n_injects > 0 && v->decision != POLICY_DENY)
+        v->inject = inject_any_port(b, host, now);
     return v->decision;
 }
 
@@ -508,12 +564,14 @@ enum policy_decision policy_decide_addr(const struct policy_binding *b, const ui
         v->decision = POLICY_DENY;
         v->reason = POLICY_R_PRIVATE_RANGE;
         v->rule = (struct policy_rule_ref){NULL, 0};
+        v->inject = false;
         return v->decision;
     }
     r = ruleset_match_ip(b->preset, b->preset->ip_deny, b->preset->n_ip_deny, addr, port, now);
     if (r != NULL) {
         struct hit h = {r->file, r->line, false, false};
         verdict(v, b, true, POLICY_R_DENY_RULE, &h);
+        v->inject = v->inject && v->decision != POLICY_DENY;
         return v->decision;
     }
     g = geo_denied(b->preset, v->country, v->asn);
@@ -521,6 +579,7 @@ enum policy_decision policy_decide_addr(const struct policy_binding *b, const ui
         v->decision = b->preset->report ? POLICY_WOULD_DENY : POLICY_DENY;
         v->reason = POLICY_R_GEO;
         v->rule = (struct policy_rule_ref){g->file, g->line};
+        v->inject = v->inject && v->decision != POLICY_DENY;
     }
     return v->decision;
 }

@@ -99,6 +99,8 @@ struct policy_verdict {
     struct policy_rule_ref rule;
     bool raw;        /* the allowing rule says `raw`: no ClientHello required */
     bool private_ok; /* the allowing rule says `private-ok` */
+    bool inject;     /* an active `inject` rule matches (never with POLICY_DENY):
+                      * policy_injects_for() says which */
     /* Address phase only, when the GeoIP databases are given: */
     char country[3]; /* ISO 3166-1 alpha-2, "" when unknown */
     uint32_t asn;    /* 0 when unknown */
@@ -192,12 +194,56 @@ void policy_binding_free(struct policy_binding *b); /* NULL is a no-op */
 const char *policy_binding_preset(const struct policy_binding *b);
 bool policy_binding_report(const struct policy_binding *b);
 
+/* ----------------------------------------------------------- injection */
+
+/* `HOST[:PORTS] inject KIND secret NAME`: an allow rule that also tells the
+ * caller which secret to put into which request header for that host.
+ * HOST is a name, `*.NAME` or `.NAME` (never a regex, `*`, `ip` rule or IP
+ * literal); the rule allows its host exactly as a plain allow rule does. */
+enum policy_inject_kind {
+    POLICY_INJECT_X_API_KEY, /* x-api-key: SECRET */
+    POLICY_INJECT_BEARER,    /* authorization: Bearer SECRET */
+    POLICY_INJECT_BASIC,     /* authorization: Basic SECRET (the secret is user:password) */
+    POLICY_INJECT_HEADER,    /* FIELD: SECRET */
+};
+
+struct policy_inject {
+    enum policy_inject_kind kind;
+    const char *field;  /* the header field, lower case: "x-api-key", "authorization"
+                         * (bearer, basic) or FIELD */
+    const char *secret; /* the secret's name, [a-z0-9][a-z0-9_-]{0,62} */
+    struct policy_rule_ref rule;
+    const char *host; /* as written, normalized: "api.anthropic.com", "*.x", ".x" */
+};
+
+/* "x-api-key", "bearer", "basic", "header". */
+const char *policy_inject_kind_str(enum policy_inject_kind k);
+
+/* Every active (not expired at `now`) inject rule of binding b that
+ * matches `host` on `port`, in rule order: the preset's own lines, then the
+ * rules of the presets it includes (in the order of its include lines),
+ * then the binding's extra lines; a rule included twice counts once.  At
+ * most `max` go to out[] (out may be NULL when max is 0); returns how many
+ * matched in all (which may exceed max).  Deny rules are not consulted:
+ * the caller checks the name phase's decision (v->inject) first.  The
+ * pointers stay valid as long as the binding.  Pure. */
+size_t policy_injects_for(const struct policy_binding *b, const struct policy_host *host,
+                          uint16_t port, int64_t now, const struct policy_inject **out, size_t max);
+
+/* The i-th inject rule of binding b (active or not, any host), in the
+ * order of policy_injects_for(); NULL past the end.  For the caller to
+ * build what depends on every rule (the names a sandbox CA may sign, the
+ * secrets to load). */
+const struct policy_inject *policy_binding_inject(const struct policy_binding *b, size_t i);
+
 /* ------------------------------------------------------------ deciding */
 
 /* Name phase: may this binding reach `host` on `port` at time `now` (Unix
  * seconds)?  Deny rules win over allow rules in any order; `until` rules
  * past their time are ignored.  IP-literal hosts are judged by `ip` rules
- * (and exact rules naming the literal).  Fills *v; returns v->decision. */
+ * (and exact rules naming the literal).  v->inject: an active inject rule
+ * matches host and port, and the decision is not POLICY_DENY.  Fills *v;
+ * returns v->decision. */
 enum policy_decision policy_decide_name(const struct policy_binding *b,
                                         const struct policy_host *host, uint16_t port, int64_t now,
                                         struct policy_verdict *v);
@@ -206,7 +252,10 @@ enum policy_decision policy_decide_name(const struct policy_binding *b,
  * some port at time `now`?  (The policy DNS server answers a name that
  * way: a lookup says no port.)  Fills *v with the best verdict of any port
  * (an allow before a would_deny before a deny; among equals the lowest
- * port, 443 and 80 first) and *port with that port; returns v->decision. */
+ * port, 443 and 80 first) and *port with that port; returns v->decision.
+ * v->inject: on some port (not necessarily *port) the name phase would
+ * say inject, i.e. an active inject rule matches there and it is not
+ * denied there. */
 enum policy_decision policy_decide_name_any(const struct policy_binding *b,
                                             const struct policy_host *host, int64_t now,
                                             struct policy_verdict *v, uint16_t *port);
@@ -216,7 +265,8 @@ enum policy_decision policy_decide_name_any(const struct policy_binding *b,
  * private-ok and report mode carry over).  Checks deny-range minus
  * allow-range (IPv4-mapped, NAT64 and 6to4 forms included), `deny ip`
  * rules and geo rules.  Fills *v (country/asn when the databases are
- * there); returns v->decision. */
+ * there; v->inject cleared when the address is denied); returns
+ * v->decision. */
 enum policy_decision policy_decide_addr(const struct policy_binding *b, const uint8_t addr[16],
                                         uint16_t port, const struct policy_verdict *name,
                                         int64_t now, struct policy_verdict *v);

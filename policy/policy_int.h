@@ -49,7 +49,13 @@ struct rule {
             pcre2_code *re;  /* owned by the pool */
             const char *key; /* the name every match ends in, or NULL */
         } rx;                /* RK_REGEX */
-        const char *key;     /* host-keyed kinds, in the pool */
+        struct {             /* host-keyed kinds (RK_EXACT, RK_SUB, RK_APEX_SUB) */
+            const char *key; /* in the pool */
+            /* an `inject` rule's clause, in the pool; NULL: none.  The
+             * copies an include makes share it (that is how a rule
+             * included twice is listed once). */
+            const struct policy_inject *inject;
+        };
     } u;
 };
 
@@ -90,6 +96,7 @@ enum {
     CR_PORTS_ANY = 16,  /* neither ANY nor LIST: 443 and 80 */
     CR_PORTS_LIST = 32, /* port[0..1], or rules[rule].ports with CR_PORTS_MORE */
     CR_PORTS_MORE = 64,
+    CR_INJECT = 128, /* an `inject` rule (rules[rule].u.inject) */
 };
 
 /* Keys up to this many bytes live in their slot. */
@@ -167,6 +174,9 @@ struct ruleset {
      * from that of a port no rule names (policy_decide_name_any). */
     uint16_t *named_ports;
     size_t n_named_ports;
+    /* The `inject` rules, in rule order, a rule included twice once. */
+    uint32_t *injects;
+    size_t n_injects;
 };
 
 struct policy {
@@ -184,6 +194,7 @@ struct policy_binding {
     struct policy *policy;
     const struct ruleset *preset;
     struct ruleset extras;
+    size_t n_injects; /* preset's and extras' together: 0 skips all inject work */
     struct pool pool;
 };
 
@@ -240,11 +251,25 @@ struct hit {
 
 struct match {
     struct hit deny, allow;
+    bool inject; /* an active inject rule among the host rules looked at */
 };
 void ruleset_match_name(const struct ruleset *rs, const struct policy *p,
                         const struct policy_host *h, uint16_t port, int64_t now, struct match *m);
+/* Does rule r (host-keyed kinds; any other kind never does) name host h,
+ * whatever the port and time? */
+bool rule_names_host(const struct rule *r, const struct policy_host *h);
+/* Does it match h on port at now (active, port listed, host named)? */
+bool rule_matches_host(const struct rule *r, const struct policy_host *h, uint16_t port,
+                       int64_t now);
 const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *idx, size_t n,
                                     const uint8_t addr[16], uint16_t port, int64_t now);
+
+/* inject.c */
+/* Does any active inject rule of rs match h on port? (rule order) */
+bool ruleset_inject_match(const struct ruleset *rs, const struct policy_host *h, uint16_t port,
+                          int64_t now);
+/* Header field names `inject header FIELD` may not name, lower case. */
+bool inject_field_reserved(const char *field, size_t len);
 
 /* FNV-1a, fed from the end of a name: the hash of every suffix of a host
  * falls out of one pass.  Keys are compared in full after a tag match, so

@@ -7,11 +7,18 @@
  *
  *   line     = rule | "deny" target [until] | "deny" geo | "mode" MODE
  *            | "include" NAME
- *   rule     = target *( "raw" | "private-ok" | "until" TIME )
+ *   rule     = target *( "raw" | "private-ok" | "until" TIME | inject )
  *   target   = host [":" ports] | "ip" cidr [":" ports]
+ *   inject   = "inject" ( "x-api-key" | "bearer" | "basic" | "header" FIELD )
+ *              "secret" SECRET
  *   host     = NAME | "*." NAME | "." NAME | "*" | "~" REGEX | IPLITERAL
  *   ports    = "*" | PORT *( "," PORT )
  *   geo      = "country" 1*CC | "asn" 1*NUMBER
+ *   FIELD    = an RFC 9110 token (section 5.6.2) of at most 64 bytes
+ *   SECRET   = [a-z0-9] 0*62( [a-z0-9_-] )
+ *
+ * `inject` goes only on an allow rule for a host name, "*." NAME or "."
+ * NAME, and not with `raw` or `private-ok`.
  *
  * Every error is reported as FILE:LINE:COL with what was expected and what
  * was found; a line with an error adds no rule.
@@ -23,6 +30,10 @@
 
 #define MAX_TOKENS 64
 #define MAX_PORTS  64
+/* Longest header field name `inject header FIELD` takes. */
+#define MAX_FIELD 64
+/* Longest secret name. */
+#define MAX_SECRET 63
 
 struct token {
     const char *s;
@@ -36,6 +47,7 @@ struct line {
     struct token tok[MAX_TOKENS];
     size_t n;
     bool failed;
+    bool ip_rule; /* the target is `ip CIDR` */
 };
 
 /* Quote a token for a message: at most 60 bytes, control bytes escaped. */
@@ -346,8 +358,169 @@ static bool parse_host_target(struct line *l, const struct token *t, struct rule
     return true;
 }
 
+/* An RFC 9110 tchar (section 5.6.2). */
+static bool tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* `header FIELD`'s field, lower-cased into the pool; NULL after an error. */
+static const char *parse_field(struct line *l, const struct token *t)
+{
+    char low[MAX_FIELD], msg[192];
+    bool token = t->len <= MAX_FIELD;
+
+    for (size_t i = 0; i < t->len && token; i++) {
+        token = tchar(t->s[i]);
+        low[i] = (t->s[i] >= 'A' && t->s[i] <= 'Z') ? (char)(t->s[i] | 0x20) : t->s[i];
+    }
+    if (!token) {
+        expected(l, t, t->col, "a header field name (an RFC 9110 token of at most 64 bytes)");
+        return NULL;
+    }
+    if (inject_field_reserved(low, t->len)) {
+        snprintf(msg, sizeof(msg),
+                 "'header %.*s' cannot be injected: it is a hop-by-hop, framing or routing "
+                 "field, which egressd itself sets",
+                 (int)t->len, low);
+        problem(l, t->col, msg);
+        return NULL;
+    }
+    return pool_strndup(l->ctx->pool, low, t->len);
+}
+
+static bool secret_name_ok(const struct token *t)
+{
+    if (t->len == 0 || t->len > MAX_SECRET)
+        return false;
+    for (size_t i = 0; i < t->len; i++) {
+        char c = t->s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '_' && c != '-')))
+            return false;
+    }
+    return true;
+}
+
+/* The host of a host-keyed rule as written, normalized: "x", "*.x", ".x". */
+static const char *inject_host(struct pool *pool, const struct rule *r)
+{
+    const char *prefix = r->kind == RK_SUB ? "*." : r->kind == RK_APEX_SUB ? "." : "";
+    size_t np = strlen(prefix), nk = strlen(r->u.key);
+    char *s = pool_alloc(pool, np + nk + 1);
+
+    memcpy(s, prefix, np);
+    memcpy(s + np, r->u.key, nk + 1);
+    return s;
+}
+
+/* Why rule r cannot carry `inject` (NULL: it can). */
+static const char *inject_refused(const struct line *l, const struct rule *r)
+{
+    if (r->deny)
+        return "'inject' is not allowed on a deny rule (a denied host gets no secret)";
+    switch (r->kind) {
+    case RK_REGEX:
+        return "'inject' needs a host name, '*.NAME' or '.NAME', not a regular expression";
+    case RK_ANY: return "'inject' needs a host name, '*.NAME' or '.NAME', not '*'";
+    case RK_IP:
+        return l->ip_rule ? "'inject' needs a host name, '*.NAME' or '.NAME', not an 'ip' rule"
+                          : "'inject' needs a host name, '*.NAME' or '.NAME', not an IP address";
+    default: return r->u.inject != NULL ? "'inject' given twice in one rule" : NULL;
+    }
+}
+
+/* The token after tok[i], or NULL at the end of the line (then *col is
+ * where the missing word would start). */
+static const struct token *next_word(const struct line *l, size_t i, unsigned *col)
+{
+    *col = l->tok[i].col + (unsigned)l->tok[i].len;
+    return i + 1 < l->n ? &l->tok[i + 1] : NULL;
+}
+
+/* `inject KIND secret NAME`, tok[*i] being "inject": r's clause, in the
+ * pool; *i left on NAME.  False after an error. */
+static bool parse_inject(struct line *l, size_t *i, struct rule *r)
+{
+    static const struct {
+        const char *word, *field;
+        enum policy_inject_kind kind;
+    } kinds[] = {
+        {"x-api-key", "x-api-key", POLICY_INJECT_X_API_KEY},
+        {"bearer", "authorization", POLICY_INJECT_BEARER},
+        {"basic", "authorization", POLICY_INJECT_BASIC},
+        {"header", NULL, POLICY_INJECT_HEADER},
+    };
+    const char *why = inject_refused(l, r);
+    struct policy_inject inj = {.rule = {l->ctx->file, l->lineno}};
+    const struct token *t;
+    unsigned col;
+    size_t k = 0;
+
+    if (why != NULL) {
+        problem(l, l->tok[*i].col, why);
+        return false;
+    }
+    t = next_word(l, (*i)++, &col);
+    while (t != NULL && k < sizeof(kinds) / sizeof(kinds[0]) && !tok_is(t, kinds[k].word))
+        k++;
+    if (t == NULL || k == sizeof(kinds) / sizeof(kinds[0])) {
+        expected(l, t, t ? t->col : col,
+                 "'x-api-key', 'bearer', 'basic' or 'header FIELD' after 'inject'");
+        return false;
+    }
+    inj.kind = kinds[k].kind;
+    inj.field = kinds[k].field;
+    if (inj.kind == POLICY_INJECT_HEADER) {
+        t = next_word(l, (*i)++, &col);
+        if (t == NULL) {
+            expected(l, NULL, col, "a header field name after 'header'");
+            return false;
+        }
+        if ((inj.field = parse_field(l, t)) == NULL)
+            return false;
+    }
+    t = next_word(l, (*i)++, &col);
+    if (t == NULL || !tok_is(t, "secret")) {
+        expected(l, t, t ? t->col : col, "'secret NAME' after the kind of injection");
+        return false;
+    }
+    t = next_word(l, (*i)++, &col);
+    if (t == NULL || !secret_name_ok(t)) {
+        expected(l, t, t ? t->col : col, "a secret name ([a-z0-9][a-z0-9_-]{0,62})");
+        return false;
+    }
+    inj.secret = pool_strndup(l->ctx->pool, t->s, t->len);
+    inj.host = inject_host(l->ctx->pool, r);
+    struct policy_inject *kept = pool_alloc(l->ctx->pool, sizeof(*kept));
+    *kept = inj;
+    r->u.inject = kept;
+    return true;
+}
+
+/* `inject` and the modifiers it excludes, once the whole line is read. */
+static bool inject_compatible(struct line *l, const struct rule *r, unsigned inject_col)
+{
+    if (inject_col != 0 && r->raw) {
+        problem(l, inject_col,
+                "'inject' cannot be combined with 'raw' (injecting needs the TLS egressd "
+                "terminates; a raw tunnel's bytes pass unread)");
+        return false;
+    }
+    if (inject_col != 0 && r->private_ok) {
+        problem(l, inject_col,
+                "'inject' cannot be combined with 'private-ok' (a secret never goes to a "
+                "denied range)");
+        return false;
+    }
+    return true;
+}
+
 static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
 {
+    unsigned inject_col = 0;
+
     for (; i < l->n; i++) {
         const struct token *t = &l->tok[i];
         if (tok_is(t, "raw") && !r->deny) {
@@ -365,16 +538,20 @@ static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
                 expected(l, t, t->col, "an RFC 3339 time (2026-12-01T00:00Z)");
                 return false;
             }
+        } else if (tok_is(t, "inject")) {
+            inject_col = t->col;
+            if (!parse_inject(l, &i, r))
+                return false;
         } else {
-            const char *what = r->deny ? "'until' or end of line (after a deny rule)"
-                               : l->ctx->extras
-                                   ? "'raw', 'until' or end of line (in a sandbox's lines)"
-                                   : "'raw', 'private-ok', 'until' or end of line";
+            const char *what =
+                r->deny          ? "'until' or end of line (after a deny rule)"
+                : l->ctx->extras ? "'raw', 'inject', 'until' or end of line (in a sandbox's lines)"
+                                 : "'raw', 'private-ok', 'inject', 'until' or end of line";
             expected(l, t, t->col, what);
             return false;
         }
     }
-    return true;
+    return inject_compatible(l, r, inject_col);
 }
 
 static void parse_geo(struct line *l, struct ruleset *rs)
@@ -468,7 +645,7 @@ static bool unknown_directive(struct line *l)
     char msg[200], a[64];
 
     if (l->n < 2 || tok_is(t1, "raw") || tok_is(t1, "private-ok") || tok_is(t1, "until") ||
-        t0->len >= sizeof(a))
+        tok_is(t1, "inject") || t0->len >= sizeof(a))
         return false;
     for (const char *c = ".:*~["; *c != '\0'; c++)
         if (memchr(t0->s, *c, t0->len) != NULL)
@@ -532,6 +709,7 @@ void ruleset_parse_line(struct parse_ctx *ctx, struct ruleset *rs, const char *s
             return;
         }
         i++;
+        l.ip_rule = true;
         ok = parse_ip_target(&l, &l.tok[i], &r);
     } else {
         ok = parse_host_target(&l, &l.tok[i], &r);
@@ -562,5 +740,6 @@ void ruleset_free(struct ruleset *rs)
     free(rs->ip_allow);
     free(rs->geo);
     free(rs->named_ports);
+    free(rs->injects);
     memset(rs, 0, sizeof(*rs));
 }
