@@ -9,7 +9,14 @@
  *     host H it names also loads, and then H is denied (the root dot keeps
  *     a host named like a keyword, "ip" or "country", a host);
  *   - a binding built from the input's lines never allows what the preset
- *     denies.
+ *     denies;
+ *   - inject: the verdict's flag is exactly "not denied, and
+ *     policy_injects_for() lists some rule", on any host and port; every
+ *     rule policy_binding_inject() lists is well formed (a kind, a lower
+ *     case field, a secret name, a host that normalizes to itself);
+ *   - an inject rule allows: the text plus "H. inject bearer secret fz"
+ *     loads, H is then allowed (or denied by a deny rule, without the
+ *     flag) and the new rule is among H's injects.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +60,89 @@ static bool first_name(const char *text, size_t len, struct policy_host *h)
     return false;
 }
 
+/* The verdict's inject flag against the list injects_for gives. */
+static void check_inject_flag(const struct policy_binding *b, const struct policy_host *h,
+                              uint16_t port, const struct policy_verdict *v)
+{
+    size_t n = policy_injects_for(b, h, port, NOW, NULL, 0);
+    CHECK(v->inject == (v->decision != POLICY_DENY && n > 0),
+          "'%s':%u: inject %d, decision %s, %zu injects", h->text, port, v->inject,
+          policy_decision_str(v->decision), n);
+}
+
 static void decide_twice(const struct policy_binding *b, const struct policy_host *h, uint16_t port)
 {
     struct policy_verdict v1, v2;
     policy_decide_name(b, h, port, NOW, &v1);
     policy_decide_name(b, h, port, NOW, &v2);
-    CHECK(v1.decision == v2.decision && v1.reason == v2.reason && v1.rule.line == v2.rule.line,
+    CHECK(v1.decision == v2.decision && v1.reason == v2.reason && v1.rule.line == v2.rule.line &&
+              v1.inject == v2.inject,
           "two verdicts for '%s'", h->text);
+    check_inject_flag(b, h, port, &v1);
+}
+
+/* Every inject rule of b well formed. */
+static void check_inject_list(const struct policy_binding *b)
+{
+    const struct policy_inject *in;
+    for (size_t i = 0; (in = policy_binding_inject(b, i)) != NULL; i++) {
+        size_t skip = strncmp(in->host, "*.", 2) == 0 ? 2 : in->host[0] == '.';
+        struct policy_host h;
+        CHECK(policy_host_normalize(in->host + skip, strlen(in->host + skip), &h) ==
+                      POLICY_HOST_OK &&
+                  h.kind == POLICY_HOST_NAME && strcmp(h.text, in->host + skip) == 0,
+              "inject host '%s'", in->host);
+        CHECK(in->field[0] != '\0' && strspn(in->field, "abcdefghijklmnopqrstuvwxyz0123456789"
+                                                        "!#$%&'*+-.^_`|~") == strlen(in->field),
+              "inject field '%s'", in->field);
+        CHECK(strlen(in->secret) <= 63 &&
+                  strchr("abcdefghijklmnopqrstuvwxyz0123456789", in->secret[0]) != NULL &&
+                  strspn(in->secret, "abcdefghijklmnopqrstuvwxyz0123456789_-") ==
+                      strlen(in->secret),
+              "inject secret '%s'", in->secret);
+        CHECK(in->rule.file != NULL && in->rule.line > 0, "inject without its place");
+        CHECK(strcmp(policy_inject_kind_str(in->kind), "header") != 0 ||
+                  in->kind == POLICY_INJECT_HEADER,
+              "inject kind %d", (int)in->kind);
+    }
+}
+
+/* The text plus "H. inject bearer secret fz" on line `lines`: loads, and
+ * H on 443 is then allowed with that rule among its injects, unless a deny
+ * rule denies it (and then without the flag). */
+static void check_inject_allows(const char *text, size_t size, size_t lines,
+                                const struct policy_host *h)
+{
+    static const char tail[] = ". inject bearer secret fz\n";
+    size_t len = size + 1 + h->len + sizeof(tail) - 1;
+    char *t = malloc(len);
+    struct policy_diag d = {0};
+    struct policy_verdict v;
+    const struct policy_inject *out[64];
+
+    memcpy(t, text, size);
+    t[size] = '\n';
+    memcpy(t + size + 1, h->text, h->len);
+    memcpy(t + size + 1 + h->len, tail, sizeof(tail) - 1);
+    struct policy *p = load(t, len, &d, lines + 1);
+    CHECK(p != NULL, "adding '%s. inject' broke the load: %s", h->text, d.n ? d.lines[0] : "");
+    struct policy_binding *b = policy_binding_new(p, "f", NULL, 0, "t", &d);
+    policy_decide_name(b, h, 443, NOW, &v);
+    CHECK(v.decision == POLICY_ALLOW || v.reason == POLICY_R_DENY_RULE,
+          "'%s' with an inject rule: %s %s", h->text, policy_decision_str(v.decision),
+          policy_reason_str(v.reason));
+    CHECK(v.inject == (v.decision != POLICY_DENY), "'%s': inject %d, %s", h->text, v.inject,
+          policy_decision_str(v.decision));
+    size_t n = policy_injects_for(b, h, 443, NOW, out, 64), found = 0;
+    for (size_t i = 0; i < n && i < 64; i++)
+        found += strcmp(out[i]->secret, "fz") == 0 && out[i]->rule.line == lines + 1 &&
+                 strcmp(out[i]->host, h->text) == 0 && out[i]->kind == POLICY_INJECT_BEARER;
+    CHECK(found == 1 || n > 64, "'%s': the new inject rule not among %zu", h->text, n);
+    check_inject_list(b);
+    policy_binding_free(b);
+    policy_unref(p);
+    policy_diag_free(&d);
+    free(t);
 }
 
 /* The input's lines as a binding's extras: either refused, or never
@@ -82,7 +165,15 @@ static void check_binding(struct policy *p, const char *text, size_t len)
     CHECK((b == NULL) == (d.n > 0), "binding %p with %zu errors", (void *)b, d.n);
     if (b != NULL) {
         policy_host_normalize("bad.example", 11, &h);
-        CHECK(policy_decide_name(b, &h, 443, NOW, &v) == POLICY_DENY, "extras lifted a deny");
+        CHECK(policy_decide_name(b, &h, 443, NOW, &v) == POLICY_DENY && !v.inject,
+              "extras lifted a deny");
+        check_inject_list(b);
+        for (size_t i = 0; i < n; i++) /* each extra line's first word, as a host */
+            if (policy_host_normalize(lines[i], strcspn(lines[i], " \t\r:"), &h) ==
+                POLICY_HOST_OK) {
+                policy_decide_name(b, &h, 443, NOW, &v);
+                check_inject_flag(b, &h, 443, &v);
+            }
     }
     policy_binding_free(b);
     policy_diag_free(&d);
@@ -114,8 +205,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(b != NULL, "preset f not found");
     decide_twice(b, &h, 443);
     decide_twice(b, &h, (uint16_t)(size * 7919));
+    check_inject_list(b);
+    uint16_t any_port;
+    policy_decide_name_any(b, &h, NOW, &v, &any_port);
+    CHECK(!v.inject || v.decision != POLICY_DENY, "'%s': inject on a deny (any port)", h.text);
     policy_binding_free(b);
     policy_unref(p);
+    check_inject_allows(text, size, lines, &h);
 
     /* deny wins */
     size_t len2 = size + h.len + 8;
@@ -131,6 +227,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(v.decision != POLICY_ALLOW && v.reason == POLICY_R_DENY_RULE,
           "'%s' not denied: %s %s line %u", h.text, policy_decision_str(v.decision),
           policy_reason_str(v.reason), v.rule.line);
+    CHECK(v.decision != POLICY_DENY || !v.inject, "'%s' denied with inject", h.text);
     policy_binding_free(b);
     policy_unref(p);
     policy_diag_free(&d);
