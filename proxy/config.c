@@ -334,6 +334,8 @@ static bool directive_1(struct reader *r, const char *k, const char *v)
         directive_name(r, c->default_policy, sizeof(c->default_policy), v);
     else if (strcmp(k, "state-dir") == 0)
         set_path(r, c->state_dir, sizeof(c->state_dir), v);
+    else if (strcmp(k, "secret-dir") == 0)
+        set_path(r, c->secret_dir, sizeof(c->secret_dir), v);
     else if (strcmp(k, "access-log") == 0)
         strcmp(v, "stdout") == 0 ? (void)snprintf(c->access_log, sizeof(c->access_log), "stdout")
                                  : set_path(r, c->access_log, sizeof(c->access_log), v);
@@ -405,6 +407,7 @@ static const char *const known[] = {
     "policy-dir",
     "default-policy",
     "state-dir",
+    "secret-dir",
     "access-log",
     "geoip-country",
     "geoip-asn",
@@ -502,6 +505,10 @@ static void check_whole(struct reader *r)
         fail(r, "no policy-dir: egressd needs the directory of NAME.allow presets");
     if (c->admin_is_tcp && c->admin_token_file[0] == '\0')
         fail(r, "admin on a TCP address needs admin-token-file");
+    /* The placeholders of the secrets come from the appliance key there. */
+    if (c->secret_dir[0] != '\0' && c->state_dir[0] == '\0')
+        fail(r, "secret-dir needs state-dir (the appliance key, which placeholders are derived "
+                "from, is kept there)");
     if (c->n_listen + c->n_transparent_tls + c->n_transparent_http == 0)
         fail(r, "no listener: give at least one listen, transparent-tls or transparent-http");
 }

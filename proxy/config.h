@@ -58,6 +58,7 @@ struct px_config {
     char policy_dir[1024];
     char default_policy[64];
     char state_dir[1024];
+    char secret_dir[1024]; /* "": no secrets */
     char access_log[1024]; /* a path or "stdout" */
     char geoip_country[1024], geoip_asn[1024];
     struct px_range deny_ranges[PX_MAX_RANGES], allow_ranges[PX_MAX_RANGES];

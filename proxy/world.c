@@ -2,7 +2,8 @@
  * world.c - see world.h.
  *
  * A world is three layers, each shared as long as it does not change:
- *   base     the policy snapshot, the hosts table and the default binding:
+ *   base     the policy snapshot, the hosts table, the default binding and
+ *            the secrets store:
  *            made by init and by each reload, shared by every world built
  *            until the next reload;
  *   binding  one sandbox's compiled policy_binding and its JSON: shared by
@@ -58,6 +59,7 @@ struct base {
     struct px_hosts *hosts;
     struct policy_binding *default_pb;
     struct px_msb *default_msb;
+    struct px_secrets *secrets;
 };
 
 /* One binding's compiled part, JSON and handles, shared by the worlds that
@@ -167,8 +169,8 @@ static const char *addr_str(const uint8_t a[16], char *buf, size_t size)
 
 /* ------------------------------------------------- parsing a binding */
 
-static const char *const fields[] = {"id",    "name",  "owner",   "addresses", "policy",
-                                     "allow", "token", "expires", NULL};
+static const char *const fields[] = {"id",    "name",    "owner", "addresses", "policy",
+                                     "allow", "secrets", "token", "expires",   NULL};
 
 static bool id_ok(const char *s, size_t n)
 {
@@ -274,6 +276,45 @@ static int parse_allow(const json_t *v, const char *who, char *err, size_t errle
                     who, i);
             return -1;
         }
+    }
+    return 0;
+}
+
+/* "secrets": unique secret names.  Whether the store has them is the
+ * world's to check (secrets_check), not the shape's. */
+static int parse_secrets(const json_t *v, const char *who, struct px_sandbox *sb, char *err,
+                         size_t errlen)
+{
+    char b[96];
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) > PX_SANDBOX_MAX_SECRETS) {
+        if (json_is_array(v))
+            snprintf(b, sizeof(b), "%zu", json_array_size(v));
+        err_add(err, errlen,
+                "sandbox %s: secrets: expected an array of at most %d secret names, found %s", who,
+                PX_SANDBOX_MAX_SECRETS, json_is_array(v) ? b : show(v, b, sizeof(b)));
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *n = json_array_get(v, i);
+        if (!json_is_string(n) || !px_secret_name_ok(json_string_value(n), json_string_length(n))) {
+            err_add(
+                err, errlen,
+                "sandbox %s: secrets[%zu]: expected a secret's name ([a-z0-9][a-z0-9_-]{0,62}), "
+                "found %s",
+                who, i, show(n, b, sizeof(b)));
+            return -1;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(sb->secrets[k], json_string_value(n)) == 0) {
+                err_add(err, errlen, "sandbox %s: secrets[%zu]: '%s' is listed twice", who, i,
+                        sb->secrets[k]);
+                return -1;
+            }
+        }
+        memcpy(sb->secrets[i], json_string_value(n), json_string_length(n) + 1);
+        sb->n_secrets = i + 1;
     }
     return 0;
 }
@@ -401,6 +442,7 @@ int px_sandbox_parse(const json_t *obj, const char *id, struct px_sandbox *sb, c
         parse_addresses(json_object_get(obj, "addresses"), sb->id, sb, err, errlen) == -1 ||
         parse_policy(json_object_get(obj, "policy"), sb->id, sb, err, errlen) == -1 ||
         parse_allow(json_object_get(obj, "allow"), sb->id, err, errlen) == -1 ||
+        parse_secrets(json_object_get(obj, "secrets"), sb->id, sb, err, errlen) == -1 ||
         parse_token_expires(json_object_get(obj, "token"), json_object_get(obj, "expires"), sb->id,
                             sb, err, errlen) == -1) {
         explicit_bzero(sb->token, sizeof(sb->token));
@@ -456,6 +498,7 @@ static void base_unref(struct base *b)
     px_metrics_sandbox_put(b->default_msb);
     px_hosts_free(b->hosts);
     policy_unref(b->policy);
+    px_secrets_unref(b->secrets);
     free(b);
 }
 
@@ -629,9 +672,57 @@ static enum fault world_finish(struct world *w, const char *changed, char *err, 
     w->pub.hosts = w->base->hosts;
     w->pub.default_pb = w->base->default_pb;
     w->pub.default_msb = w->base->default_msb;
+    w->pub.secrets = w->base->secrets;
     w->pub.sandboxes = w->sbx;
     w->pub.n_sandboxes = w->n;
     return rc;
+}
+
+/* Whether store s has every secret binding sb names; each one it lacks is
+ * a line in err ("... did you mean ...?"). */
+static bool secrets_check(const struct px_secrets *s, const struct px_sandbox *sb, char *err,
+                          size_t errlen)
+{
+    const char *names[PX_SECRETS_MAX + 1];
+    const char *p;
+    size_t n = px_secrets_count(s), len;
+    bool all = true;
+
+    for (size_t i = 0; i < n; i++)
+        names[i] = px_secrets_name(s, i);
+    names[n] = NULL;
+    for (size_t i = 0; i < sb->n_secrets; i++) {
+        if (px_secrets_get(s, sb->secrets[i], &p, &len))
+            continue;
+        const char *near = policy_nearest_word(sb->secrets[i], strlen(sb->secrets[i]), names);
+        if (g_cfg->secret_dir[0] == '\0')
+            err_add(err, errlen, "sandbox %s: secrets: no secret '%s': egressd has no secret-dir",
+                    sb->id, sb->secrets[i]);
+        else
+            err_add(err, errlen, "sandbox %s: secrets: no secret '%s' in secret-dir%s%s%s", sb->id,
+                    sb->secrets[i], near ? "; did you mean '" : "", near ? near : "",
+                    near ? "'?" : "");
+        all = false;
+    }
+    return all;
+}
+
+/* Warn about every secret a binding of w names that w's store lacks: the
+ * binding is kept (a reload, a start), and what needs the secret fails
+ * closed until it is back. */
+static void secrets_warn_missing(const struct world *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        char missing[2048] = "";
+        if (secrets_check(w->base->secrets, &w->sbx[i], missing, sizeof(missing)))
+            continue;
+        for (char *line = missing, *next; line != NULL; line = next) {
+            next = strchr(line, '\n');
+            if (next != NULL)
+                *next++ = '\0';
+            px_log_warnx("%s (the binding stays; requests that need the secret are denied)", line);
+        }
+    }
 }
 
 /* Parse and compile one binding into w: FAULT_NONE, or the fault with
@@ -647,7 +738,9 @@ static enum fault world_add_json(struct world *w, const json_t *obj, const char 
         err_add(err, errlen, "%s", one);
         return FAULT_SHAPE;
     }
-    struct policy_binding *pb = px_sandbox_bind(w->base->policy, &sb, &d);
+    struct policy_binding *pb = NULL;
+    if (secrets_check(w->base->secrets, &sb, err, errlen))
+        pb = px_sandbox_bind(w->base->policy, &sb, &d);
     if (pb == NULL) {
         err_diag(err, errlen, &d);
         policy_diag_free(&d);
@@ -962,7 +1055,24 @@ static int world_commit(struct world *w, char *err, size_t errlen)
     return 0;
 }
 
-/* A new base from the files: policy-dir, hosts-file, default-policy. */
+/* b's secrets store from secret-dir (none: an empty one); every error a
+ * line of d. */
+static void base_secrets_load(struct base *b, struct policy_diag *d)
+{
+    char serr[8192];
+
+    if (px_secrets_load(g_cfg->secret_dir, &b->secrets, serr, sizeof(serr)) == 0)
+        return;
+    for (char *line = serr, *next; line != NULL; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        policy_diag_add(d, "%s", line);
+    }
+}
+
+/* A new base from the files: policy-dir, hosts-file, default-policy,
+ * secret-dir. */
 static struct base *base_load(char *err, size_t errlen)
 {
     struct policy_diag d = {0};
@@ -972,6 +1082,7 @@ static struct base *base_load(char *err, size_t errlen)
         abort();
     atomic_init(&b->refs, 1);
     b->default_msb = px_metrics_sandbox_get("default", NULL);
+    base_secrets_load(b, &d);
     b->policy = px_policy_load(g_cfg, g_geo, &d);
     if (b->policy != NULL)
         b->default_pb =
@@ -983,7 +1094,7 @@ static struct base *base_load(char *err, size_t errlen)
             policy_diag_add(&d, "%s", herr[0] ? herr : "hosts-file: cannot load");
     }
     err_diag(err, errlen, &d);
-    if (d.n > 0 || b->policy == NULL || b->default_pb == NULL) {
+    if (d.n > 0 || b->policy == NULL || b->default_pb == NULL || b->secrets == NULL) {
         policy_diag_free(&d);
         base_unref(b);
         return NULL;
@@ -1187,6 +1298,7 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
         return -1;
     }
     world_swap(w);
+    secrets_warn_missing(w);
     px_metrics_set_policy(w->pub.policy);
     return 0;
 }
@@ -1221,6 +1333,7 @@ int px_world_reload(char *err, size_t errlen)
         return -1;
     }
     world_swap(w);
+    secrets_warn_missing(w);
     px_metrics_reload(true);
     px_metrics_set_policy(w->pub.policy);
     return 0;

@@ -1,10 +1,11 @@
 /*
  * world.h - everything a connection decides with, as one immutable,
- * reference-counted snapshot: the policy, the hosts table and the sandbox
- * bindings (docs/design.md, "Sandbox bindings").  Workers take the current world
- * when a connection (or request) starts and keep it until it ends; the main
- * thread builds a new world for every change (reload, binding put/delete)
- * and swaps it in atomically.  A connection never sees half a change.
+ * reference-counted snapshot: the policy, the hosts table, the secrets of
+ * secret-dir and the sandbox bindings (docs/design.md, "Sandbox
+ * bindings").  Workers take the current world when a connection (or
+ * request) starts and keep it until it ends; the main thread builds a new
+ * world for every change (reload, binding put/delete) and swaps it in
+ * atomically.  A connection never sees half a change.
  *
  * Bindings are persisted in `state-dir/sandboxes.json` (write, fsync,
  * rename, fsync of the directory) before a change is acknowledged, and
@@ -22,8 +23,10 @@
 #include "policy.h"
 #include "policy_load.h"
 #include "resolver.h"
+#include "secrets.h"
 
-#define PX_SANDBOX_MAX_ADDRS 16
+#define PX_SANDBOX_MAX_ADDRS   16
+#define PX_SANDBOX_MAX_SECRETS 16
 
 /* One binding, as the admin API took it. */
 struct px_sandbox {
@@ -42,6 +45,11 @@ struct px_sandbox {
      * (px_metrics_sandbox_ref, px_limit_ref). */
     struct px_msb *msb;
     struct px_limit *lim;
+    /* The secrets its requests may have injected ("secrets": names, unique).
+     * A name the world's store lacks (gone at a reload) stays: whatever
+     * needs it fails closed. */
+    char secrets[PX_SANDBOX_MAX_SECRETS][PX_SECRET_NAME_MAX + 1];
+    size_t n_secrets;
 };
 
 struct px_world {
@@ -50,6 +58,7 @@ struct px_world {
     struct px_hosts *hosts;             /* NULL without hosts-file */
     struct policy_binding *default_pb;  /* default-policy, no extras */
     struct px_msb *default_msb;         /* the "default" series, held by the world */
+    struct px_secrets *secrets;         /* secret-dir's (empty without); never NULL */
     const struct px_sandbox *sandboxes; /* sorted by id */
     size_t n_sandboxes;
     /* private: the reference count and the address index follow */
@@ -86,25 +95,31 @@ const struct px_sandbox *px_world_by_basic_auth(const struct px_world *w, const 
 /* ---- main thread only */
 
 /* Load the policy (px_policy_load with `geo`, which must outlive every
- * world), the hosts file and the bindings saved in state-dir, and make the
- * first world.  Keeps the `cfg` and `geo` pointers.  Returns 0, or -1 with
- * every error (one per line, "FILE:LINE: ..." or
- * "STATE-DIR/sandboxes.json: ...") in err.  A saved binding whose preset or
- * extra lines no longer load is not dropped: it is kept with pb == NULL (its
- * sandbox is denied everything, `not_allowed`), a warning goes to the
- * diagnostics log, and start goes on. */
+ * world), the hosts file, the secrets of secret-dir and the bindings
+ * saved in state-dir, and make the first world.  Keeps the `cfg` and
+ * `geo` pointers.  Returns 0, or -1 with every error (one per line,
+ * "FILE:LINE: ..." or "STATE-DIR/sandboxes.json: ...") in err.  A saved
+ * binding whose preset or extra lines no longer load is not dropped: it is
+ * kept with pb == NULL (its sandbox is denied everything, `not_allowed`), a
+ * warning goes to the diagnostics log, and start goes on; so is one naming
+ * a secret that secret-dir does not have (a warning names sandbox and
+ * secret). */
 int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, size_t errlen);
 
-/* Reread policy-dir and hosts-file into a new world with the same bindings.
- * A binding whose preset is gone (or whose extra lines no longer load) is an
- * error naming the sandbox.  On any error the current world stays and every error is in err (one
- * per line); returns 0 or -1.  Counts policy_reloads_total. */
+/* Reread policy-dir, hosts-file and secret-dir into a new world with the
+ * same bindings.  A binding whose preset is gone (or whose extra lines no
+ * longer load) is an error naming the sandbox; one whose secret is gone is
+ * kept, with a warning to the diagnostics log naming sandbox and secret.
+ * On any error (a bad secret-dir too) the current world stays and every
+ * error is in err (one per line); returns 0 or -1.  Counts
+ * policy_reloads_total. */
 int px_world_reload(char *err, size_t errlen);
 
 /* Add or replace binding `id` from JSON `obj` (the object of docs/design.md; its
  * "id", if present, must equal `id`).  Validates everything (addresses,
  * preset exists, extra allow lines parse, an address bound to another
- * sandbox), persists, swaps.  Returns 0, or -1 with the reason in err
+ * sandbox, every secret it names is in the world's store), persists,
+ * swaps.  Returns 0, or -1 with the reason in err
  * (nothing changed). */
 int px_world_put_sandbox(const char *id, const json_t *obj, char *err, size_t errlen);
 
@@ -143,7 +158,8 @@ struct policy_binding *px_sandbox_bind(struct policy *p, const struct px_sandbox
  * px_world_delete_sandbox(), px_world_replace_sandboxes() or
  * px_world_reload(): 400 (not a binding: JSON shape, a field), 422 (a
  * binding or policy that does not load: unknown preset, a bad line, an
- * address bound to another sandbox), 500 (persisting failed). */
+ * address bound to another sandbox, a secret secret-dir does not have),
+ * 500 (persisting failed). */
 int px_world_error_status(void);
 
 /* Drop the current world (at exit). */
