@@ -49,11 +49,15 @@ static bool args_ok(EVP_PKEY *key, const char *id, const char *const *names, siz
                id != NULL ? id : "(null)");
         return false;
     }
-    if (n == 0 || n > CA_NAMES_MAX || names == NULL) {
+    if (names == NULL && n > 0) {
+        ca_err(err, errlen, "ca_authority_new: names is NULL");
+        return false;
+    }
+    if (n == 0 || n > CA_NAMES_MAX) {
         ca_err(err, errlen,
                "ca_authority_new: %zu names; a CA permits 1..%d (one that permits nothing is "
                "not made)",
-               names == NULL ? 0 : n, CA_NAMES_MAX);
+               n, CA_NAMES_MAX);
         return false;
     }
     for (size_t i = 0; i < n; i++)
@@ -130,7 +134,10 @@ static struct ca_authority *authority_wrap(X509 *x, EVP_PKEY *key, char *err, si
     if (a != NULL)
         a->nc = X509_get_ext_d2i(x, NID_name_constraints, NULL, NULL);
     if (a == NULL || a->nc == NULL || !EVP_PKEY_up_ref(key)) {
-        ca_err_ssl(err, errlen, "ca_authority_new: out of memory");
+        ca_err_ssl(err, errlen, "ca_authority_new: %s",
+                   a == NULL       ? "out of memory"
+                   : a->nc == NULL ? "cannot read the certificate's own nameConstraints back"
+                                   : "cannot take a reference to the key");
         if (a != NULL)
             NAME_CONSTRAINTS_free(a->nc);
         free(a);

@@ -74,9 +74,14 @@ static bool repeated(const struct ca_rule *r, size_t i)
     return false;
 }
 
-/* Whether the exact host r[i] needs its subdomains excluded. */
+/* Whether the exact host r[i] needs its subdomains excluded.  A host over
+ * 251 bytes has none (a name under it would pass 253 bytes), and its ".h"
+ * would pass the 253 bytes some verifiers (rustls-webpki) allow a
+ * constraint before refusing the whole chain. */
 static bool exclude_below(const struct ca_rule *r, size_t n, size_t i)
 {
+    if (r[i].len > CA_HOST_MAX - 2)
+        return false;
     for (size_t j = 0; j < n; j++)
         if (j != i && permits_under(&r[j], &r[i]))
             return false;

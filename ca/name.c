@@ -128,5 +128,12 @@ bool ca_rule_parse(const char *text, size_t index, struct ca_rule *r, char *err,
                strlen(text) > 64 ? "..." : "", ca_name_error_str(e));
         return false;
     }
+    if (r->kind == CA_RULE_SUBDOMAINS && r->len > CA_HOST_MAX - 2) {
+        ca_err(err, errlen,
+               "ca_authority_new: names[%zu] \"%.64s...\": no host name fits under a domain of "
+               "%zu bytes",
+               index, text, r->len);
+        return false;
+    }
     return true;
 }

@@ -56,6 +56,12 @@ static bool has(const char *s, const char *part)
     return strstr(s, part) != NULL;
 }
 
+/* a's certificate, or NULL when a could not be made (the checks then fail). */
+static X509 *cert_of(const struct ca_authority *a)
+{
+    return a != NULL ? ca_authority_cert(a) : NULL;
+}
+
 /* What a client of the sandbox decides: X509_V_OK or the verifier's error. */
 static int verify_at(X509 *ca, X509 *leaf, const char *name, int64_t at)
 {
@@ -63,7 +69,7 @@ static int verify_at(X509 *ca, X509 *leaf, const char *name, int64_t at)
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
     int rc = -1;
 
-    if (st != NULL && ctx != NULL && leaf != NULL && X509_STORE_add_cert(st, ca) &&
+    if (st != NULL && ctx != NULL && ca != NULL && leaf != NULL && X509_STORE_add_cert(st, ca) &&
         X509_STORE_CTX_init(ctx, st, leaf, NULL)) {
         X509_VERIFY_PARAM *p = X509_STORE_CTX_get0_param(ctx);
         X509_VERIFY_PARAM_set_flags(p, X509_V_FLAG_X509_STRICT);
@@ -210,6 +216,30 @@ static void refuse_key_of(const char *what, EVP_PKEY *k, const EVP_CIPHER *enc, 
     free(pem);
 }
 
+/* A SEC1 PEM whose private part is k's and whose public part is other's:
+ * ECPrivateKey (RFC 5915 §3) ends with the [1] BIT STRING of the
+ * uncompressed point, 65 bytes for P-256. */
+static char *mismatched_pem(EVP_PKEY *k, EVP_PKEY *other, size_t *len)
+{
+    unsigned char *a = NULL, *b = NULL;
+    int alen = i2d_PrivateKey(k, &a), blen = i2d_PrivateKey(other, &b);
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *p, *out;
+    long n;
+
+    memcpy(a + alen - 65, b + blen - 65, 65);
+    PEM_write_bio(bio, "EC PRIVATE KEY", "", a, alen);
+    n = BIO_get_mem_data(bio, &p);
+    out = malloc((size_t)n + 1);
+    memcpy(out, p, (size_t)n);
+    out[n] = '\0';
+    *len = (size_t)n;
+    OPENSSL_free(a);
+    OPENSSL_free(b);
+    BIO_free(bio);
+    return out;
+}
+
 static void test_key_refusals(void)
 {
     EVP_PKEY *rsa = EVP_RSA_gen(2048);
@@ -225,6 +255,11 @@ static void test_key_refusals(void)
     refuse_key_of("encrypted", ca_key, EVP_aes_128_cbc(), "encrypted");
     EVP_PKEY_set_utf8_string_param(expl, "encoding", "explicit");
     refuse_key_of("explicit curve parameters", expl, NULL, "explicit curve parameters");
+    size_t mlen;
+    char *mis = mismatched_pem(ca_key, leaf_key, &mlen);
+    refuse_key("a private part that does not match its public part", mis, mlen,
+               "the private and public parts disagree");
+    free(mis);
     refuse_key("garbage", "hello, world\n", 13, "no PEM private key");
     refuse_key("a broken PEM body", garbage, sizeof garbage - 1, "no PEM private key");
     refuse_key("nothing", "", 0, "no PEM private key");
@@ -291,7 +326,7 @@ static void test_new_refusals(void)
     id64[64] = '\0';
 
     refuse_ca("n == 0", ca_key, "s", one, 0, DAY, "one that permits nothing is not made");
-    refuse_ca("names NULL", ca_key, "s", NULL, 1, DAY, "permits 1..64");
+    refuse_ca("names NULL", ca_key, "s", NULL, 1, DAY, "ca_authority_new: names is NULL");
     refuse_ca("65 names", ca_key, "s", many, CA_NAMES_MAX + 1, DAY, "65 names");
     refuse_ca("no key", NULL, "s", one, 1, DAY, "ca_authority_new: key: no key");
     refuse_ca("a P-384 key", p384, "s", one, 1, DAY, "not P-256");
@@ -684,8 +719,8 @@ static void agree(const char *label, const char *const *names, size_t n)
     int disagree = 0;
 
     for (size_t i = 0; a != NULL && i < sizeof probes / sizeof *probes; i++) {
-        X509 *x = forge_leaf(ca_authority_cert(a), ca_key, probes[i], leaf_key, now);
-        int rc = verify(ca_authority_cert(a), x, probes[i]);
+        X509 *x = forge_leaf(cert_of(a), ca_key, probes[i], leaf_key, now);
+        int rc = verify(cert_of(a), x, probes[i]);
         bool p = ca_authority_permits(a, probes[i]);
         if (p != (rc == X509_V_OK) || (!p && !nc_violation(rc))) {
             diag("%s: %s: permits %d, verifier %s", label, probes[i], p, verr(rc));
@@ -754,14 +789,14 @@ static void test_sandboxes_apart(void)
     struct ca_authority *a = authority("sbx-a", one, 1);
     struct ca_authority *b = authority("sbx-b", one, 1);
     X509 *xb = mint(b, "api.anthropic.com");
-    int rc = verify(ca_authority_cert(a), xb, "api.anthropic.com");
+    int rc = verify(cert_of(a), xb, "api.anthropic.com");
 
-    ok(EVP_PKEY_eq(X509_get0_pubkey(ca_authority_cert(a)),
-                   X509_get0_pubkey(ca_authority_cert(b))) == 1,
+    ok(a != NULL && b != NULL &&
+           EVP_PKEY_eq(X509_get0_pubkey(cert_of(a)), X509_get0_pubkey(cert_of(b))) == 1,
        "apart: two sandboxes' CAs carry the one appliance key");
     ok(rc == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY,
        "apart: sandbox b's leaf is refused by sandbox a: %s", verr(rc));
-    ok(verify(ca_authority_cert(b), xb, "api.anthropic.com") == X509_V_OK,
+    ok(verify(cert_of(b), xb, "api.anthropic.com") == X509_V_OK,
        "apart: and accepted by sandbox b");
     X509_free(xb);
     ca_authority_free(a);
@@ -786,15 +821,15 @@ static void test_long_ids(void)
 
     text[0] = '\0';
     if (a45 != NULL)
-        name_text(X509_get_subject_name(ca_authority_cert(a45)), text, sizeof text);
+        name_text(X509_get_subject_name(cert_of(a45)), text, sizeof text);
     snprintf(want, sizeof want, "CN=egressd sandbox %s CA,O=egressd", id45);
     ok(strcmp(text, want) == 0, "ids: a 45-byte id is in the CN: %s", text);
     text[0] = '\0';
     if (a46 != NULL)
-        name_text(X509_get_subject_name(ca_authority_cert(a46)), text, sizeof text);
+        name_text(X509_get_subject_name(cert_of(a46)), text, sizeof text);
     snprintf(want, sizeof want, "CN=%s,OU=egressd sandbox CA,O=egressd", id46);
     ok(strcmp(text, want) == 0, "ids: a 46-byte id is the CN alone: %s", text);
-    ok(x63 != NULL && verify(ca_authority_cert(a63), x63, "github.com") == X509_V_OK,
+    ok(x63 != NULL && verify(cert_of(a63), x63, "github.com") == X509_V_OK,
        "ids: a 63-byte id's CA verifies its leaves");
     X509_free(x63);
     ca_authority_free(a45);
@@ -802,28 +837,63 @@ static void test_long_ids(void)
     ca_authority_free(a63);
 }
 
-/* The largest CA: CA_NAMES_MAX exact hosts of 253 bytes, each permitted and
+/* A name of len bytes: labels of 63 and a last label of 'z's, under a
+ * first label that starts with tag. */
+static void long_name(char *out, size_t len, char tag)
+{
+    memset(out, 'z', len);
+    out[len] = '\0';
+    out[0] = tag;
+    for (size_t dot = 63; dot + 1 < len; dot += 64)
+        out[dot] = '.';
+}
+
+/* Every constraint stays within 253 bytes, which some verifiers (rustls-webpki)
+ * require of a constraint before they will use the CA at all: an exact host
+ * over 251 bytes, with no name under it, gets no ".h" exclusion; "*.d" needs
+ * a d of at most 251 bytes. */
+static void test_constraint_lengths(void)
+{
+    char h251[252], h252[253], d252[256], text[4096], want[1024];
+    const char *names[2] = {h251, h252};
+
+    long_name(h251, 251, 'a');
+    long_name(h252, 252, 'b');
+    struct ca_authority *a = authority("len", names, 2);
+    text[0] = '\0';
+    if (a != NULL)
+        constraints_text(cert_of(a), text, sizeof text);
+    snprintf(want, sizeof want, "%s %s | .%s IP/8 zero IP/32 zero", h251, h252, h251);
+    ok(strcmp(text, want) == 0, "lengths: a 251-byte host gets its exclusion, a 252-byte one none");
+    ca_authority_free(a);
+
+    d252[0] = '*';
+    d252[1] = '.';
+    long_name(d252 + 2, 252, 'c');
+    names[1] = d252;
+    refuse_ca("\"*.\" and a 252-byte domain", ca_key, "len", names, 2, DAY,
+              "no host name fits under a domain of 252 bytes");
+}
+
+/* The largest CA: CA_NAMES_MAX exact hosts of 251 bytes, each permitted and
  * its subdomains excluded. */
 static void test_biggest_ca(void)
 {
-    static char hosts[CA_NAMES_MAX][254];
+    static char hosts[CA_NAMES_MAX][252];
     const char *names[CA_NAMES_MAX];
     static char pem[CA_PEM_MAX];
 
     for (int i = 0; i < CA_NAMES_MAX; i++) {
-        memset(hosts[i], 'z', 253);
-        hosts[i][253] = '\0';
-        hosts[i][0] = (char)('a' + i / 26);
+        long_name(hosts[i], 251, (char)('a' + i / 26));
         hosts[i][1] = (char)('a' + i % 26);
-        hosts[i][63] = hosts[i][127] = hosts[i][191] = '.';
         names[i] = hosts[i];
     }
     struct ca_authority *a = authority("big", names, CA_NAMES_MAX);
     size_t n = a != NULL ? ca_authority_pem(a, pem, sizeof pem) : 0;
     X509 *x = a != NULL ? mint(a, hosts[CA_NAMES_MAX - 1]) : NULL;
 
-    ok(n > 0, "big: %d names of 253 bytes: PEM of %zu bytes within CA_PEM_MAX", CA_NAMES_MAX, n);
-    ok(x != NULL && verify(ca_authority_cert(a), x, hosts[CA_NAMES_MAX - 1]) == X509_V_OK,
+    ok(n > 0, "big: %d names of 251 bytes: PEM of %zu bytes within CA_PEM_MAX", CA_NAMES_MAX, n);
+    ok(x != NULL && verify(cert_of(a), x, hosts[CA_NAMES_MAX - 1]) == X509_V_OK,
        "big: its last host's leaf verifies");
     X509_free(x);
     ca_authority_free(a);
@@ -855,6 +925,7 @@ int main(void)
     test_permits();
     test_sandboxes_apart();
     test_long_ids();
+    test_constraint_lengths();
     test_biggest_ca();
     ok(ERR_peek_error() == 0, "OpenSSL's error queue is empty at the end");
 
