@@ -144,4 +144,108 @@ enum http_chunked_result http_chunked_feed(struct http_chunked *c, const char *b
 /* Find a field by name (case-insensitive); NULL if absent. */
 const struct http_header *http_find(const struct http_header *h, size_t n, const char *name);
 
+/* ---- base64 (RFC 4648 section 4: the standard alphabet, padded) ---- */
+
+#define HTTP_BASE64_BAD SIZE_MAX /* not strict base64, or no room */
+
+/* Write the base64 of in[0..n) to out[0..cap), no NUL: 4 * ceil(n / 3)
+ * characters.  Returns that length, or 0 if cap is too small (or n is 0). */
+size_t http_base64_encode(const uint8_t *in, size_t n, char *out, size_t cap);
+
+/* The decoded length of in[0..n) if it is strict base64, else
+ * HTTP_BASE64_BAD.  Strict: a multiple of 4 characters of the standard
+ * alphabet, "=" only as the last one or two, the bits padding leaves over
+ * zero (so each byte string has exactly one encoding), no white space. */
+size_t http_base64_decoded_len(const char *in, size_t n);
+
+/* Decode strict base64 in[0..n) into out[0..cap).  Returns the length, or
+ * HTTP_BASE64_BAD if in is not strict base64 or cap is too small (then
+ * out[0..cap) may have been written). */
+size_t http_base64_decode(const char *in, size_t n, uint8_t *out, size_t cap);
+
+/* ---- credential injection: placeholders in a request head swapped for secrets ---- */
+
+/*
+ * The sandbox holds a placeholder for each secret ("egressd-ph-NAME-<hex>":
+ * HTTP_CRED_PLACEHOLDER_MIN..MAX bytes of [A-Za-z0-9_-]) and sends it where
+ * the secret would go.  For one request head egressd hands http_cred_apply
+ * the sandbox's credentials, each marked bound or not to the host the
+ * request goes to.  A placeholder is replaced only where a field's whole
+ * value is it in the shape of its kind, in the field the credential names
+ * (name compared ignoring case):
+ *   HTTP_CRED_X_API_KEY, HTTP_CRED_HEADER   value == placeholder
+ *                                           -> secret
+ *   HTTP_CRED_BEARER     "Bearer" 1*SP placeholder (scheme in any case)
+ *                                           -> "Bearer " secret
+ *   HTTP_CRED_BASIC      "Basic" 1*SP base64(user ":" placeholder), strict
+ *                        base64 (see http_base64_decoded_len); the user
+ *                        ends at the first ":" (RFC 7617 section 2)
+ *                                           -> "Basic " base64(user ":" secret)
+ * A field with any other value (the client's own token) is left as it is.
+ */
+#define HTTP_CRED_MAX             32 /* credentials per call (bits of `used`) */
+#define HTTP_CRED_PLACEHOLDER_MIN 16
+#define HTTP_CRED_PLACEHOLDER_MAX 128
+
+enum http_cred_kind {
+    HTTP_CRED_X_API_KEY, /* the whole value, in "x-api-key" */
+    HTTP_CRED_BEARER,    /* RFC 6750 section 2.1, in "authorization" */
+    HTTP_CRED_BASIC,     /* RFC 7617, the password, in "authorization" */
+    HTTP_CRED_HEADER,    /* the whole value, in a field of the operator's */
+};
+
+struct http_cred {
+    enum http_cred_kind kind;
+    const char *field;            /* lower-case field name: "x-api-key", "authorization", ... */
+    struct http_view placeholder; /* what the sandbox holds */
+    struct http_view secret;      /* the real value; never read when !bound */
+    bool bound;                   /* bound to this request's host: substitute here */
+};
+
+enum http_cred_result {
+    HTTP_CRED_NONE,      /* no placeholder anywhere: the head is unchanged */
+    HTTP_CRED_DONE,      /* every placeholder was substituted (*used says whose) */
+    HTTP_CRED_FOREIGN,   /* an unbound credential's placeholder is in the head:
+                            deny (credential_host_mismatch); creds[*which] */
+    HTTP_CRED_MISPLACED, /* a bound credential's placeholder is somewhere it is
+                            not substituted: deny; creds[*which] */
+    HTTP_CRED_NO_ROOM,   /* scratch is too small: the head is unchanged */
+    HTTP_CRED_BAD_CRED,  /* creds[*which] cannot be used (a caller's bug): a
+                            field that is not a lower-case token, a placeholder
+                            not of the shape above, an empty secret or (not
+                            Basic) one with a control byte or blank ends, or
+                            *which == HTTP_CRED_MAX: n is over it */
+};
+
+/*
+ * Substitute the placeholders of creds[0..n) in the head `req` (parsed by
+ * http_parse_request) for their secrets.  The new values are written to
+ * scratch[0..cap) and req->headers[i].value is pointed there; nothing else
+ * of req changes, so http_format_request then writes the new head.  On any
+ * result but DONE neither req nor scratch is touched.
+ *
+ * Before anything is replaced the whole head is searched for every
+ * credential's placeholder: the method, the target (its query too: the
+ * origin may log it), every field name and value, and inside a value of the
+ * shape "Basic" 1*SP base64 in any field, the decoded bytes.  Each match
+ * must be exactly the placeholder being replaced, or the result is FOREIGN
+ * (the credential is not bound here) or else MISPLACED (a bound one sent in
+ * another field, under another scheme, as a Basic user name, in the
+ * target...).  *which is then the lowest such index; FOREIGN wins over
+ * MISPLACED.  This is a tripwire for a sandbox that sends a credential
+ * where egressd would not put it, not a barrier: a placeholder written in
+ * another encoding (percent-encoded, in a body, ...) is not seen; bodies
+ * are never read.  Placeholders are not secrets, so nothing leaks then but
+ * the placeholder.
+ *
+ * *which is n when no credential is at fault; *used has bit i set when
+ * creds[i] was substituted somewhere (0 unless DONE).  Secrets are read only
+ * from bound credentials and written only to scratch (the first two bytes
+ * of a Basic one pass through locals as they are encoded).  No allocation;
+ * the stack holds a window of a Basic value's decoded bytes (the client's).
+ */
+enum http_cred_result http_cred_apply(struct http_request *req, const struct http_cred *creds,
+                                      size_t n, char *scratch, size_t cap, size_t *which,
+                                      uint32_t *used);
+
 #endif
