@@ -227,26 +227,35 @@ static bool faulted(const struct scan *sc, size_t j)
     return ((sc->foreign | sc->misplaced) >> j & 1) != 0;
 }
 
+/* Does ph occur in t[0..len), starting before t + stop, other than at
+ * t + allowed (NO_CRED: nowhere is allowed)? */
+static bool stray_match(const char *t, size_t len, size_t stop, struct http_view ph, size_t allowed)
+{
+    const char *p = t, *last, *end = t + len;
+
+    if (len < ph.len)
+        return false;
+    last = t + (stop < len ? stop : len);
+    while (p < last && (p = memmem(p, (size_t)(end - p), ph.p, ph.len)) != NULL && p < last) {
+        if ((size_t)(p - t) != allowed)
+            return true;
+        p++;
+    }
+    return false;
+}
+
 /* Search t[0..len) for every placeholder starting before t + stop; base is
- * t's offset in the text searched, and creds[k]'s placeholder at k_at of it
- * is the one match allowed (k is NO_CRED when none is).  Any other match
- * is a fault of its credential. */
+ * t's offset in the text searched, and creds[k]'s placeholder at k_at of
+ * that text is the one match allowed (k is NO_CRED when none is).  Any
+ * other match is a fault of its credential. */
 static void search(struct scan *sc, const char *t, size_t len, size_t stop, size_t base, size_t k,
                    size_t k_at)
 {
     for (size_t j = 0; j < sc->n; j++) {
-        struct http_view ph = sc->creds[j].placeholder;
-        const char *p, *end, *last;
+        size_t allowed = j == k && k_at >= base ? k_at - base : NO_CRED;
 
-        if (len < ph.len)
-            continue;
-        p = t, end = t + len, last = t + (stop < len ? stop : len);
-        while (!faulted(sc, j) && p < last && (size_t)(end - p) >= ph.len &&
-               (p = memmem(p, (size_t)(end - p), ph.p, ph.len)) != NULL && p < last) {
-            if (j != k || base + (size_t)(p - t) != k_at)
-                *(sc->creds[j].bound ? &sc->misplaced : &sc->foreign) |= (uint32_t)1 << j;
-            p++;
-        }
+        if (!faulted(sc, j) && stray_match(t, len, stop, sc->creds[j].placeholder, allowed))
+            *(sc->creds[j].bound ? &sc->misplaced : &sc->foreign) |= (uint32_t)1 << j;
     }
 }
 

@@ -211,10 +211,13 @@ enum http_cred_result {
                             not substituted: deny; creds[*which] */
     HTTP_CRED_NO_ROOM,   /* scratch is too small: the head is unchanged */
     HTTP_CRED_BAD_CRED,  /* creds[*which] cannot be used (a caller's bug): a
-                            field that is not a lower-case token, a placeholder
-                            not of the shape above, an empty secret or (not
-                            Basic) one with a control byte or blank ends, or
-                            *which == HTTP_CRED_MAX: n is over it */
+                            field that is not a lower-case token or is one the
+                            parser or formatter gives a meaning to (host,
+                            content-length, transfer-encoding, connection,
+                            keep-alive, te, trailer, upgrade, expect, proxy-*),
+                            a placeholder not of the shape above, an empty
+                            secret or (not Basic) one with a control byte or
+                            a blank end; or *which == HTTP_CRED_MAX: n is over */
 };
 
 /*
@@ -240,9 +243,8 @@ enum http_cred_result {
  *
  * *which is n when no credential is at fault; *used has bit i set when
  * creds[i] was substituted somewhere (0 unless DONE).  Secrets are read only
- * from bound credentials and written only to scratch (the first two bytes
- * of a Basic one pass through locals as they are encoded).  No allocation;
- * the stack holds a window of a Basic value's decoded bytes (the client's).
+ * from bound credentials and written only to scratch.  No allocation; the
+ * stack holds a window of a Basic value's decoded bytes (the client's).
  */
 enum http_cred_result http_cred_apply(struct http_request *req, const struct http_cred *creds,
                                       size_t n, char *scratch, size_t cap, size_t *which,
