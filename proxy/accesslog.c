@@ -53,7 +53,7 @@ static atomic_bool warned_write_error; /* one warning per run of failures */
 
 /* The longest line: fourteen string fields of FIELD_MAX bytes, each byte at
  * worst six bytes escaped ("\u0001"), plus names and numbers. */
-#define LINE_MAX_BYTES (14 * (FIELD_MAX * 6 + 32) + 1024)
+#define LINE_MAX_BYTES (16 * (FIELD_MAX * 6 + 32) + 1024)
 
 struct line {
     char *p;
@@ -235,6 +235,8 @@ static size_t format_line(const struct px_log_entry *e, char *buf)
     put_str(&l, e->answer);
     PUT_LIT(&l, ",\"count\":");
     put_uint_or_null(&l, e->count);
+    PUT_LIT(&l, ",\"inject\":");
+    put_str(&l, e->inject);
     PUT_LIT(&l, "}");
     return l.len;
 }

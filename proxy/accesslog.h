@@ -37,6 +37,10 @@ struct px_log_entry {
     /* The policy DNS server's lines (mode "dns"; NULL / 0 on the others) */
     const char *answer; /* NOERROR, NODATA, NXDOMAIN, REFUSED, SERVFAIL, FORMERR, ... */
     uint64_t count;     /* the queries the line stands for (dns-log summary: more than one) */
+    /* Credential injection: the secrets added to this request (or bound to
+     * the intercepted CONNECT's host; or, denied, the one misplaced), "a,b";
+     * names only, never a value.  NULL elsewhere. */
+    const char *inject;
 };
 
 /* Open `path` ("stdout" for standard output) for appending, in place of

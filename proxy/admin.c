@@ -31,8 +31,10 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
+#include "ca.h"
 #include "denials.h"
 #include "log.h"
+#include "placeholder.h"
 #include "policy.h"
 #include "verdict.h"
 #include "version.h"
@@ -495,14 +497,55 @@ static void on_explain(struct evhttp_request *req)
     explain_free(x);
 }
 
+/* The credentials object of sandbox sb (new reference): its CA
+ * certificate (null without one) and a placeholder per secret of its
+ * binding.  Never a secret's value. */
+static json_t *credentials_json(const struct px_sandbox *sb)
+{
+    static char pem[8192];
+    char ph[PX_PLACEHOLDER_MAX];
+    json_t *phs = json_object();
+
+    for (size_t i = 0; i < sb->n_secrets && A.hooks.placeholder_key != NULL; i++) {
+        px_placeholder(A.hooks.placeholder_key, sb->id, sb->secrets[i], ph, sizeof(ph));
+        json_object_set_new(phs, sb->secrets[i], json_string(ph));
+    }
+    json_t *ca = sb->ca != NULL && ca_authority_pem(sb->ca, pem, sizeof(pem)) > 0 ? json_string(pem)
+                                                                                  : json_null();
+    return json_pack("{s:s, s:o, s:o}", "sandbox", sb->id, "ca", ca, "placeholders", phs);
+}
+
+/* GET /v1/sandboxes/{id}/credentials: what the sandbox's guest is given
+ * for credential injection (docs/credentials.md). */
+static void on_credentials(struct evhttp_request *req, const char *id)
+{
+    char msg[160];
+
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        reply_405(req, "GET");
+        return;
+    }
+    struct px_world *w = px_world_get();
+    const struct px_sandbox *sb = px_world_by_id(w, id);
+    if (sb == NULL) {
+        px_world_put(w);
+        snprintf(msg, sizeof(msg), "no sandbox '%.64s'", id);
+        reply_error(req, 404, msg);
+        return;
+    }
+    json_t *j = credentials_json(sb);
+    px_world_put(w);
+    reply_json(req, 200, j);
+}
+
 /* ------------------------------------------------------------ routing */
 
-/* Whether path is PREFIX ID "/denials" with a non-empty ID without '/';
- * the ID into id. */
-static bool denials_path(const char *path, const char *prefix, char *id, size_t idlen)
+/* Whether path is PREFIX ID SUFFIX with a non-empty ID without '/'; the
+ * ID into id. */
+static bool sub_path(const char *path, const char *prefix, const char *suffix, char *id,
+                     size_t idlen)
 {
-    static const char suffix[] = "/denials";
-    size_t n = strlen(path), p = strlen(prefix), s = sizeof(suffix) - 1;
+    size_t n = strlen(path), p = strlen(prefix), s = strlen(suffix);
 
     if (n <= p + s || strncmp(path, prefix, p) != 0 || strcmp(path + n - s, suffix) != 0 ||
         n - p - s >= idlen || memchr(path + p, '/', n - p - s) != NULL)
@@ -532,8 +575,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     else if (strncmp(path, prefix, sizeof(prefix) - 1) == 0 && path[sizeof(prefix) - 1] != '\0' &&
              strchr(path + sizeof(prefix) - 1, '/') == NULL)
         on_sandbox(req, path + sizeof(prefix) - 1);
-    else if (denials_path(path, prefix, id, sizeof(id)))
+    else if (sub_path(path, prefix, "/denials", id, sizeof(id)))
         on_denials(req, id);
+    else if (sub_path(path, prefix, "/credentials", id, sizeof(id)))
+        on_credentials(req, id);
     else if (strcmp(path, "/v1/reload") == 0)
         on_reload(req);
     else if (strcmp(path, "/v1/explain") == 0)
@@ -543,6 +588,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     else
         reply_error(req, 404,
                     "no such endpoint (see /v1/sandboxes, /v1/sandboxes/{id}/denials, "
+                    "/v1/sandboxes/{id}/credentials, "
                     "/v1/reload, /v1/explain, /v1/status)");
 }
 

@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "resolver.h"
@@ -32,6 +33,9 @@ struct px_admin_hooks {
      * ...); a new reference, or NULL. */
     json_t *(*status)(void *arg);
     void *arg;
+    /* The placeholders' key (placeholder.h), for
+     * /v1/sandboxes/{id}/credentials; NULL: none are made. */
+    const uint8_t *placeholder_key;
 };
 
 /* Listen as cfg says (unix socket: an old socket file is replaced; TCP:

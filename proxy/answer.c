@@ -142,6 +142,7 @@ static const char *proxy_status_error(enum px_reason r)
     case PX_R_DNS_FAIL: return "dns_error";
     case PX_R_CONNECT_FAIL: return "connection_refused";
     case PX_R_TIMEOUT: return "connection_timeout";
+    case PX_R_UPSTREAM_TLS: return "tls_certificate_error";
     default: return "proxy_internal_error";
     }
 }

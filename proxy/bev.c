@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <stdbool.h>
@@ -26,7 +27,7 @@ void px_bev_write_now(struct bufferevent *bev)
 {
     struct evbuffer *out = bufferevent_get_output(bev);
 
-    if (evbuffer_get_length(out) == 0)
+    if (evbuffer_get_length(out) == 0 || bufferevent_openssl_get_ssl(bev) != NULL)
         return;
     /* A socket bufferevent freezes its output's front: only it takes from
      * there, in its write callback.  Take over that one write. */
@@ -80,6 +81,8 @@ static ssize_t read_into(struct bufferevent *bev, size_t most)
 
 void px_bev_read_now(struct bufferevent *bev)
 {
+    if (bufferevent_openssl_get_ssl(bev) != NULL)
+        return; /* TLS (intercept.c): libevent reads it */
     /* An end or an error stays for the bufferevent's next read. */
     (void)read_into(bev, READ_NOW_MAX);
 }

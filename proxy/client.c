@@ -124,6 +124,8 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
     struct px_conn *c = arg;
     (void)bev;
 
+    if (what & BEV_EVENT_CONNECTED)
+        return; /* an intercepted client's TLS handshake is done */
     /* An HTTP client that half-closed after a whole request (being
      * decided, sent or answered) is answered: libevent stopped reading at
      * the end, and the next head phase reads again, handles what was
@@ -131,8 +133,8 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
      * last request's; a CONNECT client that ends before its tunnel is up
      * is gone.) */
     if (what == (BEV_EVENT_READING | BEV_EVENT_EOF) &&
-        (c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN) && c->state != PX_S_HEAD &&
-        c->ex->req_done)
+        (c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN || c->mode == PX_MODE_INTERCEPT) &&
+        c->state != PX_S_HEAD && c->ex->req_done)
         return;
     px_conn_ended(c, PX_END_CLIENT);
     px_conn_close(c, what & BEV_EVENT_ERROR ? "client error" : "client closed");

@@ -336,6 +336,8 @@ static bool directive_1(struct reader *r, const char *k, const char *v)
         set_path(r, c->state_dir, sizeof(c->state_dir), v);
     else if (strcmp(k, "secret-dir") == 0)
         set_path(r, c->secret_dir, sizeof(c->secret_dir), v);
+    else if (strcmp(k, "upstream-ca-file") == 0)
+        set_path(r, c->upstream_ca_file, sizeof(c->upstream_ca_file), v);
     else if (strcmp(k, "access-log") == 0)
         strcmp(v, "stdout") == 0 ? (void)snprintf(c->access_log, sizeof(c->access_log), "stdout")
                                  : set_path(r, c->access_log, sizeof(c->access_log), v);
@@ -408,6 +410,7 @@ static const char *const known[] = {
     "default-policy",
     "state-dir",
     "secret-dir",
+    "upstream-ca-file",
     "access-log",
     "geoip-country",
     "geoip-asn",

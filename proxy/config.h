@@ -59,7 +59,9 @@ struct px_config {
     char default_policy[64];
     char state_dir[1024];
     char secret_dir[1024]; /* "": no secrets */
-    char access_log[1024]; /* a path or "stdout" */
+    char
+        upstream_ca_file[1024]; /* intercepted origins are verified with it; "": the system store */
+    char access_log[1024];      /* a path or "stdout" */
     char geoip_country[1024], geoip_asn[1024];
     struct px_range deny_ranges[PX_MAX_RANGES], allow_ranges[PX_MAX_RANGES];
     size_t n_deny_ranges, n_allow_ranges;

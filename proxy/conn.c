@@ -53,7 +53,7 @@ static bool legal(enum px_conn_state from, enum px_conn_state to)
         return from != PX_S_RELAY && from != PX_S_FLUSH;
     switch (from) {
     case PX_S_HEAD: return to == PX_S_RESOLVE || to == PX_S_REQUEST;
-    case PX_S_HELLO: return to == PX_S_RESOLVE || to == PX_S_RELAY;
+    case PX_S_HELLO: return to == PX_S_RESOLVE || to == PX_S_RELAY || to == PX_S_HEAD;
     case PX_S_RESOLVE: return to == PX_S_CONNECT;
     case PX_S_CONNECT: return to == PX_S_HELLO || to == PX_S_REQUEST || to == PX_S_RELAY;
     case PX_S_REQUEST: return to == PX_S_RESPONSE || to == PX_S_HEAD;
@@ -240,6 +240,7 @@ static void log_entry(const struct px_conn *c, struct px_log_entry *e, struct li
         .duration_ms = (uint64_t)(px_now_ms() - c->t_start_ms),
         .status = rq->status,
         .termination = termination(c, t->end, sizeof(t->end)),
+        .inject = rq->inject[0] ? rq->inject : NULL,
     };
 }
 
@@ -378,6 +379,7 @@ void px_conn_close(struct px_conn *c, const char *why)
     px_resolve_cancel(c->dns);
     free(c->hello);
     px_conn_drop_exchange(c);
+    px_intercept_free(c);
     free(c->raw_host);
     if (c->up != NULL)
         bufferevent_free(c->up);

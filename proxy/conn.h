@@ -12,6 +12,7 @@
  *   exchange.c  the HTTP exchange: bodies, the response, keep-alive
  *   relay.c     the tunnel; rehello.c its later ClientHellos
  *   revoke.c    judging open connections again after a world swap
+ *   intercept.c a CONNECT egressd terminates to add a sandbox's credentials
  *
  * A connection owns its bufferevents or raw sockets, its timer, its DNS
  * request, its world reference and its metrics and limits handles, and
@@ -116,6 +117,20 @@ struct px_request {
     bool decided;    /* decision/reason are final for this request */
     unsigned status; /* HTTP status sent or received */
     bool logged;     /* this request's log line is written */
+    bool intercept; /* a CONNECT egressd terminates: an inject rule binds a secret of its sandbox */
+    char inject[96]; /* the secrets added to (or, denied, misplaced in) this request: "a,b" */
+};
+
+/* An intercepted CONNECT (intercept.c): the host both legs are for, and
+ * the upstream leg's handshake. */
+struct px_intercept {
+    struct policy_host host; /* the CONNECT's (and the SNI's) host */
+    uint16_t port;
+    bool up_ready;   /* the origin's TLS is up and verified */
+    bool up_failed;  /* ... or failed (up_error says why) */
+    bool cert_error; /* it failed on the origin's certificate */
+    bool waiting;    /* a judged request waits for the handshake */
+    char up_error[160];
 };
 
 /* The HTTP exchange (exchange.c): the head to send upstream, keep-alive,
@@ -173,8 +188,9 @@ struct px_conn {
     /* The ClientHello being read (allocated only while reading it). */
     struct sni_parser *hello;
 
-    struct px_exchange *ex; /* NULL for a tunnel (see above) */
-    char *raw_host;         /* the host as asked for, for the log when it is bad; or NULL */
+    struct px_exchange *ex;  /* NULL for a tunnel (see above) */
+    struct px_intercept *ic; /* NULL unless intercepted */
+    char *raw_host;          /* the host as asked for, for the log when it is bad; or NULL */
 
     /* Counters for the log line and the metrics. */
     uint64_t bytes_up, bytes_down;
@@ -328,6 +344,37 @@ bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len);
 void px_request_on_head(struct px_conn *c);
 /* Forget the last request (c->rq, the byte counts) for the next one. */
 void px_request_reset(struct px_conn *c);
+
+/* Split a Host field's "host[:port]" into a normalized host (the port,
+ * when there is one, must be `port`); false when it is not one. */
+bool px_request_host_field(struct http_view v, struct policy_host *h, uint16_t port);
+/* Prepare the head of req to go upstream (c->ex->pending) and take it
+ * from the client's input.  False when it does not fit (431; closed). */
+bool px_request_forward(struct px_conn *c, const struct http_request *req);
+
+/* intercept.c: credential injection. */
+/* Whether c (a CONNECT whose name phase allowed it) is to be terminated:
+ * an inject rule for its host names a secret its sandbox's binding lists,
+ * and the sandbox has a CA. */
+bool px_intercept_wanted(const struct px_conn *c);
+/* Whether an HTTP request being judged carries the placeholder of one of
+ * its sandbox's secrets in its head (logged): it is then denied
+ * credential_host_mismatch, as no plain-HTTP host is bound to a secret. */
+bool px_placeholder_seen(const struct px_conn *c);
+/* Terminate the CONNECT whose ClientHello passed: TLS both ways, then
+ * HTTP requests.  May close. */
+void px_intercept_start(struct px_conn *c);
+/* An HTTP/2 preface at the start of the client's input: refused (400;
+ * closed), true. */
+bool px_intercept_refuses_h2(struct px_conn *c);
+/* Check a request head inside the tunnel (origin form, Host = the
+ * CONNECT host, no Upgrade) and take its target.  False when refused
+ * (closed). */
+bool px_intercept_target(struct px_conn *c, const struct http_request *req);
+/* The request is judged: once the origin's TLS is up, add the
+ * credentials to its head and send it on.  May close. */
+void px_intercept_request(struct px_conn *c);
+void px_intercept_free(struct px_conn *c);
 
 /* exchange.c: the HTTP exchange once its request is judged. */
 void px_exchange_start(struct px_conn *c); /* upstream is ready: send the request */

@@ -25,10 +25,14 @@
 
 #include "accesslog.h"
 #include "admin.h"
+#include "appliance.h"
+#include "certs.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
 #include "policy_load.h"
+#include "prefixbio.h"
+#include "secrets.h"
 #include "version.h"
 #include "world.h"
 
@@ -44,6 +48,7 @@ static unsigned n_workers;
 static struct event_base *main_base;
 static struct px_resolver *main_resolver;
 static struct event *drain_timer, *reload_timer, *expiry_timer;
+static EVP_PKEY *appliance_key; /* state-dir/appliance.key (appliance.h) */
 static int64_t drain_end_ms;
 static int inotify_fd = -1;
 
@@ -304,17 +309,52 @@ static int check_only(void)
         }
         px_hosts_free(h);
     }
+    if (cfg.secret_dir[0] != '\0') {
+        struct px_secrets *s = NULL;
+        if (px_secrets_load(cfg.secret_dir, &s, err, sizeof(err)) == -1) {
+            fprintf(stderr, "%s\n", err);
+            bad = 1;
+        }
+        px_secrets_unref(s);
+    }
     if (!bad)
         printf("%s: ok\n", cfg.file);
     return bad;
 }
 
+/* What credential injection needs before the first world: the appliance
+ * key (the sandbox CAs' key, and the placeholders' through
+ * px_d.placeholder_key), the TLS contexts, and no core dumps while
+ * secrets are in memory (docs/credentials.md).  0, or -1 with err. */
+static int start_credentials(char *err, size_t errlen)
+{
+    if (px_prefix_bio_init() == -1) {
+        snprintf(err, errlen, "OpenSSL cannot make a BIO method");
+        return -1;
+    }
+    if (px_certs_init(cfg.upstream_ca_file, err, errlen) == -1)
+        return -1;
+    appliance_key = px_appliance_key_load(cfg.state_dir, err, errlen);
+    if (appliance_key == NULL ||
+        px_appliance_placeholder_key(appliance_key, px_d.placeholder_key, err, errlen) == -1)
+        return -1;
+    px_world_ca_key(appliance_key);
+    if (cfg.secret_dir[0] != '\0') {
+        struct rlimit none = {0, 0};
+        if (setrlimit(RLIMIT_CORE, &none) == -1)
+            px_log_warn("setrlimit(RLIMIT_CORE): core dumps may hold secrets");
+    }
+    return 0;
+}
+
 static int start(char *err, size_t errlen)
 {
-    struct px_admin_hooks hooks = {status_hook, NULL};
+    struct px_admin_hooks hooks = {status_hook, NULL, px_d.placeholder_key};
 
     fit_descriptors();
     if (px_accesslog_open(cfg.access_log, err, errlen) == -1)
+        return -1;
+    if (start_credentials(err, errlen) == -1)
         return -1;
     if (px_world_init(&cfg, &geo, err, errlen) == -1)
         return -1;
@@ -407,6 +447,8 @@ int main(int argc, char **argv)
     px_resolver_free(main_resolver);
     event_base_loop(main_base, EVLOOP_NONBLOCK); /* evdns' last callbacks */
     px_world_shutdown();
+    px_certs_shutdown();
+    EVP_PKEY_free(appliance_key);
     px_accesslog_close();
     px_geo_close(&geo);
     px_log_info("stopped");

@@ -47,6 +47,7 @@ struct px_daemon {
     atomic_uint_fast64_t next_id; /* connection ids */
     atomic_long conns;            /* client connections open, all workers */
     atomic_bool draining;         /* SIGTERM: no new requests, tunnels finish */
+    uint8_t placeholder_key[32]; /* the placeholders' key, from the appliance key (placeholder.h) */
 };
 
 extern struct px_daemon px_d;
@@ -66,7 +67,8 @@ struct px_worker {
     int reader;            /* its index as a reader of the world (px_world_quiescent) */
     struct event *flush;   /* writes the access-log lines of a round */
     struct px_dnsd *dnsd;  /* the policy DNS server's sockets (dnsd.h), or NULL */
-    struct px_conn *conns; /* every open connection of this worker */
+    struct px_leaf_cache *leaves; /* interception's leaf certificates (certs.h) */
+    struct px_conn *conns;        /* every open connection of this worker */
     long n_conns;
 };
 

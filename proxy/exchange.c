@@ -217,7 +217,8 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
     c->ex->resp_left = resp->content_length;
     http_chunked_init(&c->ex->resp_chunks);
     c->ex->upstream_keep_alive = resp->keep_alive && resp->body != HTTP_BODY_TO_CLOSE;
-    if (resp->body == HTTP_BODY_TO_CLOSE || next_request_ms(c) == 0)
+    if (resp->body == HTTP_BODY_TO_CLOSE || next_request_ms(c) == 0 ||
+        (c->mode == PX_MODE_INTERCEPT && !c->ex->upstream_keep_alive))
         c->ex->client_keep_alive = false; /* the answer says so: Connection: close */
     size_t m = http_format_response(resp, p, c->ex->client_keep_alive, buf, sizeof(buf));
     if (m == 0) {
@@ -390,6 +391,12 @@ static void on_up_idle(struct bufferevent *bev, void *arg)
 {
     struct px_conn *c = arg;
     (void)bev;
+    if (c->mode == PX_MODE_INTERCEPT) {
+        /* the one TLS leg to the origin of an intercepted connection */
+        px_conn_ended(c, PX_END_UPSTREAM);
+        px_conn_close(c, "the origin ended the intercepted connection");
+        return;
+    }
     /* An idle upstream that speaks or closes is of no more use. */
     bufferevent_free(c->up);
     c->up = NULL;

@@ -97,7 +97,9 @@ static void hello_done(struct px_conn *c, enum sni_result r)
         px_conn_deny_unruled(c, why);
         return;
     }
-    if (c->mode == PX_MODE_CONNECT)
+    if (c->mode == PX_MODE_CONNECT && c->rq.intercept)
+        px_intercept_start(c);
+    else if (c->mode == PX_MODE_CONNECT)
         px_relay_start(c);
     else
         judge_sni(c);

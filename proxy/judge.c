@@ -180,6 +180,11 @@ static void decide(struct px_conn *c)
         px_conn_deny(c, c->rq.reason);
         return;
     }
+    if ((c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN) && px_placeholder_seen(c)) {
+        px_conn_deny_unruled(c, PX_R_CREDENTIAL_HOST_MISMATCH);
+        return;
+    }
+    c->rq.intercept = px_intercept_wanted(c);
     if (px_limit_over_quota(c->lim, px_d.cfg->quota_bytes_per_sandbox)) {
         px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox has used up its byte quota");
         return;

@@ -111,6 +111,13 @@ static const char *target_of(struct px_conn *c, const struct http_request *req,
     return NULL;
 }
 
+bool px_request_host_field(struct http_view v, struct policy_host *h, uint16_t port)
+{
+    uint16_t p;
+
+    return split_host_field(v, h, &p) && (p == 0 || p == port);
+}
+
 /* The Host field must name the same origin as an absolute target. */
 static bool host_agrees(const struct px_conn *c, const struct http_request *req)
 {
@@ -138,6 +145,7 @@ void px_request_reset(struct px_conn *c)
     c->rq.reason = PX_R_ALLOWED;
     c->rq.decided = c->rq.logged = false;
     c->rq.status = 0;
+    c->rq.inject[0] = '\0';
     c->bytes_up = c->bytes_down = 0;
     c->ex->resp_head_done = false;
 }
@@ -168,10 +176,7 @@ static void host_port(char *dst, size_t size, const char *host, uint16_t port, b
     *p = '\0';
 }
 
-/* The head to send upstream, in origin form, into c->ex->pending; the body's
- * framing and keep-alive from the request.  False when it cannot be
- * forwarded (431; closed). */
-static bool prepare_forward(struct px_conn *c, const struct http_request *req)
+bool px_request_forward(struct px_conn *c, const struct http_request *req)
 {
     char authority[POLICY_HOST_MAX + 8];
     static _Thread_local char buf[PX_HEADER_BYTES_MAX + FORMAT_SLACK];
@@ -249,6 +254,8 @@ static bool take_target(struct px_conn *c, const struct http_request *req)
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "method name too long");
         return false;
     }
+    if (c->mode == PX_MODE_INTERCEPT)
+        return px_intercept_target(c, req);
     err = target_of(c, req, &host, &port);
     if (err != NULL) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, err);
@@ -277,9 +284,15 @@ static void on_request(struct px_conn *c, const struct http_request *req)
     c->t_start_ms = px_now_ms();
     if (!take_target(c, req))
         return;
+    if (c->mode == PX_MODE_INTERCEPT) {
+        /* The head stays in the input: the credentials are added once
+         * the request is judged (intercept.c). */
+        px_conn_judge(c, NULL, 0);
+        return;
+    }
     if (c->mode == PX_MODE_CONNECT)
         evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
-    else if (c->rq.host.len != 0 && !prepare_forward(c, req))
+    else if (c->rq.host.len != 0 && !px_request_forward(c, req))
         return;
     keep_upstream_if_same(c);
     px_conn_judge(c, auth, auth_len);
@@ -297,6 +310,8 @@ void px_request_on_head(struct px_conn *c)
         c->ex->head_started = true;
         px_conn_timeout(c, px_d.cfg->timeout_header_ms);
     }
+    if (c->mode == PX_MODE_INTERCEPT && px_intercept_refuses_h2(c))
+        return;
     size_t n = len < cap ? len : cap;
     const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
     switch (http_parse_request(p, n, &px_d.http_limits, &req)) {

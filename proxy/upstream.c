@@ -201,6 +201,7 @@ void px_conn_upstream_ready(struct px_conn *c)
     case PX_MODE_TLS: px_relay_start(c); return;
     case PX_MODE_HTTP:
     case PX_MODE_PLAIN: px_exchange_start(c); return;
+    case PX_MODE_INTERCEPT: px_intercept_request(c); return;
     case PX_MODE_COUNT: break;
     }
     abort(); /* no other mode */

@@ -10,10 +10,11 @@
 #include "policy.h"
 
 enum px_mode {
-    PX_MODE_CONNECT, /* explicit proxy, CONNECT tunnel */
-    PX_MODE_HTTP,    /* explicit proxy, absolute-URI request */
-    PX_MODE_TLS,     /* transparent TLS, decided on the SNI */
-    PX_MODE_PLAIN,   /* transparent HTTP, decided on Host */
+    PX_MODE_CONNECT,   /* explicit proxy, CONNECT tunnel */
+    PX_MODE_HTTP,      /* explicit proxy, absolute-URI request */
+    PX_MODE_TLS,       /* transparent TLS, decided on the SNI */
+    PX_MODE_PLAIN,     /* transparent HTTP, decided on Host */
+    PX_MODE_INTERCEPT, /* a request inside a CONNECT egressd terminates (intercept.c) */
     PX_MODE_COUNT
 };
 
@@ -34,6 +35,8 @@ enum px_reason {
     PX_R_TIMEOUT,      /* header, connect, idle or tunnel-life timeout */
     PX_R_LIMIT,        /* max-conns, per-sandbox limits, quota, rate, lookups */
     PX_R_REVOKED, /* open when its binding went away, expired or the policy stopped allowing it */
+    PX_R_CREDENTIAL_HOST_MISMATCH, /* a secret's placeholder sent where the secret is not bound */
+    PX_R_UPSTREAM_TLS,             /* an intercepted origin's certificate did not verify */
     PX_R_COUNT
 };
 
@@ -59,7 +62,8 @@ static inline enum px_end px_end_of_reason(enum px_reason r)
     case PX_R_LIMIT: return PX_END_LIMIT;
     case PX_R_REVOKED: return PX_END_REVOKED;
     case PX_R_DNS_FAIL:
-    case PX_R_CONNECT_FAIL: return PX_END_UPSTREAM;
+    case PX_R_CONNECT_FAIL:
+    case PX_R_UPSTREAM_TLS: return PX_END_UPSTREAM;
     default: return PX_END_PROXY;
     }
 }
@@ -80,16 +84,31 @@ static inline bool px_reason_has_rule(enum px_reason r)
 
 static inline const char *px_mode_str(enum px_mode m)
 {
-    static const char *const words[PX_MODE_COUNT] = {"connect", "http", "tls", "plain"};
+    static const char *const words[PX_MODE_COUNT] = {"connect", "http", "tls", "plain",
+                                                     "intercept"};
     return (unsigned)m < PX_MODE_COUNT ? words[m] : "?";
 }
 
 static inline const char *px_reason_str(enum px_reason r)
 {
-    static const char *const words[PX_R_COUNT] = {
-        "allowed",      "not_allowed", "deny_rule", "private_range", "geo",         "bad_host",
-        "sni_mismatch", "no_sni",      "not_tls",   "ech",           "bad_request", "dns_fail",
-        "connect_fail", "timeout",     "limit",     "revoked"};
+    static const char *const words[PX_R_COUNT] = {"allowed",
+                                                  "not_allowed",
+                                                  "deny_rule",
+                                                  "private_range",
+                                                  "geo",
+                                                  "bad_host",
+                                                  "sni_mismatch",
+                                                  "no_sni",
+                                                  "not_tls",
+                                                  "ech",
+                                                  "bad_request",
+                                                  "dns_fail",
+                                                  "connect_fail",
+                                                  "timeout",
+                                                  "limit",
+                                                  "revoked",
+                                                  "credential_host_mismatch",
+                                                  "upstream_tls"};
     return (unsigned)r < PX_R_COUNT ? words[r] : "?";
 }
 

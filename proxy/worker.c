@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "accesslog.h"
+#include "certs.h"
 #include "conn.h"
 #include "denials.h"
 #include "dnsd.h"
@@ -138,6 +139,7 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
     w->resolver = px_resolver_new(w->base, cfg->resolvers, cfg->n_resolvers, err, errlen);
     if (w->resolver == NULL)
         return -1;
+    w->leaves = px_leaf_cache_new();
     w->backoff = evtimer_new(w->base, on_backoff_over, w);
     w->wake = event_new(w->base, -1, 0, on_wake, w);
     w->recheck = event_new(w->base, -1, 0, on_recheck, w);
@@ -208,4 +210,5 @@ void px_worker_join(struct px_worker *w)
     px_resolver_free(w->resolver);
     event_base_loop(w->base, EVLOOP_NONBLOCK); /* evdns' last callbacks */
     event_base_free(w->base);
+    px_leaf_cache_free(w->leaves);
 }

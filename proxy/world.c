@@ -40,9 +40,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ca.h"
 #include "denials.h"
 #include "log.h"
 #include "metrics.h"
+#include "sandboxca.h"
 #include "sblimits.h"
 
 #define STATE_FILE      "sandboxes.json"
@@ -70,6 +72,8 @@ struct held {
     json_t *json;              /* token elided */
     struct px_msb *msb;        /* its metrics series */
     struct px_limit *lim;      /* its limits */
+    struct ca_authority *ca;   /* its CA for credential injection, or NULL */
+    uint64_t ca_serial;
 };
 
 struct addr_slot {
@@ -484,6 +488,13 @@ struct policy_binding *px_sandbox_bind(struct policy *p, const struct px_sandbox
 
 /* ---------------------------------------------------------- layers */
 
+static EVP_PKEY *ca_key; /* the sandbox CAs' key (px_world_ca_key), or NULL */
+
+void px_world_ca_key(EVP_PKEY *key)
+{
+    ca_key = key;
+}
+
 static struct base *base_ref(struct base *b)
 {
     atomic_fetch_add(&b->refs, 1);
@@ -514,6 +525,7 @@ static struct held *held_new(const struct px_sandbox *sb, struct policy_binding 
     h->json = json;
     h->msb = px_metrics_sandbox_get(sb->id, sb->owner);
     h->lim = px_limit_get(sb->id);
+    h->ca = px_sandbox_ca_new(ca_key, sb, pb, &h->ca_serial);
     return h;
 }
 
@@ -525,6 +537,7 @@ static void held_unref(struct held *h)
     json_decref(h->json);
     px_metrics_sandbox_put(h->msb);
     px_limit_put(h->lim);
+    ca_authority_free(h->ca);
     free(h);
 }
 
@@ -573,6 +586,8 @@ static void world_add(struct world *w, const struct px_sandbox *sb, struct held 
     w->sbx[w->n].json = h->json;
     w->sbx[w->n].msb = h->msb;
     w->sbx[w->n].lim = h->lim;
+    w->sbx[w->n].ca = h->ca;
+    w->sbx[w->n].ca_serial = h->ca_serial;
     w->held[w->n++] = h;
 }
 

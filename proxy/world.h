@@ -15,6 +15,7 @@
 #define PX_WORLD_H
 
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +46,11 @@ struct px_sandbox {
      * (px_metrics_sandbox_ref, px_limit_ref). */
     struct px_msb *msb;
     struct px_limit *lim;
+    /* Its CA for credential injection (sandboxca.h), held by the world;
+     * NULL when its binding binds none of its secrets.  ca_serial tells one
+     * CA from the next (leaf caches). */
+    struct ca_authority *ca;
+    uint64_t ca_serial;
     /* The secrets its requests may have injected ("secrets": names, unique).
      * A name the world's store lacks (gone at a reload) stays: whatever
      * needs it fails closed. */
@@ -161,6 +167,11 @@ struct policy_binding *px_sandbox_bind(struct policy *p, const struct px_sandbox
  * address bound to another sandbox, a secret secret-dir does not have),
  * 500 (persisting failed). */
 int px_world_error_status(void);
+
+/* The key every sandbox CA is made with from now on (the appliance key,
+ * kept by the caller for as long as any world); NULL: no CAs.  Main
+ * thread, before px_world_init(). */
+void px_world_ca_key(EVP_PKEY *key);
 
 /* Drop the current world (at exit). */
 void px_world_shutdown(void);

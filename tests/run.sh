@@ -224,7 +224,7 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
         name=${name#fuzz_}
         case $name in
             sni*)   seeds=("$CLIENTHELLO_DIR"/*.bin) ;;
-            policy) seeds=(deploy/policies/*.allow) ;;
+            policy) seeds=(deploy/policies/*.allow tests/fuzz/seeds/policy/*) ;;
             host)   read -ra seeds < <(host_seeds) ;;
             *)      seeds=(tests/fuzz/seeds/"$name"/*) ;;
         esac

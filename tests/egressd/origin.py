@@ -17,6 +17,8 @@ Endpoints:
     /slow/N         N lines "slow\n", 200 ms apart (N <= 600)
     /status/N       an empty answer with status N
     /close          an answer, then the connection is closed
+    /sse/N          N server-sent events (N <= 100), chunked, 300 ms apart;
+                    each event says when it was sent ("data: I T")
     anything else   404
 
 --banner ADDR:PORT serves an SSH-style protocol: the server speaks first
@@ -121,6 +123,19 @@ def respond(c, status, body, close=False, extra=()):
     c.sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
 
 
+def serve_sse(c, n, close):
+    """n events of a text/event-stream, one chunk each, 300 ms apart."""
+    c.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   b"Transfer-Encoding: chunked\r\n" + (b"Connection: close\r\n" if close else b"")
+                   + b"\r\n")
+    for i in range(n):
+        if i:
+            time.sleep(0.3)
+        ev = ("data: %d %.3f\n\n" % (i, time.time())).encode()
+        c.sock.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+    c.sock.sendall(b"0\r\n\r\n")
+
+
 def serve_http(c):
     while True:
         head = c.read_head()
@@ -166,6 +181,8 @@ def serve_http(c):
                 c.sock.sendall(b"slow\n")
         elif path.startswith("/status/") and path[8:].isdigit():
             respond(c, int(path[8:]), b"", close)
+        elif path.startswith("/sse/") and path[5:].isdigit() and int(path[5:]) <= 100:
+            serve_sse(c, int(path[5:]), close)
         elif path == "/close":
             respond(c, 200, b"bye\n", True)
             return

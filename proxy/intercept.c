@@ -1,0 +1,396 @@
+/*
+ * intercept.c - credential injection (docs/credentials.md): a CONNECT to
+ * a host whose `inject` rule binds one of the sandbox's secrets is
+ * terminated here instead of relayed.
+ *
+ *   CONNECT checked, 200, ClientHello checked (hello.c: SNI = CONNECT host)
+ *     ─▶ TLS toward the client with a leaf for exactly that host (certs.c),
+ *        TLS toward the origin, verified, SNI and name = that host
+ *     ─▶ each HTTP/1.1 request: its Host must name the CONNECT host, the
+ *        judge decides it (judge.c, the current world), then its head gets
+ *        the sandbox's credentials (http_cred_apply) and goes on through
+ *        the exchange code (exchange.c), the response streaming back
+ *
+ * One upstream TLS connection serves the whole client connection; when
+ * the origin ends it, the client's connection ends after that response.
+ * Every other host stays an opaque, SNI-checked tunnel (relay.c).
+ */
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "certs.h"
+#include "conn.h"
+#include "log.h"
+#include "placeholder.h"
+#include "prefixbio.h"
+#include "secrets.h"
+
+#define INJECTS_MAX   8           /* inject rules of one host looked at */
+#define SCRATCH_BYTES (64 * 1024) /* the substituted values of one head */
+
+/* The HTTP/2 connection preface (RFC 9113 section 3.4). */
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n";
+
+/* ------------------------------------------------------------ the plan */
+
+/* Whether sandbox sb's binding lists secret `name`. */
+static bool sandbox_has_secret(const struct px_sandbox *sb, const char *name)
+{
+    for (size_t i = 0; sb != NULL && i < sb->n_secrets; i++)
+        if (strcmp(sb->secrets[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The inject rule of c's binding that binds secret `name` to host:port
+ * now, or NULL. */
+static const struct policy_inject *rule_for(const struct px_conn *c, const struct policy_host *host,
+                                            uint16_t port, const char *name)
+{
+    const struct policy_inject *inj[INJECTS_MAX];
+    size_t n = policy_injects_for(c->pb, host, port, (int64_t)time(NULL), inj, INJECTS_MAX);
+
+    for (size_t i = 0; i < n && i < INJECTS_MAX; i++)
+        if (strcmp(inj[i]->secret, name) == 0)
+            return inj[i];
+    return NULL;
+}
+
+bool px_intercept_wanted(const struct px_conn *c)
+{
+    const struct policy_inject *inj[INJECTS_MAX];
+
+    if (c->mode != PX_MODE_CONNECT || !c->rq.v.inject || c->sb == NULL || c->sb->ca == NULL)
+        return false;
+    size_t n =
+        policy_injects_for(c->pb, &c->rq.host, c->rq.port, (int64_t)time(NULL), inj, INJECTS_MAX);
+    for (size_t i = 0; i < n && i < INJECTS_MAX; i++)
+        if (sandbox_has_secret(c->sb, inj[i]->secret))
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------ credentials */
+
+static enum http_cred_kind cred_kind(enum policy_inject_kind k)
+{
+    switch (k) {
+    case POLICY_INJECT_X_API_KEY: return HTTP_CRED_X_API_KEY;
+    case POLICY_INJECT_BEARER: return HTTP_CRED_BEARER;
+    case POLICY_INJECT_BASIC: return HTTP_CRED_BASIC;
+    case POLICY_INJECT_HEADER: break;
+    }
+    return HTTP_CRED_HEADER;
+}
+
+/* The credentials table of c's sandbox for a request to host:port (the
+ * current world's secrets): every secret of its binding with its
+ * placeholder, bound where an inject rule names it for this host and its
+ * value is there.  Placeholders are written into ph.  Returns how many. */
+static size_t creds_of(const struct px_conn *c, const struct policy_host *host, uint16_t port,
+                       struct http_cred *cr, char (*ph)[PX_PLACEHOLDER_MAX])
+{
+    size_t n = 0;
+
+    for (size_t i = 0; c->sb != NULL && i < c->sb->n_secrets; i++, n++) {
+        const char *name = c->sb->secrets[i];
+        size_t len = px_placeholder(px_d.placeholder_key, c->sb->id, name, ph[n], sizeof(ph[n]));
+        const struct policy_inject *r = host != NULL ? rule_for(c, host, port, name) : NULL;
+        /* (unbound: any sight of the placeholder is FOREIGN, whatever field) */
+        cr[n] = (struct http_cred){
+            .kind = HTTP_CRED_X_API_KEY, .field = "x-api-key", .placeholder = {ph[n], len}};
+        if (r != NULL &&
+            px_secrets_get(c->world->secrets, name, &cr[n].secret.p, &cr[n].secret.len)) {
+            cr[n].kind = cred_kind(r->kind);
+            cr[n].field = r->field;
+            cr[n].bound = true;
+        }
+    }
+    return n;
+}
+
+bool px_placeholder_seen(const struct px_conn *c)
+{
+    char ph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX];
+    struct http_cred cr[PX_SANDBOX_MAX_SECRETS];
+
+    if (c->sb == NULL || c->sb->n_secrets == 0 || c->ex == NULL || c->ex->pending == NULL)
+        return false;
+    size_t n = creds_of(c, NULL, 0, cr, ph);
+    struct evbuffer *head = c->ex->pending;
+    for (size_t i = 0; i < n; i++) {
+        struct evbuffer_ptr at =
+            evbuffer_search(head, cr[i].placeholder.p, cr[i].placeholder.len, NULL);
+        if (at.pos != -1) {
+            px_log_info("conn %llu: sandbox %s sent the placeholder of secret '%s' to %s: denied",
+                        (unsigned long long)c->id, c->sb->id, c->sb->secrets[i], c->rq.host.text);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------ the two TLS legs */
+
+/* The upstream leg's handshake ended (what: the bufferevent's event). */
+static void on_up_tls(struct bufferevent *bev, short what, void *arg)
+{
+    struct px_conn *c = arg;
+    struct px_intercept *ic = c->ic;
+
+    if (what & BEV_EVENT_CONNECTED) {
+        ic->up_ready = true;
+        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+        if (ic->waiting)
+            px_intercept_request(c);
+        return;
+    }
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+    unsigned long e = bufferevent_get_openssl_error(bev);
+    ic->up_failed = true;
+    ic->cert_error = vr != X509_V_OK;
+    if (vr != X509_V_OK)
+        snprintf(ic->up_error, sizeof(ic->up_error), "the origin's certificate: %s",
+                 X509_verify_cert_error_string(vr));
+    else if (e != 0)
+        ERR_error_string_n(e, ic->up_error, sizeof(ic->up_error));
+    else
+        snprintf(ic->up_error, sizeof(ic->up_error), "the origin closed during the handshake");
+    ERR_clear_error();
+    px_log_info("conn %llu: TLS to %s:%u failed: %s", (unsigned long long)c->id, ic->host.text,
+                ic->port, ic->up_error);
+    if (ic->waiting)
+        px_intercept_request(c);
+}
+
+/* Start the upstream leg on the connected socket c->ru. */
+static void start_upstream_tls(struct px_conn *c)
+{
+    SSL *ssl = SSL_new(px_certs_upstream());
+    int fd = c->ru.fd;
+
+    if (ssl == NULL)
+        abort();
+    SSL_set_tlsext_host_name(ssl, c->ic->host.text);
+    SSL_set1_host(ssl, c->ic->host.text);
+    event_free(c->ru.ev);
+    c->ru.ev = NULL;
+    c->up = bufferevent_openssl_socket_new(c->w->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                           BEV_OPT_CLOSE_ON_FREE);
+    if (c->up == NULL)
+        abort();
+    bufferevent_openssl_set_allow_dirty_shutdown(c->up, 1);
+    bufferevent_setcb(c->up, NULL, NULL, on_up_tls, c);
+    bufferevent_enable(c->up, EV_READ);
+}
+
+/* Start the client leg on c->rc, with the ClientHello already read
+ * (c->early); false when no leaf could be made (closed). */
+static bool start_client_tls(struct px_conn *c)
+{
+    char err[256];
+    SSL_CTX *ctx = px_leaf_ctx(c->w->leaves, c->sb->ca, c->sb->ca_serial, c->sb->id,
+                               c->ic->host.text, err, sizeof(err));
+    if (ctx == NULL) {
+        px_log_warnx("conn %llu: no leaf for %s: %s", (unsigned long long)c->id, c->ic->host.text,
+                     err);
+        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "no certificate for the host");
+        return false;
+    }
+    SSL *ssl = SSL_new(ctx);
+    if (ssl == NULL)
+        abort();
+    int fd = c->rc.fd;
+    BIO *bio = px_prefix_bio(fd, c->early, c->early_len);
+    SSL_set_bio(ssl, bio, bio);
+    c->early = NULL; /* the BIO has it */
+    c->early_len = 0;
+    event_free(c->rc.ev);
+    c->rc.ev = NULL;
+    c->cli = bufferevent_openssl_socket_new(c->w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                            BEV_OPT_CLOSE_ON_FREE);
+    if (c->cli == NULL)
+        abort();
+    bufferevent_openssl_set_allow_dirty_shutdown(c->cli, 1);
+    return true;
+}
+
+/* Note in c->rq.inject the names of the sandbox's secrets in mask (bit i:
+ * its i-th), "a,b". */
+static void note_secrets(struct px_conn *c, uint32_t mask)
+{
+    size_t off = 0;
+
+    c->rq.inject[0] = '\0';
+    for (size_t i = 0; i < c->sb->n_secrets && i < 32; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        int k = snprintf(c->rq.inject + off, sizeof(c->rq.inject) - off, "%s%s", off ? "," : "",
+                         c->sb->secrets[i]);
+        if (k < 0 || (size_t)k >= sizeof(c->rq.inject) - off)
+            break;
+        off += (size_t)k;
+    }
+}
+
+/* Note in c->rq.inject the names of the secrets bound to the CONNECT's
+ * host (for its line). */
+static void note_bound(struct px_conn *c)
+{
+    uint32_t mask = 0;
+
+    for (size_t i = 0; i < c->sb->n_secrets && i < 32; i++)
+        if (rule_for(c, &c->rq.host, c->rq.port, c->sb->secrets[i]) != NULL)
+            mask |= 1u << i;
+    note_secrets(c, mask);
+}
+
+void px_intercept_start(struct px_conn *c)
+{
+    c->ic = calloc(1, sizeof(*c->ic));
+    c->ex = calloc(1, sizeof(*c->ex));
+    if (c->ic == NULL || c->ex == NULL)
+        abort();
+    c->ic->host = c->rq.host;
+    c->ic->port = c->rq.port;
+    note_bound(c);
+    px_conn_log(c); /* the CONNECT's own line: the tunnel is intercepted */
+    if (!start_client_tls(c))
+        return;
+    start_upstream_tls(c);
+    c->mode = PX_MODE_INTERCEPT;
+    c->ex->upstream_keep_alive = true;
+    px_request_reset(c);
+    px_conn_set_state(c, PX_S_HEAD);
+    px_conn_watch_client(c);
+    px_conn_timeout(c, px_d.cfg->timeout_header_ms);
+}
+
+void px_intercept_free(struct px_conn *c)
+{
+    free(c->ic);
+    c->ic = NULL;
+}
+
+/* ------------------------------------------------------------ requests */
+
+bool px_intercept_target(struct px_conn *c, const struct http_request *req)
+{
+    struct policy_host h;
+
+    if (req->upgrade) {
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST,
+                     "Upgrade is not served inside an intercepted tunnel");
+        return false;
+    }
+    if (req->form != HTTP_FORM_ORIGIN || !req->has_host_header) {
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST,
+                     "an intercepted request needs an origin-form target and a Host field");
+        return false;
+    }
+    c->rq.host = c->ic->host;
+    c->rq.port = c->ic->port;
+    size_t n = c->ic->host.len < sizeof(c->rq.sni) ? c->ic->host.len : sizeof(c->rq.sni) - 1;
+    memcpy(c->rq.sni, c->ic->host.text, n); /* (a name: hello.c checked the SNI names it) */
+    c->rq.sni[n] = '\0';
+    c->rq.have_sni = true;
+    if (!px_request_host_field(req->host_header, &h, c->ic->port) ||
+        strcmp(h.text, c->ic->host.text) != 0) {
+        px_conn_keep_raw_host(c, req->host_header.p, req->host_header.len);
+        px_conn_deny_unruled(c, PX_R_SNI_MISMATCH);
+        return false;
+    }
+    return true;
+}
+
+bool px_intercept_refuses_h2(struct px_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->cli);
+    size_t n = evbuffer_get_length(in), k = sizeof(h2_preface) - 1;
+
+    if (n > k)
+        n = k;
+    if (n < 4 || memcmp(evbuffer_pullup(in, (ev_ssize_t)n), h2_preface, n) != 0)
+        return false;
+    px_conn_fail(c, 400, PX_R_BAD_REQUEST,
+                 "HTTP/2 is not served inside an intercepted tunnel (ALPN http/1.1)");
+    return true;
+}
+
+/* The judged request's head, still in the client's input: substitute the
+ * credentials and send it on.  May close. */
+static void forward(struct px_conn *c)
+{
+    static _Thread_local struct http_request req;
+    static _Thread_local char scratch[SCRATCH_BYTES];
+    char ph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX];
+    struct http_cred cr[PX_SANDBOX_MAX_SECRETS];
+    struct evbuffer *in = bufferevent_get_input(c->cli);
+    size_t len = evbuffer_get_length(in), cap = px_d.http_limits.max_head + 1, which = 0;
+    uint32_t used = 0;
+
+    if (len > cap)
+        len = cap;
+    const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+    if (http_parse_request(p, len, &px_d.http_limits, &req) != HTTP_R_OK) {
+        px_conn_fail(c, 400, PX_R_BAD_REQUEST, "malformed request"); /* parsed before: a bug */
+        return;
+    }
+    size_t n = creds_of(c, &c->ic->host, c->ic->port, cr, ph);
+    switch (http_cred_apply(&req, cr, n, scratch, sizeof(scratch), &which, &used)) {
+    case HTTP_CRED_NONE:
+    case HTTP_CRED_DONE: break;
+    case HTTP_CRED_FOREIGN:
+    case HTTP_CRED_MISPLACED:
+        px_log_info("conn %llu: sandbox %s sent the placeholder of secret '%s' where it does not "
+                    "go (%s): denied",
+                    (unsigned long long)c->id, c->sb->id, c->sb->secrets[which], c->ic->host.text);
+        snprintf(c->rq.inject, sizeof(c->rq.inject), "%s", c->sb->secrets[which]);
+        px_conn_deny_unruled(c, PX_R_CREDENTIAL_HOST_MISMATCH);
+        return;
+    case HTTP_CRED_NO_ROOM:
+        px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the credentials do not fit the request head");
+        return;
+    case HTTP_CRED_BAD_CRED:
+        px_log_warnx("conn %llu: secret '%s' cannot go in an HTTP header",
+                     (unsigned long long)c->id,
+                     c->sb->secrets[which < c->sb->n_secrets ? which : 0]);
+        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "a secret bound to this host cannot be sent");
+        return;
+    }
+    note_secrets(c, used);
+    if (!px_request_forward(c, &req))
+        return;
+    explicit_bzero(scratch, sizeof(scratch));
+    px_exchange_start(c);
+}
+
+void px_intercept_request(struct px_conn *c)
+{
+    struct px_intercept *ic = c->ic;
+
+    ic->waiting = false;
+    if (c->state == PX_S_HEAD)
+        px_conn_set_state(c, PX_S_REQUEST); /* the head is judged: not read again */
+    if (c->up == NULL || bufferevent_openssl_get_ssl(c->up) == NULL) {
+        /* never in clear: the credentials go only over the verified leg */
+        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's TLS connection is gone");
+        return;
+    }
+    if (ic->up_failed) {
+        px_conn_fail(c, 502, ic->cert_error ? PX_R_UPSTREAM_TLS : PX_R_CONNECT_FAIL, ic->up_error);
+        return;
+    }
+    if (!ic->up_ready) {
+        ic->waiting = true; /* on_up_tls goes on */
+        return;
+    }
+    forward(c);
+}
