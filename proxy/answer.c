@@ -47,6 +47,8 @@ static const char *status_text(unsigned s)
 /* Whether the client still expects an HTTP answer (not a TLS stream). */
 static bool speaks_http(const struct px_conn *c)
 {
+    if (c->mode == PX_MODE_INTERCEPT)
+        return true; /* HTTP inside the TLS egressd terminated */
     if (c->l->kind == PX_L_TLS)
         return false;
     return c->mode != PX_MODE_CONNECT || c->state == PX_S_HEAD || c->state == PX_S_RESOLVE ||

@@ -55,7 +55,8 @@ static bool legal(enum px_conn_state from, enum px_conn_state to)
     case PX_S_HEAD: return to == PX_S_RESOLVE || to == PX_S_REQUEST;
     case PX_S_HELLO: return to == PX_S_RESOLVE || to == PX_S_RELAY || to == PX_S_HEAD;
     case PX_S_RESOLVE: return to == PX_S_CONNECT;
-    case PX_S_CONNECT: return to == PX_S_HELLO || to == PX_S_REQUEST || to == PX_S_RELAY;
+    case PX_S_CONNECT:
+        return to == PX_S_HELLO || to == PX_S_REQUEST || to == PX_S_RELAY || to == PX_S_HEAD;
     case PX_S_REQUEST: return to == PX_S_RESPONSE || to == PX_S_HEAD;
     case PX_S_RESPONSE: return to == PX_S_HEAD;
     case PX_S_RELAY:

@@ -56,21 +56,34 @@ bool px_conn_same_sandbox(const struct px_sandbox *a, const struct px_sandbox *b
     return a == b || (a != NULL && b != NULL && strcmp(a->id, b->id) == 0);
 }
 
+/* The sandbox a request inside an intercepted CONNECT belongs to, when
+ * the CONNECT's credentials named it (c->sb, in the world before c->world):
+ * the same id with the same token in c->world, or NULL. */
+static const struct px_sandbox *same_by_auth(const struct px_conn *c)
+{
+    const struct px_sandbox *sb = px_world_by_id(c->world, c->sb->id);
+
+    return sb != NULL && strcmp(sb->token, c->sb->token) == 0 ? sb : NULL;
+}
+
 enum px_identity px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len)
 {
     const struct px_sandbox *sb = NULL;
     enum px_identity who = PX_ID_OK;
+    bool inherited = auth == NULL && c->by_auth && c->mode == PX_MODE_INTERCEPT && c->sb;
 
     if (auth != NULL)
         sb = px_world_by_basic_auth(c->world, auth, auth_len);
-    if (auth != NULL && sb == NULL)
+    if (inherited)
+        sb = same_by_auth(c);
+    if ((auth != NULL || inherited) && sb == NULL)
         who = PX_ID_UNKNOWN; /* answered as the source, which is who asked */
     if (sb == NULL)
         sb = px_world_by_addr(c->world, c->src_addr);
     bool changed = c->msb == NULL || !px_conn_same_sandbox(sb, c->sb);
     c->sb = sb;
     c->pb = sb ? sb->pb : c->world->default_pb;
-    c->by_auth = who == PX_ID_OK && auth != NULL;
+    c->by_auth = who == PX_ID_OK && (auth != NULL || inherited);
     if (!changed)
         return who;
     take_msb(c);

@@ -27,6 +27,7 @@
 #include "certs.h"
 #include "conn.h"
 #include "log.h"
+#include "metrics.h"
 #include "placeholder.h"
 #include "prefixbio.h"
 #include "secrets.h"
@@ -66,7 +67,8 @@ bool px_intercept_wanted(const struct px_conn *c)
 {
     const struct policy_inject *inj[INJECTS_MAX];
 
-    if (c->mode != PX_MODE_CONNECT || !c->rq.v.inject || c->sb == NULL || c->sb->ca == NULL)
+    if ((c->mode != PX_MODE_CONNECT && c->mode != PX_MODE_TLS) || !c->rq.v.inject ||
+        c->sb == NULL || c->sb->ca == NULL || c->rq.v.raw)
         return false;
     size_t n =
         policy_injects_for(c->pb, &c->rq.host, c->rq.port, (int64_t)time(NULL), inj, INJECTS_MAX);
@@ -130,6 +132,7 @@ bool px_placeholder_seen(const struct px_conn *c)
         if (at.pos != -1) {
             px_log_info("conn %llu: sandbox %s sent the placeholder of secret '%s' to %s: denied",
                         (unsigned long long)c->id, c->sb->id, c->sb->secrets[i], c->rq.host.text);
+            px_metrics_injection(c->sb->secrets[i], PX_INJ_MISMATCH);
             return true;
         }
     }
@@ -335,6 +338,7 @@ static void forward(struct px_conn *c)
     struct evbuffer *in = bufferevent_get_input(c->cli);
     size_t len = evbuffer_get_length(in), cap = px_d.http_limits.max_head + 1, which = 0;
     uint32_t used = 0;
+    const char *name;
 
     if (len > cap)
         len = cap;
@@ -353,19 +357,24 @@ static void forward(struct px_conn *c)
                     "go (%s): denied",
                     (unsigned long long)c->id, c->sb->id, c->sb->secrets[which], c->ic->host.text);
         snprintf(c->rq.inject, sizeof(c->rq.inject), "%s", c->sb->secrets[which]);
+        px_metrics_injection(c->sb->secrets[which], PX_INJ_MISMATCH);
         px_conn_deny_unruled(c, PX_R_CREDENTIAL_HOST_MISMATCH);
         return;
     case HTTP_CRED_NO_ROOM:
         px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the credentials do not fit the request head");
         return;
     case HTTP_CRED_BAD_CRED:
+        name = c->sb->secrets[which < c->sb->n_secrets ? which : 0];
         px_log_warnx("conn %llu: secret '%s' cannot go in an HTTP header",
-                     (unsigned long long)c->id,
-                     c->sb->secrets[which < c->sb->n_secrets ? which : 0]);
+                     (unsigned long long)c->id, name);
+        px_metrics_injection(name, PX_INJ_UNAVAILABLE);
         px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "a secret bound to this host cannot be sent");
         return;
     }
     note_secrets(c, used);
+    for (size_t i = 0; i < n; i++)
+        if (used & (1u << i))
+            px_metrics_injection(c->sb->secrets[i], PX_INJ_ADDED);
     if (!px_request_forward(c, &req))
         return;
     explicit_bzero(scratch, sizeof(scratch));

@@ -68,6 +68,17 @@ static const char *const served_words[PX_DNSS_COUNT] = {"answer",  "nodata",    
                                                         "formerr", "notimp",       "dropped"};
 static atomic_uint_fast64_t served_counts[PX_DNSS_COUNT];
 
+/* injections_total: a slot per secret name, taken once (under inj_lock)
+ * and then only counted in (no lock). */
+static const char *const injection_words[PX_INJ_COUNT] = {"added", "mismatch", "unavailable"};
+struct injection_slot {
+    char secret[64];
+    atomic_uint_fast64_t n[PX_INJ_COUNT];
+};
+static struct injection_slot injections[PX_METRICS_SECRETS];
+static atomic_size_t n_injections;
+static pthread_mutex_t inj_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static atomic_uint_fast64_t reloads_ok, reloads_error;
 static atomic_size_t n_sandboxes;
 
@@ -266,6 +277,42 @@ void px_metrics_dns_query(enum px_dns_served r)
         atomic_fetch_add_explicit(&served_counts[r], 1, memory_order_relaxed);
 }
 
+/* The slot of secret among the first n taken, or NULL. */
+static struct injection_slot *find_injection(const char *secret, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(injections[i].secret, secret) == 0)
+            return &injections[i];
+    return NULL;
+}
+
+/* The slot of secret, taken now if it has none (NULL when all are). */
+static struct injection_slot *injection_slot(const char *secret)
+{
+    struct injection_slot *s = find_injection(secret, atomic_load(&n_injections));
+
+    if (s != NULL || strlen(secret) >= sizeof(s->secret))
+        return s;
+    pthread_mutex_lock(&inj_lock);
+    size_t n = atomic_load(&n_injections);
+    s = find_injection(secret, n);
+    if (s == NULL && n < PX_METRICS_SECRETS) {
+        s = &injections[n];
+        strcpy(s->secret, secret);
+        atomic_store(&n_injections, n + 1); /* published once it is written */
+    }
+    pthread_mutex_unlock(&inj_lock);
+    return s;
+}
+
+void px_metrics_injection(const char *secret, enum px_injection r)
+{
+    struct injection_slot *s = (unsigned)r < PX_INJ_COUNT ? injection_slot(secret) : NULL;
+
+    if (s != NULL)
+        atomic_fetch_add_explicit(&s->n[r], 1, memory_order_relaxed);
+}
+
 void px_metrics_reload(bool ok)
 {
     atomic_fetch_add_explicit(ok ? &reloads_ok : &reloads_error, 1, memory_order_relaxed);
@@ -393,6 +440,15 @@ static void render_globals(FILE *f)
     for (size_t i = 0; i < PX_DNSS_COUNT; i++)
         fprintf(f, "egressd_dns_queries_total{result=\"%s\"} %llu\n", served_words[i],
                 (unsigned long long)atomic_load(&served_counts[i]));
+    family(f, "injections_total", "counter",
+           "Credential injection: what was done with each secret's placeholder in requests.");
+    for (size_t i = 0; i < atomic_load(&n_injections); i++)
+        for (size_t r = 0; r < PX_INJ_COUNT; r++) {
+            fputs("egressd_injections_total{secret=\"", f);
+            put_label_value(f, injections[i].secret);
+            fprintf(f, "\",result=\"%s\"} %llu\n", injection_words[r],
+                    (unsigned long long)atomic_load(&injections[i].n[r]));
+        }
     family(f, "policy_reloads_total", "counter", "Policy reloads, by result.");
     fprintf(f, "egressd_policy_reloads_total{result=\"ok\"} %llu\n",
             (unsigned long long)atomic_load(&reloads_ok));

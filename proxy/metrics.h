@@ -63,6 +63,17 @@ enum px_dns_served {
     PX_DNSS_COUNT
 };
 void px_metrics_dns_query(enum px_dns_served r);
+/* What credential injection did with a secret in a request:
+ * injections_total{secret,result}.  Secret names come from secret-dir (at
+ * most PX_METRICS_SECRETS of them are counted; the rest are not). */
+enum px_injection {
+    PX_INJ_ADDED,       /* the placeholder was replaced by the value */
+    PX_INJ_MISMATCH,    /* the placeholder was out of place: denied */
+    PX_INJ_UNAVAILABLE, /* bound, but the value cannot be sent: refused */
+    PX_INJ_COUNT
+};
+#define PX_METRICS_SECRETS 256
+void px_metrics_injection(const char *secret, enum px_injection r);
 /* policy_reloads_total{result="ok"|"error"}. */
 void px_metrics_reload(bool ok);
 /* policy_rules{preset}: replaced by the presets of snapshot p. */

@@ -198,7 +198,12 @@ void px_conn_upstream_ready(struct px_conn *c)
     c->t_active_ms = px_now_ms();
     switch (c->mode) {
     case PX_MODE_CONNECT: tunnel_ready(c); return;
-    case PX_MODE_TLS: px_relay_start(c); return;
+    case PX_MODE_TLS:
+        if (c->rq.intercept)
+            px_intercept_start(c);
+        else
+            px_relay_start(c);
+        return;
     case PX_MODE_HTTP:
     case PX_MODE_PLAIN: px_exchange_start(c); return;
     case PX_MODE_INTERCEPT: px_intercept_request(c); return;

@@ -187,6 +187,24 @@ ok_json "server-sent events arrive as they are sent, not buffered" "$(sed -n 3p 
     "len(l['events']) == 5 and l['events'][0][1] < float(l['events'][4][0].split()[2]) - 0.5"
 ok "$(grep -q REAL "$T/keep.out" && echo 1 || echo 0)" "the client never received a secret"
 
+# --- transparent TLS: the same interception, on the TLS listener
+egd_log_mark
+out=$(env "${EGD_SCRUB[@]}" curl -q -sS --cacert "$T/sbca.pem" -m 10 --interface "$SB" \
+    --connect-to "key.test:$P:${EGD_TLS%:*}:${EGD_TLS##*:}" -H "x-api-key: $PH_A" \
+    "https://key.test:$P/hello" 2>&1)
+ok "$([ "$out" = "hello from key.test" ] && echo 0 || echo 1)" \
+    "transparent TLS to key.test: intercepted, the sandbox CA's leaf, the origin's answer"
+[ "$out" = "hello from key.test" ] || diag "got: $out"
+egd_log_ok "... its request line: mode intercept, the secret added" \
+    "l['mode'] == 'intercept' and l['host'] == 'key.test'" "l['inject'] == 'anthropic' and l['status'] == 200"
+egd_log_ok "... and the transparent connection's own line names it" \
+    "l['mode'] == 'tls' and l['host'] == 'key.test'" "l['inject'] == 'anthropic' and l['decision'] == 'allow'"
+
+# --- the counts
+ok "$([ "$(egd_metric 'egressd_injections_total{secret="anthropic",result="added"}')" != 0 ] &&
+    [ "$(egd_metric 'egressd_injections_total{secret="anthropic",result="mismatch"}')" -ge 2 ] && echo 0 || echo 1)" \
+    "injections_total counts the additions and the mismatches per secret"
+
 # --- nothing of a secret in egressd's own output
 ok "$(grep -q 'REAL' "$T/access.log" "$T/egressd.err" && echo 1 || echo 0)" \
     "no secret's value in the access log or the diagnostics"

@@ -87,8 +87,9 @@ for fam, (typ, labels) in want.items():
 print("families:", len(types), "series:", len(series))
 # Bounded label values.
 reasons = set("allowed not_allowed deny_rule private_range geo sni_mismatch no_sni not_tls ech "
-              "bad_host bad_request dns_fail connect_fail timeout limit revoked".split())
-allowed = {"mode": {"connect", "http", "tls", "plain"}, "decision": {"allow", "deny", "would_deny"},
+              "bad_host bad_request dns_fail connect_fail timeout limit revoked "
+              "credential_host_mismatch upstream_tls".split())
+allowed = {"mode": {"connect", "http", "tls", "plain", "intercept"}, "decision": {"allow", "deny", "would_deny"},
            "reason": reasons, "direction": {"up", "down"}, "sandbox": {"default", "501"},
            "owner": {"", "frank"}}
 for name, ls, _ in series:

@@ -611,16 +611,13 @@ static const char *page_shape(const char *page, char *bad, size_t badlen)
 
 static void test_empty_page(void)
 {
-    static const char *const families[] = {"connections_total counter",
-                                           "active_connections gauge",
-                                           "bytes_total counter",
-                                           "upstream_connect_seconds histogram",
-                                           "dns_lookups_total counter",
-                                           "dns_queries_total counter",
-                                           "policy_reloads_total counter",
-                                           "policy_rules gauge",
-                                           "sandboxes gauge",
-                                           "build_info gauge"};
+    static const char *const families[] = {
+        "connections_total counter", "active_connections gauge",
+        "bytes_total counter",       "upstream_connect_seconds histogram",
+        "dns_lookups_total counter", "dns_queries_total counter",
+        "injections_total counter",  "policy_reloads_total counter",
+        "policy_rules gauge",        "sandboxes gauge",
+        "build_info gauge"};
     char *page = px_metrics_render(NULL);
     char want[128], bad[512];
     int missing = 0;
@@ -632,8 +629,9 @@ static void test_empty_page(void)
             missing++;
         }
     }
-    ok(missing == 0, "before any count, all ten families have their TYPE line");
-    ok(count_prefix(page, "# HELP egressd_") == 10, "and a HELP line each");
+    ok(missing == 0, "before any count, all eleven families have their TYPE line");
+    ok(count_prefix(page, "# HELP egressd_") == 11, "and a HELP line each");
+    ok(count_prefix(page, "egressd_injections_total") == 0, "no injections series yet");
     ok(value_of(page, "egressd_dns_queries_total{result=\"rate_limited\"}") == 0,
        "the DNS server's counts are there, at 0");
     ok(count_prefix(page, "egressd_connections_total") == 0, "no connections series yet");
