@@ -51,9 +51,9 @@ static atomic_bool warned_write_error; /* one warning per run of failures */
 
 /* ------------------------------------------------------------- formatting */
 
-/* The longest line: fourteen string fields of FIELD_MAX bytes, each byte at
+/* The longest line: sixteen string fields (and a spare) of FIELD_MAX bytes, each byte at
  * worst six bytes escaped ("\u0001"), plus names and numbers. */
-#define LINE_MAX_BYTES (16 * (FIELD_MAX * 6 + 32) + 1024)
+#define LINE_MAX_BYTES (17 * (FIELD_MAX * 6 + 32) + 1024)
 
 struct line {
     char *p;
@@ -237,6 +237,8 @@ static size_t format_line(const struct px_log_entry *e, char *buf)
     put_uint_or_null(&l, e->count);
     PUT_LIT(&l, ",\"inject\":");
     put_str(&l, e->inject);
+    PUT_LIT(&l, ",\"path\":");
+    put_str(&l, e->path);
     PUT_LIT(&l, "}");
     return l.len;
 }

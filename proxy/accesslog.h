@@ -41,6 +41,7 @@ struct px_log_entry {
      * the intercepted CONNECT's host; or, denied, the one misplaced), "a,b";
      * names only, never a value.  NULL elsewhere. */
     const char *inject;
+    const char *path; /* an HTTP request's path, without its query; NULL elsewhere */
 };
 
 /* Open `path` ("stdout" for standard output) for appending, in place of

@@ -242,6 +242,7 @@ static void log_entry(const struct px_conn *c, struct px_log_entry *e, struct li
         .status = rq->status,
         .termination = termination(c, t->end, sizeof(t->end)),
         .inject = rq->inject[0] ? rq->inject : NULL,
+        .path = c->ex != NULL && c->ex->path[0] ? c->ex->path : NULL,
     };
 }
 

@@ -133,6 +133,9 @@ struct px_intercept {
     char up_error[160];
 };
 
+/* The longest path a log line keeps (a longer one is cut). */
+#define PX_LOG_PATH_MAX 256
+
 /* The HTTP exchange (exchange.c): the head to send upstream, keep-alive,
  * the body framing each side declared, and whom the upstream kept alive
  * is for.  Allocated for a connection that starts with a request head (a
@@ -146,7 +149,8 @@ struct px_exchange {
     uint64_t req_left, resp_left;
     struct http_chunked req_chunks, resp_chunks;
     bool req_done, resp_head_done;
-    bool head_started; /* a byte of the next request head is in: header timeout runs */
+    bool head_started;          /* a byte of the next request head is in: header timeout runs */
+    char path[PX_LOG_PATH_MAX]; /* the request's path, without its query, for the log line */
 };
 
 struct px_conn {

@@ -85,7 +85,7 @@ static void reload(const char *why)
 static void on_reload_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what, (void)arg;
-    reload("policy-dir changed");
+    reload(cfg.secret_dir[0] ? "policy-dir or secret-dir changed" : "policy-dir changed");
 }
 
 /* Editors write a file in several steps: wait until the directory has
@@ -101,15 +101,19 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
     evtimer_add(reload_timer, &tv);
 }
 
+/* Watch policy-dir, and secret-dir when there is one: a change to either
+ * reloads (a rotated secret is used from the next request on). */
 static void watch_policy_dir(void)
 {
+    const uint32_t changes = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE;
+
     inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (inotify_fd == -1 || inotify_add_watch(inotify_fd, cfg.policy_dir,
-                                              IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM |
-                                                  IN_DELETE | IN_CREATE) == -1) {
+    if (inotify_fd == -1 || inotify_add_watch(inotify_fd, cfg.policy_dir, changes) == -1) {
         px_log_warn("cannot watch %s for changes; reload with SIGHUP", cfg.policy_dir);
         return;
     }
+    if (cfg.secret_dir[0] != '\0' && inotify_add_watch(inotify_fd, cfg.secret_dir, changes) == -1)
+        px_log_warn("cannot watch %s for changes; reload with SIGHUP", cfg.secret_dir);
     reload_timer = evtimer_new(main_base, on_reload_timer, NULL);
     event_add(event_new(main_base, inotify_fd, EV_READ | EV_PERSIST, on_inotify, NULL), NULL);
 }

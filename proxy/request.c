@@ -146,6 +146,7 @@ void px_request_reset(struct px_conn *c)
     c->rq.decided = c->rq.logged = false;
     c->rq.status = 0;
     c->rq.inject[0] = '\0';
+    c->ex->path[0] = '\0';
     c->bytes_up = c->bytes_down = 0;
     c->ex->resp_head_done = false;
 }
@@ -273,6 +274,17 @@ static bool take_target(struct px_conn *c, const struct http_request *req)
     return true;
 }
 
+/* Keep the request's path without its query (cut to fit) for the log. */
+static void keep_path(struct px_conn *c, const struct http_request *req)
+{
+    const char *q = memchr(req->path.p, '?', req->path.len);
+    size_t n = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
+
+    if (req->form != HTTP_FORM_ORIGIN && req->form != HTTP_FORM_ABSOLUTE)
+        n = 0;
+    copy_text(c->ex->path, sizeof(c->ex->path), req->path.p, n);
+}
+
 /* A whole head is in: take it apart, then the judge decides (a request
  * on a kept-alive connection as much as the first one).  May close. */
 static void on_request(struct px_conn *c, const struct http_request *req)
@@ -282,6 +294,7 @@ static void on_request(struct px_conn *c, const struct http_request *req)
     const char *auth = copy_auth(c, req, buf, &auth_len);
 
     c->t_start_ms = px_now_ms();
+    keep_path(c, req);
     if (!take_target(c, req))
         return;
     if (c->mode == PX_MODE_INTERCEPT) {

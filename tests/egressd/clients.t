@@ -14,7 +14,7 @@ P=http://$EGD_PROXY
 RULE_A=$(egd_rule a.test)
 RULE_B=$(egd_rule b.test)
 RULE_SSH=$(egd_rule ssh.test)
-FIELDS='["ts","id","sandbox","owner","src","mode","method","host","port","sni","decision","reason","rule","upstream","country","asn","bytes_up","bytes_down","duration_ms","status","termination","answer","count","inject"]'
+FIELDS='["ts","id","sandbox","owner","src","mode","method","host","port","sni","decision","reason","rule","upstream","country","asn","bytes_up","bytes_down","duration_ms","status","termination","answer","count","inject","path"]'
 # Allowed, for sandbox 101 of alice (bound to the source address 127.0.0.1).
 ALICE='l["sandbox"] == "101" and l["owner"] == "alice" and l["decision"] == "allow" and l["reason"] == "allowed" and l["bytes_up"] > 0 and l["bytes_down"] > 0 and l["status"] == 200'
 

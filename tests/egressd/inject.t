@@ -101,12 +101,15 @@ egd_log_ok "the CONNECT's line says which secret is bound" \
     "l['inject'] == 'anthropic' and l['decision'] == 'allow' and l['status'] == 200"
 egd_log_ok "the inner request's line: mode intercept, the secret added, the status" \
     "l['mode'] == 'intercept' and l['host'] == 'key.test'" \
-    "l['inject'] == 'anthropic' and l['method'] == 'GET' and l['status'] == 200 and l['sni'] == 'key.test'"
+    "l['inject'] == 'anthropic' and l['method'] == 'GET' and l['status'] == 200 and l['sni'] == 'key.test' and l['path'] == '/hello'"
 
 # --- bearer, basic; a client's own token passes untouched
-sbcurl -o /dev/null -H "Authorization: Bearer $PH_O" "https://bear.test:$P/hello"
+egd_log_mark
+sbcurl -o /dev/null -H "Authorization: Bearer $PH_O" "https://bear.test:$P/hello?q=private"
 ok "$([ "$(origin_saw "$(hdr authorization) == 'Bearer sk-REAL-two'")" = 1 ] && echo 0 || echo 1)" \
     "bearer: the origin saw the real token"
+egd_log_ok "bearer: logged with its path, without the query" \
+    "l['mode'] == 'intercept' and l['host'] == 'bear.test'" "l['path'] == '/hello' and l['inject'] == 'openai'"
 sbcurl -o /dev/null -u "x-access-token:$PH_G" "https://git.test:$P/hello"
 want=$(printf 'x-access-token:ghp_REAL_three' | base64 -w0)
 ok "$([ "$(origin_saw "$(hdr authorization) == 'Basic $want'")" = 1 ] && echo 0 || echo 1)" \

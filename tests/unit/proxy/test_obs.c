@@ -104,6 +104,7 @@ static struct px_log_entry full_entry(void)
         .status = 200,
         .termination = "client/relay",
         .inject = "anthropic",
+        .path = "/v1/messages",
     };
     return e;
 }
@@ -119,7 +120,8 @@ static void test_format_full(void)
         "\"reason\":\"allowed\",\"rule\":\"balanced.allow:15\",\"upstream\":\"140.82.112.3:443\","
         "\"country\":\"US\",\"asn\":36459,\"bytes_up\":1234,\"bytes_down\":56789,"
         "\"duration_ms\":2500,\"status\":200,\"termination\":\"client/"
-        "relay\",\"answer\":null,\"count\":null,\"inject\":\"anthropic\"}";
+        "relay\",\"answer\":null,\"count\":null,\"inject\":\"anthropic\","
+        "\"path\":\"/v1/messages\"}";
 
     if (!ok(strcmp(line, want) == 0, "a full entry: every field, in docs/design.md's order"))
         diag("got  %s\nwant %s", line, want);
@@ -142,7 +144,7 @@ static void test_format_nulls(void)
                        "\"reason\":\"no_sni\",\"rule\":null,\"upstream\":null,\"country\":null,"
                        "\"asn\":null,\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":0,"
                        "\"status\":null,\"termination\":null,\"answer\":null,\"count\":null,"
-                       "\"inject\":null}";
+                       "\"inject\":null,\"path\":null}";
 
     if (!ok(strcmp(line, want) == 0,
             "NULL strings, empty country and zero port/asn/status are null; counts stay 0"))
@@ -174,7 +176,7 @@ static void test_format_hostile(void)
        "an SNI that is not UTF-8 reads back with U+FFFD in place of the bad byte");
     ok(o && strcmp(json_string_value(json_object_get(o, "method")), "GE\x01T") == 0,
        "a control byte is escaped, not lost");
-    ok(o && json_object_size(o) == 24, "still 24 fields");
+    ok(o && json_object_size(o) == 25, "still 25 fields");
     json_decref(o);
     free(line);
 }
@@ -269,6 +271,7 @@ static char *ref_line(const struct px_log_entry *e, const char *ts)
     json_object_set_new(o, "answer", ref_str(e->answer));
     json_object_set_new(o, "count", ref_num(e->count, true));
     json_object_set_new(o, "inject", ref_str(e->inject));
+    json_object_set_new(o, "path", ref_str(e->path));
     char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return line;
@@ -326,11 +329,12 @@ static void test_format_against_jansson(void)
 
     for (int i = 0; i < n; i++) {
         struct px_log_entry e = full_entry();
-        char *str[15];
-        const char **field[] = {&e.sandbox,  &e.owner,   &e.src,         &e.mode,   &e.method,
-                                &e.host,     &e.sni,     &e.decision,    &e.reason, &e.rule,
-                                &e.upstream, &e.country, &e.termination, &e.answer, &e.inject};
-        for (int f = 0; f < 15; f++) {
+        char *str[16];
+        const char **field[] = {&e.sandbox,     &e.owner,  &e.src,      &e.mode,
+                                &e.method,      &e.host,   &e.sni,      &e.decision,
+                                &e.reason,      &e.rule,   &e.upstream, &e.country,
+                                &e.termination, &e.answer, &e.inject,   &e.path};
+        for (int f = 0; f < 16; f++) {
             str[f] = rand_str(&seed);
             *field[f] = str[f];
         }
@@ -356,7 +360,7 @@ static void test_format_against_jansson(void)
         }
         free(got);
         free(want);
-        for (int f = 0; f < 15; f++)
+        for (int f = 0; f < 16; f++)
             free(str[f]);
     }
     if (!ok(same == n,
