@@ -20,11 +20,13 @@ egd_host 127.0.0.25 bear.test  # bearer, openai
 egd_host 127.0.0.26 git.test   # basic, github
 egd_host 127.0.0.27 hdr.test   # header x-goog-api-key, gemini (not in sb1's binding)
 egd_host 127.0.0.24 wrong.test # key.test's address: its certificate is not for this name
+egd_host 127.0.0.28 self.test  # an origin whose certificate is self-signed
 egd_allow "key.test:$P inject x-api-key secret anthropic" \
     "bear.test:$P inject bearer secret openai" \
     "git.test:$P inject basic secret github" \
     "hdr.test:$P inject header x-goog-api-key secret gemini" \
-    "wrong.test:$P inject x-api-key secret anthropic"
+    "wrong.test:$P inject x-api-key secret anthropic" \
+    "self.test:$P inject x-api-key secret anthropic"
 
 S=$T/secrets
 mkdir -m 700 "$S"
@@ -47,6 +49,10 @@ sed 's/^/#   /' "$T/check.out" | head -n 3
 rm -f "$S/loose"
 
 egd_origin key.test bear.test git.test hdr.test a.test || egm_bail "the origins start"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=self.test \
+    -addext subjectAltName=DNS:self.test -keyout "$T/self.key" -out "$T/self.pem" >/dev/null 2>&1
+egm_server "$T/self.out" sh -c "echo ready; exec openssl s_server -quiet -accept 127.0.0.28:$P \
+    -cert '$T/self.pem' -key '$T/self.key' -www" || egm_bail "the self-signed origin starts"
 egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with secret-dir"
 egd_put sb1 "{\"id\":\"sb1\",\"name\":\"box\",\"owner\":\"alice\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"anthropic\",\"openai\",\"github\"]}" \
     >/dev/null || egm_bail "PUT sandbox sb1 with three secrets"
@@ -144,6 +150,14 @@ ok "$([ "$code" = 502 ] && grep -qi '^proxy-status: egressd; error=tls_certifica
     "an origin whose certificate is for another name: 502 tls_certificate_error"
 ok "$([ "$(origin_saw "'sk-ant-REAL' in o['head'] and o.get('sni') == 'wrong.test'")" = 0 ] && echo 0 || echo 1)" \
     "... and no request, no secret reached it"
+code=$(sbcurl -o /dev/null -w '%{http_code}' -D "$T/deny5.head" -H "x-api-key: $PH_A" \
+    "https://self.test:$P/hello")
+ok "$([ "$code" = 502 ] && grep -qi '^proxy-status: egressd; error=tls_certificate_error' "$T/deny5.head" && echo 0 || echo 1)" \
+    "an origin whose certificate no trusted CA signed: 502 tls_certificate_error"
+code=$(sbcurl -o "$T/up.body" -w '%{http_code}' -H "x-api-key: $PH_A" -H 'Connection: Upgrade' \
+    -H 'Upgrade: websocket' "https://key.test:$P/hello")
+ok "$([ "$code" = 400 ] && grep -q 'Upgrade is not served' "$T/up.body" && echo 0 || echo 1)" \
+    "an Upgrade inside the tunnel: 400, said so"
 py "$EGD_DIR/inject.py" --proxy "$EGD_PROXY" --source "$SB" --ca "$T/sbca.pem" --host key.test \
     --port "$P" --h2-preface >"$T/h2.out" 2>&1
 ok_json "the HTTP/2 preface inside the tunnel: 400, said so" "$(head -n 1 "$T/h2.out")" \
@@ -189,6 +203,17 @@ ok "$([ "$(origin_saw "$(hdr x-api-key) == 'sk-ant-REAL-rotated'")" -ge 2 ] && e
 ok_json "server-sent events arrive as they are sent, not buffered" "$(sed -n 3p "$T/keep.out")" \
     "len(l['events']) == 5 and l['events'][0][1] < float(l['events'][4][0].split()[2]) - 0.5"
 ok "$(grep -q REAL "$T/keep.out" && echo 1 || echo 0)" "the client never received a secret"
+
+# --- a secret file replaced in place: inotify reloads, the next request has it
+before=$(egd_metric 'egressd_policy_reloads_total{result="ok"}' || echo 0)
+(umask 077 && printf 'sk-REAL-two-renewed\n' >"$T/openai.new") && mv "$T/openai.new" "$S/openai"
+for ((i = 0; i < 100; i++)); do
+    [ "$(egd_metric 'egressd_policy_reloads_total{result="ok"}' || echo 0)" != "$before" ] && break
+    sleep 0.05
+done
+sbcurl -o /dev/null -H "Authorization: Bearer $PH_O" "https://bear.test:$P/hello"
+ok "$([ "$(origin_saw "$(hdr authorization) == 'Bearer sk-REAL-two-renewed'")" = 1 ] && echo 0 || echo 1)" \
+    "a secret file renamed into place: reloaded without a signal, the next request carries it"
 
 # --- transparent TLS: the same interception, on the TLS listener
 egd_log_mark
