@@ -16,8 +16,10 @@
 
 struct entry {
     int64_t ts_ms;
-    char mode[8], method[24], host[POLICY_HOST_MAX + 1], sni[POLICY_HOST_MAX + 1];
-    char reason[24], rule[160];
+    /* mode and reason hold the longest word of px_mode_str() and
+     * px_reason_str() ("intercept", "credential_host_mismatch") */
+    char mode[16], method[24], host[POLICY_HOST_MAX + 1], sni[POLICY_HOST_MAX + 1];
+    char reason[32], rule[160];
     unsigned port, status;
 };
 
@@ -225,6 +227,10 @@ static const char *hint_of(const char *reason)
                "{\"EncryptedClientHelloEnabled\": false} in /etc/chromium/policies/managed/ "
                "(or /etc/opt/chrome/policies/managed/), or start the browser with "
                "--disable-features=EncryptedClientHello";
+    if (strcmp(reason, "credential_host_mismatch") == 0)
+        return "a credential's placeholder (egressd-ph-NAME-...) works only in the header its "
+               "inject rule names, in a request to a host that rule binds it to; this request "
+               "sent it elsewhere (another host, plain HTTP, another field, or the URL)";
     return NULL;
 }
 

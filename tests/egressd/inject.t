@@ -134,6 +134,9 @@ ok "$([ "$(origin_saw "o['local'].startswith('127.0.0.25:') and ('$PH_A' in o['h
     "... and nothing of it reached the origin"
 egd_log_ok "... logged with the secret's name" "l['reason'] == 'credential_host_mismatch'" \
     "l['inject'] == 'anthropic' and l['decision'] == 'deny'"
+egd_admin GET /v1/sandboxes/sb1/denials >"$T/denials.json"
+ok_json "the denials ring says what went wrong, for the agent to read" "$(cat "$T/denials.json")" \
+    "l['denials'][0]['reason'] == 'credential_host_mismatch' and 'placeholder' in l['denials'][0]['hint']"
 code=$(sbcurl -o /dev/null -w '%{http_code}' -D "$T/deny2.head" -H "x-api-key: $PH_A" \
     "http://a.test:$EGD_HTTP_PORT/hello")
 ok "$([ "$code" = 403 ] && grep -qi '^x-egress-deny: credential_host_mismatch' "$T/deny2.head" && echo 0 || echo 1)" \

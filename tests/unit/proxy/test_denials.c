@@ -13,6 +13,7 @@
 
 #include "denials.h"
 #include "tap.h"
+#include "verdict.h"
 
 /* The ts_ms values in sandbox id's ring, newest first; how many. */
 static size_t ring_ts(const char *id, int64_t *ts, size_t max)
@@ -124,8 +125,36 @@ static void test_never_waits(void)
     ok(wakes > 0, "denials did find the lock held and waited in a queue (%d times)", wakes);
 }
 
+/* Every mode and reason word comes back whole (the ring's fields are
+ * fixed-size). */
+static void test_every_word(void)
+{
+    int cut = 0;
+
+    for (int m = 0; m < PX_MODE_COUNT; m++)
+        for (int r = 0; r < PX_R_COUNT; r++) {
+            struct px_denial d = denial(0);
+            d.mode = px_mode_str((enum px_mode)m);
+            d.reason = px_reason_str((enum px_reason)r);
+            px_denials_note("words", &d);
+            json_t *arr = px_denials_json("words");
+            json_t *e = json_array_get(arr, 0);
+            const char *mode = json_string_value(json_object_get(e, "mode"));
+            const char *reason = json_string_value(json_object_get(e, "reason"));
+            if (mode == NULL || reason == NULL || strcmp(mode, d.mode) != 0 ||
+                strcmp(reason, d.reason) != 0) {
+                diag("cut: %s/%s came back as %s/%s", d.mode, d.reason, mode ? mode : "(null)",
+                     reason ? reason : "(null)");
+                cut++;
+            }
+            json_decref(arr);
+        }
+    ok(cut == 0, "every mode and reason word is kept whole");
+}
+
 int main(void)
 {
+    test_every_word();
     test_ring();
     test_never_waits();
     return tap_done();
