@@ -361,6 +361,8 @@ static void explain_answer(struct explain *x, const struct px_dns_answer *a, enu
         json_object_set_new(o, "raw", json_true());
     if (x->name.private_ok)
         json_object_set_new(o, "private_ok", json_true());
+    if (x->name.inject)
+        json_object_set_new(o, "inject", json_true());
     json_object_set_new(o, "addresses", addrs);
     reply_json(x->req, 200, o);
 }

@@ -169,6 +169,8 @@ static void print_rule(const char *label, const struct policy_verdict *v)
         printf(" [raw]");
     if (v->private_ok)
         printf(" [private-ok]");
+    if (v->inject)
+        printf(" [inject]");
     if (v->country[0] != '\0')
         printf(" country %s", v->country);
     if (v->asn != 0)
@@ -598,6 +600,8 @@ static void print_live(const char *label, const json_t *v)
         printf(" [raw]");
     if (json_is_true(json_object_get(v, "private_ok")))
         printf(" [private-ok]");
+    if (json_is_true(json_object_get(v, "inject")))
+        printf(" [inject]");
     if (json_is_string(json_object_get(v, "country")))
         printf(" country %s", str_or(v, "country", ""));
     if (json_is_integer(json_object_get(v, "asn")))

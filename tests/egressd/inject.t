@@ -83,6 +83,13 @@ egd_admin GET /v1/sandboxes/sb2/credentials >"$T/cred2.json"
 ok_json "a sandbox without secrets gets no CA" "$(cat "$T/cred2.json")" \
     'l["ca"] is None and l["placeholders"] == {}'
 
+egd_admin GET "/v1/explain?sandbox=sb1&host=key.test&port=$P" >"$T/explain.json"
+ok_json "explain says an inject rule decides key.test" "$(cat "$T/explain.json")" \
+    "l['decision'] == 'allow' and l.get('inject') is True"
+"$BUILD_DIR/proxy/egressctl" -s "$T/admin.sock" explain --sandbox sb1 "key.test:$P" >"$T/explain.out" 2>&1
+ok "$(grep -q '\[inject\]' "$T/explain.out" && echo 0 || echo 1)" "egressctl explain marks it [inject]"
+sed 's/^/#   /' "$T/explain.out" | head -n 4
+
 # sbcurl ARGS...: curl from sb1 through egressd, trusting only the sandbox CA.
 sbcurl() {
     env "${EGD_SCRUB[@]}" curl -q -sS --cacert "$T/sbca.pem" -m 10 --interface "$SB" \
