@@ -289,6 +289,8 @@ bool px_intercept_target(struct px_conn *c, const struct http_request *req)
     struct policy_host h;
 
     if (req->upgrade) {
+        px_log_info("conn %llu: %s: refused an Upgrade inside an intercepted tunnel",
+                    (unsigned long long)c->id, c->ic->host.text);
         px_conn_fail(c, 400, PX_R_BAD_REQUEST,
                      "Upgrade is not served inside an intercepted tunnel");
         return false;
@@ -322,6 +324,8 @@ bool px_intercept_refuses_h2(struct px_conn *c)
         n = k;
     if (n < 4 || memcmp(evbuffer_pullup(in, (ev_ssize_t)n), h2_preface, n) != 0)
         return false;
+    px_log_info("conn %llu: %s: refused the HTTP/2 preface (only HTTP/1.1 is intercepted)",
+                (unsigned long long)c->id, c->ic->host.text);
     px_conn_fail(c, 400, PX_R_BAD_REQUEST,
                  "HTTP/2 is not served inside an intercepted tunnel (ALPN http/1.1)");
     return true;

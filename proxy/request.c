@@ -191,6 +191,8 @@ bool px_request_forward(struct px_conn *c, const struct http_request *req)
     if (c->ex->pending == NULL)
         c->ex->pending = evbuffer_new();
     evbuffer_add(c->ex->pending, buf, n);
+    if (c->mode == PX_MODE_INTERCEPT)
+        explicit_bzero(buf, n); /* it held the credentials intercept.c added */
     c->bytes_up += n;
     evbuffer_drain(bufferevent_get_input(c->cli), req->head_len);
     c->ex->req_body = req->body;

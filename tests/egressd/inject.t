@@ -172,6 +172,8 @@ py "$EGD_DIR/inject.py" --proxy "$EGD_PROXY" --source "$SB" --ca "$T/sbca.pem" -
     --port "$P" --h2-preface >"$T/h2.out" 2>&1
 ok_json "the HTTP/2 preface inside the tunnel: 400, said so" "$(head -n 1 "$T/h2.out")" \
     "l.get('status') == 400 and 'HTTP/2' in l['body']"
+ok "$(grep -q 'key.test: refused the HTTP/2 preface' "$T/egressd.err" && echo 0 || echo 1)" \
+    "... and the diagnostics log says so" 
 
 # --- no interception where no secret of the binding is bound
 out=$(env "${EGD_SCRUB[@]}" curl -q -sS --cacert "$EGD_CA" -m 10 --interface "$SB" \
