@@ -92,6 +92,7 @@ echo '/* node.h */' >"$T/tar/$d/include/node/node.h"
 echo 'the licence' >"$T/tar/$d/LICENSE"
 echo readme >"$T/tar/$d/README.md"
 echo changes >"$T/tar/$d/CHANGELOG.md"
+command -v xz >/dev/null || bail "xz (xz-utils), which the script's tar -J needs, is installed"
 tar -cJf "$T/served" -C "$T/tar" "$d" || bail "xz: the test tarball"
 sum=$(sha256sum "$T/served" | cut -d' ' -f1)
 
