@@ -244,6 +244,18 @@ static bool stray_match(const char *t, size_t len, size_t stop, struct http_view
     return false;
 }
 
+/* Whether creds[j]'s placeholder may stand at the site of creds[k] (k
+ * NO_CRED: no site): it is creds[k], or a bound alternative of it (the
+ * same placeholder and the same secret in another shape: one secret a host
+ * takes as x-api-key or as a Bearer token). */
+static bool allowed_at(const struct scan *sc, size_t j, size_t k)
+{
+    const struct http_cred *a = &sc->creds[j], *b = &sc->creds[k];
+
+    return k != NO_CRED && (j == k || (a->bound && views_same(a->placeholder, b->placeholder) &&
+                                       views_same(a->secret, b->secret)));
+}
+
 /* Search t[0..len) for every placeholder starting before t + stop; base is
  * t's offset in the text searched, and creds[k]'s placeholder at k_at of
  * that text is the one match allowed (k is NO_CRED when none is).  Any
@@ -252,7 +264,7 @@ static void search(struct scan *sc, const char *t, size_t len, size_t stop, size
                    size_t k_at)
 {
     for (size_t j = 0; j < sc->n; j++) {
-        size_t allowed = j == k && k_at >= base ? k_at - base : NO_CRED;
+        size_t allowed = k_at >= base && allowed_at(sc, j, k) ? k_at - base : NO_CRED;
 
         if (!faulted(sc, j) && stray_match(t, len, stop, sc->creds[j].placeholder, allowed))
             *(sc->creds[j].bound ? &sc->misplaced : &sc->foreign) |= (uint32_t)1 << j;

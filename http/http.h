@@ -241,6 +241,12 @@ enum http_cred_result {
  * are never read.  Placeholders are not secrets, so nothing leaks then but
  * the placeholder.
  *
+ * Bound credentials that share a placeholder and a secret are alternatives: one secret
+ * a host takes in more than one shape (an SDK's `x-api-key`, another's
+ * `Authorization: Bearer`).  Each site is substituted by the first of them
+ * whose shape it has, and the placeholder standing there is in place for
+ * all of them.
+ *
  * *which is n when no credential is at fault; *used has bit i set when
  * creds[i] was substituted somewhere (0 unless DONE).  Secrets are read only
  * from bound credentials and written only to scratch.  No allocation; the

@@ -91,48 +91,72 @@ static enum http_cred_kind cred_kind(enum policy_inject_kind k)
     return HTTP_CRED_HEADER;
 }
 
-/* The credentials table of c's sandbox for a request to host:port (the
- * current world's secrets): every secret of its binding with its
- * placeholder, bound where an inject rule names it for this host and its
- * value is there.  Placeholders are written into ph.  Returns how many. */
-static size_t creds_of(const struct px_conn *c, const struct policy_host *host, uint16_t port,
-                       struct http_cred *cr, char (*ph)[PX_PLACEHOLDER_MAX])
-{
-    size_t n = 0;
+/* The credentials of a request: each secret of the sandbox's binding with
+ * its placeholder, once per inject rule binding it to the request's host
+ * (bound, in that rule's shape: alternatives, http.h), or once unbound. */
+struct cred_table {
+    struct http_cred cr[HTTP_CRED_MAX];
+    uint8_t secret[HTTP_CRED_MAX]; /* cr[k] is of c->sb->secrets[secret[k]] */
+    char ph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX];
+    size_t n;
+};
 
-    for (size_t i = 0; c->sb != NULL && i < c->sb->n_secrets; i++, n++) {
-        const char *name = c->sb->secrets[i];
-        size_t len = px_placeholder(px_d.placeholder_key, c->sb->id, name, ph[n], sizeof(ph[n]));
-        const struct policy_inject *r = host != NULL ? rule_for(c, host, port, name) : NULL;
-        /* (unbound: any sight of the placeholder is FOREIGN, whatever field) */
-        cr[n] = (struct http_cred){
-            .kind = HTTP_CRED_X_API_KEY, .field = "x-api-key", .placeholder = {ph[n], len}};
-        if (r != NULL &&
-            px_secrets_get(c->world->secrets, name, &cr[n].secret.p, &cr[n].secret.len)) {
-            cr[n].kind = cred_kind(r->kind);
-            cr[n].field = r->field;
-            cr[n].bound = true;
-        }
+/* Add secret i's credential in rule r's shape (NULL: unbound). */
+static void add_cred(struct cred_table *t, size_t i, size_t ph_len, const struct policy_inject *r,
+                     const struct px_secrets *store, const char *name)
+{
+    struct http_cred *cr = &t->cr[t->n];
+
+    /* (unbound: any sight of the placeholder is FOREIGN, whatever field) */
+    *cr = (struct http_cred){
+        .kind = HTTP_CRED_X_API_KEY, .field = "x-api-key", .placeholder = {t->ph[i], ph_len}};
+    if (r != NULL && px_secrets_get(store, name, &cr->secret.p, &cr->secret.len)) {
+        cr->kind = cred_kind(r->kind);
+        cr->field = r->field;
+        cr->bound = true;
     }
-    return n;
+    t->secret[t->n++] = (uint8_t)i;
+}
+
+/* The table of c's sandbox for a request to host:port (NULL: none is
+ * bound), with the current world's secrets. */
+static void creds_of(const struct px_conn *c, const struct policy_host *host, uint16_t port,
+                     struct cred_table *t)
+{
+    const struct policy_inject *inj[INJECTS_MAX];
+    size_t n_inj =
+        host != NULL ? policy_injects_for(c->pb, host, port, (int64_t)time(NULL), inj, INJECTS_MAX)
+                     : 0;
+
+    t->n = 0;
+    for (size_t i = 0; c->sb != NULL && i < c->sb->n_secrets; i++) {
+        const char *name = c->sb->secrets[i];
+        size_t len =
+            px_placeholder(px_d.placeholder_key, c->sb->id, name, t->ph[i], sizeof(t->ph[i]));
+        size_t before = t->n;
+        for (size_t k = 0; k < n_inj && k < INJECTS_MAX && t->n < HTTP_CRED_MAX; k++)
+            if (strcmp(inj[k]->secret, name) == 0)
+                add_cred(t, i, len, inj[k], c->world->secrets, name);
+        if (t->n == before && t->n < HTTP_CRED_MAX)
+            add_cred(t, i, len, NULL, NULL, name);
+    }
 }
 
 bool px_placeholder_seen(const struct px_conn *c)
 {
-    char ph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX];
-    struct http_cred cr[PX_SANDBOX_MAX_SECRETS];
+    static _Thread_local struct cred_table t;
 
     if (c->sb == NULL || c->sb->n_secrets == 0 || c->ex == NULL || c->ex->pending == NULL)
         return false;
-    size_t n = creds_of(c, NULL, 0, cr, ph);
-    struct evbuffer *head = c->ex->pending;
-    for (size_t i = 0; i < n; i++) {
+    creds_of(c, NULL, 0, &t);
+    for (size_t k = 0; k < t.n; k++) {
         struct evbuffer_ptr at =
-            evbuffer_search(head, cr[i].placeholder.p, cr[i].placeholder.len, NULL);
+            evbuffer_search(c->ex->pending, t.cr[k].placeholder.p, t.cr[k].placeholder.len, NULL);
         if (at.pos != -1) {
+            const char *name = c->sb->secrets[t.secret[k]];
             px_log_info("conn %llu: sandbox %s sent the placeholder of secret '%s' to %s: denied",
-                        (unsigned long long)c->id, c->sb->id, c->sb->secrets[i], c->rq.host.text);
-            px_metrics_injection(c->sb->secrets[i], PX_INJ_MISMATCH);
+                        (unsigned long long)c->id, c->sb->id, name, c->rq.host.text);
+            px_metrics_injection(name, PX_INJ_MISMATCH);
             return true;
         }
     }
@@ -331,18 +355,59 @@ bool px_intercept_refuses_h2(struct px_conn *c)
     return true;
 }
 
+/* http_cred_apply refused the head (r, about t's credential `which`):
+ * deny or fail it.  Closes. */
+static void refuse(struct px_conn *c, const struct cred_table *t, enum http_cred_result r,
+                   size_t which)
+{
+    const char *name = c->sb->secrets[which < t->n ? t->secret[which] : 0];
+
+    switch (r) {
+    case HTTP_CRED_NO_ROOM:
+        px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the credentials do not fit the request head");
+        return;
+    case HTTP_CRED_BAD_CRED:
+        px_log_warnx("conn %llu: secret '%s' cannot go in an HTTP header",
+                     (unsigned long long)c->id, name);
+        px_metrics_injection(name, PX_INJ_UNAVAILABLE);
+        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "a secret bound to this host cannot be sent");
+        return;
+    default:
+        px_log_info("conn %llu: sandbox %s sent the placeholder of secret '%s' where it does not "
+                    "go (%s): denied",
+                    (unsigned long long)c->id, c->sb->id, name, c->ic->host.text);
+        snprintf(c->rq.inject, sizeof(c->rq.inject), "%s", name);
+        px_metrics_injection(name, PX_INJ_MISMATCH);
+        px_conn_deny_unruled(c, PX_R_CREDENTIAL_HOST_MISMATCH);
+        return;
+    }
+}
+
+/* The secrets (bit i: c->sb->secrets[i]) of t's credentials in `used`,
+ * each counted as added. */
+static uint32_t added(const struct px_conn *c, const struct cred_table *t, uint32_t used)
+{
+    uint32_t mask = 0;
+
+    for (size_t k = 0; k < t->n; k++)
+        if (used & (1u << k))
+            mask |= 1u << t->secret[k];
+    for (size_t i = 0; i < c->sb->n_secrets; i++)
+        if (mask & (1u << i))
+            px_metrics_injection(c->sb->secrets[i], PX_INJ_ADDED);
+    return mask;
+}
+
 /* The judged request's head, still in the client's input: substitute the
  * credentials and send it on.  May close. */
 static void forward(struct px_conn *c)
 {
     static _Thread_local struct http_request req;
     static _Thread_local char scratch[SCRATCH_BYTES];
-    char ph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX];
-    struct http_cred cr[PX_SANDBOX_MAX_SECRETS];
+    static _Thread_local struct cred_table t;
     struct evbuffer *in = bufferevent_get_input(c->cli);
     size_t len = evbuffer_get_length(in), cap = px_d.http_limits.max_head + 1, which = 0;
     uint32_t used = 0;
-    const char *name;
 
     if (len > cap)
         len = cap;
@@ -351,38 +416,19 @@ static void forward(struct px_conn *c)
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "malformed request"); /* parsed before: a bug */
         return;
     }
-    size_t n = creds_of(c, &c->ic->host, c->ic->port, cr, ph);
-    switch (http_cred_apply(&req, cr, n, scratch, sizeof(scratch), &which, &used)) {
-    case HTTP_CRED_NONE:
-    case HTTP_CRED_DONE: break;
-    case HTTP_CRED_FOREIGN:
-    case HTTP_CRED_MISPLACED:
-        px_log_info("conn %llu: sandbox %s sent the placeholder of secret '%s' where it does not "
-                    "go (%s): denied",
-                    (unsigned long long)c->id, c->sb->id, c->sb->secrets[which], c->ic->host.text);
-        snprintf(c->rq.inject, sizeof(c->rq.inject), "%s", c->sb->secrets[which]);
-        px_metrics_injection(c->sb->secrets[which], PX_INJ_MISMATCH);
-        px_conn_deny_unruled(c, PX_R_CREDENTIAL_HOST_MISMATCH);
-        return;
-    case HTTP_CRED_NO_ROOM:
-        px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the credentials do not fit the request head");
-        return;
-    case HTTP_CRED_BAD_CRED:
-        name = c->sb->secrets[which < c->sb->n_secrets ? which : 0];
-        px_log_warnx("conn %llu: secret '%s' cannot go in an HTTP header",
-                     (unsigned long long)c->id, name);
-        px_metrics_injection(name, PX_INJ_UNAVAILABLE);
-        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "a secret bound to this host cannot be sent");
+    creds_of(c, &c->ic->host, c->ic->port, &t);
+    enum http_cred_result r =
+        http_cred_apply(&req, t.cr, t.n, scratch, sizeof(scratch), &which, &used);
+    if (r != HTTP_CRED_NONE && r != HTTP_CRED_DONE) {
+        refuse(c, &t, r, which);
         return;
     }
-    note_secrets(c, used);
-    for (size_t i = 0; i < n; i++)
-        if (used & (1u << i))
-            px_metrics_injection(c->sb->secrets[i], PX_INJ_ADDED);
-    if (!px_request_forward(c, &req))
-        return;
-    explicit_bzero(scratch, sizeof(scratch));
-    px_exchange_start(c);
+    note_secrets(c, added(c, &t, used));
+    bool sent = px_request_forward(c, &req);
+    if (used != 0)
+        explicit_bzero(scratch, sizeof(scratch)); /* (untouched when nothing was added) */
+    if (sent)
+        px_exchange_start(c);
 }
 
 void px_intercept_request(struct px_conn *c)

@@ -22,6 +22,7 @@ egd_host 127.0.0.27 hdr.test   # header x-goog-api-key, gemini (not in sb1's bin
 egd_host 127.0.0.24 wrong.test # key.test's address: its certificate is not for this name
 egd_host 127.0.0.28 self.test  # an origin whose certificate is self-signed
 egd_allow "key.test:$P inject x-api-key secret anthropic" \
+    "key.test:$P inject bearer secret anthropic" \
     "bear.test:$P inject bearer secret openai" \
     "git.test:$P inject basic secret github" \
     "hdr.test:$P inject header x-goog-api-key secret gemini" \
@@ -127,6 +128,9 @@ sbcurl -o /dev/null -u "x-access-token:$PH_G" "https://git.test:$P/hello"
 want=$(printf 'x-access-token:ghp_REAL_three' | base64 -w0)
 ok "$([ "$(origin_saw "$(hdr authorization) == 'Basic $want'")" = 1 ] && echo 0 || echo 1)" \
     "basic: the password swapped, the user kept, re-encoded"
+sbcurl -o /dev/null -H "Authorization: Bearer $PH_A" "https://key.test:$P/hello"
+ok "$([ "$(origin_saw "o['local'].startswith('127.0.0.24:') and $(hdr authorization) == 'Bearer sk-ant-REAL-one'")" = 1 ] && echo 0 || echo 1)" \
+    "two rules bind anthropic to key.test: its Bearer shape works as well as x-api-key"
 sbcurl -o /dev/null -H "x-api-key: my-own-key" "https://key.test:$P/hello"
 ok "$([ "$(origin_saw "$(hdr x-api-key) == 'my-own-key'")" = 1 ] && echo 0 || echo 1)" \
     "a header the client set to its own value passes untouched"

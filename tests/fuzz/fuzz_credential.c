@@ -312,13 +312,20 @@ static bool ref_site(const struct http_header *h, struct ref_field *f, const str
 }
 
 /* Every credential whose placeholder occurs in t[0..n) goes into *foreign or
- * *misplaced; for `owner`, the bytes of its span (if any) are masked first. */
+ * *misplaced; for `owner`, and for a bound credential with owner's
+ * placeholder and secret (an alternative shape of it), the bytes of its
+ * span (if any) are masked first. */
 static void ref_search(const char *t, size_t n, const struct http_cred *c, size_t nc, int owner,
                        size_t span, size_t span_n, uint32_t *foreign, uint32_t *misplaced)
 {
     for (size_t j = 0; j < nc; j++) {
         const char *text = t;
-        if ((int)j == owner && span_n > 0) {
+        bool alternative =
+            owner >= 0 && c[j].bound && c[j].placeholder.len == c[owner].placeholder.len &&
+            memcmp(c[j].placeholder.p, c[owner].placeholder.p, c[j].placeholder.len) == 0 &&
+            c[j].secret.len == c[owner].secret.len &&
+            memcmp(c[j].secret.p, c[owner].secret.p, c[j].secret.len) == 0;
+        if (((int)j == owner || alternative) && span_n > 0) {
             memcpy(masked, t, n);
             memset(masked + span, '#', span_n);
             text = masked;

@@ -609,6 +609,25 @@ static void test_several_and_format(void)
        "the parsed framing, Host and Proxy-Authorization are as they were");
 }
 
+/* One secret in two shapes: bound credentials sharing a placeholder. */
+static void test_alternatives(void)
+{
+    struct http_cred c[] = {bound(HTTP_CRED_X_API_KEY, "x-api-key", PH_KEY, SEC_KEY),
+                            bound(HTTP_CRED_BEARER, "authorization", PH_KEY, SEC_KEY)};
+
+    parse("POST /v1/messages HTTP/1.1\r\nx-api-key: " PH_KEY "\r\n\r\n");
+    expect(apply(c, 2), HTTP_CRED_DONE, 2, 1, "alternatives: the x-api-key shape");
+    ok(view_eq(field("x-api-key"), SEC_KEY), "alternatives: x-api-key gets the secret");
+    parse("POST /v1/messages HTTP/1.1\r\nAuthorization: Bearer " PH_KEY "\r\n\r\n");
+    expect(apply(c, 2), HTTP_CRED_DONE, 2, 2, "alternatives: the Bearer shape");
+    ok(view_eq(field("authorization"), "Bearer " SEC_KEY), "alternatives: Bearer gets the secret");
+    parse("POST / HTTP/1.1\r\nx-api-key: " PH_KEY "\r\nAuthorization: Bearer " PH_KEY "\r\n\r\n");
+    expect(apply(c, 2), HTTP_CRED_DONE, 2, 3, "alternatives: both shapes at once");
+    parse("POST / HTTP/1.1\r\nx-other: " PH_KEY "\r\nx-api-key: " PH_KEY "\r\n\r\n");
+    expect(apply(c, 2), HTTP_CRED_MISPLACED, 0, 0,
+           "alternatives: still misplaced in a field neither names");
+}
+
 int main(void)
 {
     test_base64();
@@ -623,6 +642,7 @@ int main(void)
     test_no_room();
     test_bad_cred();
     test_several_and_format();
+    test_alternatives();
     free(head);
     return tap_done();
 }
