@@ -21,7 +21,10 @@ test_pkgs+=(git wget apt-utils dpkg prometheus nftables)
 # scripts, cloud-init's own schema check on the golden image's user data.
 test_pkgs+=(systemd shellcheck cloud-init)
 # bench/run.sh: the peers egressd is measured against, side by side.
-test_pkgs+=(squid tinyproxy sniproxy haproxy nginx libnginx-mod-stream)
+# squid-openssl is Debian's squid built with OpenSSL (the same program as
+# `squid`, which it replaces: the two conflict), for its ssl-bump and
+# security_file_certgen: the intercept workloads' peer.
+test_pkgs+=(squid-openssl tinyproxy sniproxy haproxy nginx libnginx-mod-stream)
 # bench/dns.sh: dnsmasq (the program only, no service) as the policy DNS
 # server's peer; dig checks every server's answers there and in
 # tests/egressd/dns.t.
