@@ -3,6 +3,8 @@
  *
  *   egress-sink --listen ADDR:PORT [--tls-like | --http | --bulk]
  *               [--reply-bytes K] [--threads T]
+ *   egress-sink --listen ADDR:PORT --https --cert PEM --key PEM
+ *               --secret VALUE [--threads T]
  *
  * One mode per process; run one sink per port.
  *   --tls-like (default)  wait for one whole TLS record (the ClientHello),
@@ -13,12 +15,26 @@
  *   --bulk                wait for one whole TLS record like --tls-like, then
  *                         send K bytes as fast as the socket takes them (0:
  *                         until the client closes) and discard what comes in.
+ *   --https               real TLS (OpenSSL; --cert is the chain, leaf first,
+ *                         --key its key), then HTTP/1.1 keep-alive: `GET
+ *                         /bytes/N` is answered 200 with N bytes, but only
+ *                         when its x-api-key field is exactly --secret; a
+ *                         request without it or with another value is
+ *                         answered 403 and counted (`mismatch`, `missing`).
+ *                         That is how the intercept workloads check that the
+ *                         proxy put the real secret in.  SIGUSR1 (and the
+ *                         end, on SIGTERM or SIGINT) prints the counts as one
+ *                         JSON line: handshakes, resumed ones, requests,
+ *                         mismatches, missing, bytes of bodies.
  *
  * It must never be what a benchmark measures: every reply is built once at
  * start and written straight from that buffer, reads go into one scratch
  * buffer per thread and are only counted, and each thread has its own
  * listening socket (SO_REUSEPORT) so the kernel spreads accepts.  The only
  * bytes looked at are the 5-byte record header and HTTP request heads.
+ * --https cannot avoid its cryptography: there the sink costs what any TLS
+ * origin costs (one handshake per connection, or a resumption, and the
+ * records' encryption), the same for every proxy measured through it.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -28,13 +44,17 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -46,8 +66,10 @@
 #define REPLY_MAX     (64u << 20)  /* largest --reply-bytes for tls-like and http */
 #define MAX_THREADS   64
 #define TLS_RECORD    16384 /* TLSPlaintext.length limit (RFC 8446 §5.1) */
+#define HEAD_MAX      8192  /* --https: longest request head */
+#define BODY_MAX      (1ull << 40)
 
-enum mode { M_TLS, M_HTTP, M_BULK };
+enum mode { M_TLS, M_HTTP, M_BULK, M_HTTPS };
 
 /* Where a connection is; it only ever moves forward (HTTP loops in READING). */
 enum phase {
@@ -81,6 +103,12 @@ struct sink_thread {
     uint8_t scratch[SCRATCH_BYTES];
 };
 
+/* --https: what every thread counts (relaxed atomics: read only for the
+ * report). */
+static struct {
+    atomic_ullong handshakes, resumed, requests, mismatch, missing, not_found, body_bytes;
+} stats;
+
 static struct {
     enum mode mode;
     uint64_t reply_bytes;
@@ -89,6 +117,8 @@ static struct {
     struct sockaddr_storage addr;
     int addr_len;
     int threads;
+    const char *cert, *key, *secret; /* --https */
+    SSL_CTX *tls;
 } cfg = {.mode = M_TLS, .reply_bytes = 4096, .threads = 1};
 
 static void conn_free(struct sink_conn *c)
@@ -217,19 +247,287 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
         conn_free(c);
 }
 
+/* ---------------------------------------------------------------------------
+ * --https: TLS, then GET /bytes/N with the secret checked
+ * ------------------------------------------------------------------------- */
+
+struct https_conn {
+    struct sink_thread *t;
+    int fd;
+    SSL *ssl;
+    struct event rev, wev;
+    bool reading, writing; /* rev, wev added */
+    bool handshaken;
+    bool close_after;            /* the answer is a refusal: close once it is out */
+    size_t head_len;             /* bytes of head[] in: request heads, pipelined ones too */
+    uint64_t body_left;          /* body bytes still to write after `first` */
+    uint64_t body_pos;           /* where in the pattern the body goes on */
+    size_t first_len, first_off; /* the answer's head and first body bytes */
+    uint8_t first[TLS_RECORD];   /* one record: head and body together */
+    char head[HEAD_MAX];
+};
+
+static void https_free(struct https_conn *c)
+{
+    event_del(&c->rev);
+    event_del(&c->wev);
+    SSL_free(c->ssl);
+    close(c->fd);
+    free(c);
+}
+
+/* Wait for what OpenSSL asked for: readable, or writable. */
+static void https_watch(struct https_conn *c, bool rd, bool wr)
+{
+    if (rd != c->reading)
+        rd ? event_add(&c->rev, NULL) : event_del(&c->rev);
+    if (wr != c->writing)
+        wr ? event_add(&c->wev, NULL) : event_del(&c->wev);
+    c->reading = rd, c->writing = wr;
+}
+
+/* After an SSL call returned r <= 0: wait (0) or give up (-1: a closed or
+ * broken connection, nothing to report about it). */
+static int https_wait(struct https_conn *c, int r)
+{
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ)
+        return https_watch(c, true, false), 0;
+    if (e == SSL_ERROR_WANT_WRITE)
+        return https_watch(c, false, true), 0;
+    return -1;
+}
+
+/* The value of field `name` in request head h (len bytes, its request line
+ * first), or NULL; *vlen its length; *count how many such fields there are. */
+static const char *https_field(const char *h, size_t len, const char *name, size_t *vlen,
+                               int *count)
+{
+    size_t nl = strlen(name);
+    const char *end = h + len, *got = NULL;
+    *count = 0;
+    for (const char *l = memchr(h, '\n', len); l != NULL && l + 1 < end;
+         l = memchr(l + 1, '\n', (size_t)(end - l - 1))) {
+        const char *f = l + 1;
+        if ((size_t)(end - f) <= nl || f[nl] != ':' || strncasecmp(f, name, nl) != 0)
+            continue;
+        const char *v = f + nl + 1, *e = memchr(v, '\r', (size_t)(end - v));
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        if (e == NULL)
+            e = end;
+        while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        *vlen = (size_t)(e - v);
+        got = v;
+        ++*count;
+    }
+    return got;
+}
+
+/* Set up the answer to one request head (hl bytes at c->head): 200 with
+ * the N bytes it asked for, or a refusal.  Returns false for a head that is
+ * not a request at all (the connection is closed). */
+static bool https_answer(struct https_conn *c, size_t hl)
+{
+    unsigned long long n = 0;
+    int off = 0, count;
+    size_t vl = 0, sl = strlen(cfg.secret);
+    const char *why = NULL;
+    int code = 200;
+
+    atomic_fetch_add_explicit(&stats.requests, 1, memory_order_relaxed);
+    if (sscanf(c->head, "GET /bytes/%llu HTTP/1.1\r%n", &n, &off) != 1 || off == 0 ||
+        n > BODY_MAX) {
+        code = 404, why = "only GET /bytes/N here\n";
+        atomic_fetch_add_explicit(&stats.not_found, 1, memory_order_relaxed);
+    }
+    const char *v = https_field(c->head, hl, "x-api-key", &vl, &count);
+    if (code == 200 && v == NULL) {
+        code = 403, why = "x-api-key missing\n";
+        atomic_fetch_add_explicit(&stats.missing, 1, memory_order_relaxed);
+    } else if (code == 200 && (count != 1 || vl != sl || memcmp(v, cfg.secret, sl) != 0)) {
+        code = 403, why = "x-api-key mismatch\n";
+        atomic_fetch_add_explicit(&stats.mismatch, 1, memory_order_relaxed);
+    }
+    if (why != NULL) {
+        c->first_len =
+            (size_t)snprintf((char *)c->first, sizeof c->first,
+                             "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n"
+                             "Connection: close\r\n\r\n%s",
+                             code, code == 403 ? "Forbidden" : "Not Found", strlen(why), why);
+        c->body_left = 0;
+        c->close_after = true;
+    } else {
+        int h = snprintf((char *)c->first, sizeof c->first,
+                         "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                         "Content-Length: %llu\r\n\r\n",
+                         n);
+        size_t room = sizeof c->first - (size_t)h, take = n < room ? (size_t)n : room;
+        memcpy(c->first + h, cfg.reply, take); /* the pattern's start */
+        c->first_len = (size_t)h + take;
+        c->body_left = n - take;
+        c->body_pos = take;
+        atomic_fetch_add_explicit(&stats.body_bytes, n, memory_order_relaxed);
+    }
+    c->first_off = 0;
+    memmove(c->head, c->head + hl, c->head_len - hl); /* a pipelined request stays */
+    c->head_len -= hl;
+    return true;
+}
+
+/* Write what the connection takes of the current answer.  1: all out; 0:
+ * waiting; -1: gone. */
+static int https_write(struct https_conn *c)
+{
+    while (c->first_off < c->first_len || c->body_left > 0) {
+        const uint8_t *p;
+        size_t n;
+        if (c->first_off < c->first_len) {
+            p = c->first + c->first_off, n = c->first_len - c->first_off;
+        } else {
+            size_t at = (size_t)(c->body_pos % cfg.reply_len);
+            p = cfg.reply + at, n = cfg.reply_len - at;
+            if (n > c->body_left)
+                n = (size_t)c->body_left;
+        }
+        int r = SSL_write(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
+        if (r <= 0)
+            return https_wait(c, r) == 0 ? 0 : -1;
+        if (c->first_off < c->first_len)
+            c->first_off += (size_t)r;
+        else
+            c->body_left -= (uint64_t)r, c->body_pos += (uint64_t)r;
+    }
+    return 1;
+}
+
+/* Drive the connection as far as it goes: handshake, then answer every
+ * whole request head that has come.  -1: closed. */
+static int https_step(struct https_conn *c)
+{
+    if (!c->handshaken) {
+        int r = SSL_do_handshake(c->ssl);
+        if (r != 1)
+            return https_wait(c, r);
+        c->handshaken = true;
+        atomic_fetch_add_explicit(&stats.handshakes, 1, memory_order_relaxed);
+        if (SSL_session_reused(c->ssl))
+            atomic_fetch_add_explicit(&stats.resumed, 1, memory_order_relaxed);
+    }
+    for (;;) {
+        int w = https_write(c);
+        if (w <= 0)
+            return w;
+        if (c->close_after)
+            return -1;
+        const char *e = c->head_len >= 4 ? memmem(c->head, c->head_len, "\r\n\r\n", 4) : NULL;
+        if (e != NULL) {
+            https_answer(c, (size_t)(e + 4 - c->head));
+            continue;
+        }
+        if (c->head_len == sizeof c->head - 1)
+            return -1; /* a head over HEAD_MAX: not one of egress-load's */
+        int r = SSL_read(c->ssl, c->head + c->head_len, (int)(sizeof c->head - 1 - c->head_len));
+        if (r <= 0)
+            return https_wait(c, r);
+        c->head_len += (size_t)r;
+        c->head[c->head_len] = 0;
+    }
+}
+
+static void on_https(evutil_socket_t fd, short what, void *arg)
+{
+    struct https_conn *c = arg;
+    (void)fd, (void)what;
+    if (https_step(c) == -1)
+        https_free(c);
+}
+
+static void https_accept(struct sink_thread *t, int fd)
+{
+    struct https_conn *c = calloc(1, sizeof *c);
+    if (c == NULL || (c->ssl = SSL_new(cfg.tls)) == NULL || !SSL_set_fd(c->ssl, fd)) {
+        if (c != NULL)
+            SSL_free(c->ssl);
+        free(c);
+        close(fd);
+        return;
+    }
+    c->t = t;
+    c->fd = fd;
+    SSL_set_accept_state(c->ssl);
+    event_assign(&c->rev, t->base, fd, EV_READ | EV_PERSIST, on_https, c);
+    event_assign(&c->wev, t->base, fd, EV_WRITE | EV_PERSIST, on_https, c);
+    https_watch(c, true, false);
+}
+
+/* ALPN: http/1.1 when the client offers it, else none. */
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                   const unsigned char *in, unsigned inlen, void *arg)
+{
+    static const unsigned char h11[] = "\x08http/1.1";
+    unsigned char *sel;
+    (void)ssl, (void)arg;
+    if (SSL_select_next_proto(&sel, outlen, h11, sizeof h11 - 1, in, inlen) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK;
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* The server context of --https: --cert (chain) and --key, TLS 1.2 and up,
+ * ALPN http/1.1 when offered, resumption by tickets (OpenSSL's default) as
+ * an origin on the Internet allows it. */
+static int https_setup(void)
+{
+    cfg.tls = SSL_CTX_new(TLS_server_method());
+    if (cfg.tls == NULL || !SSL_CTX_use_certificate_chain_file(cfg.tls, cfg.cert) ||
+        !SSL_CTX_use_PrivateKey_file(cfg.tls, cfg.key, SSL_FILETYPE_PEM) ||
+        !SSL_CTX_check_private_key(cfg.tls)) {
+        char buf[256];
+        ERR_error_string_n(ERR_get_error(), buf, sizeof buf);
+        fprintf(stderr, "egress-sink: --cert %s --key %s: %s\n", cfg.cert, cfg.key, buf);
+        return -1;
+    }
+    SSL_CTX_set_min_proto_version(cfg.tls, TLS1_2_VERSION);
+    SSL_CTX_set_mode(cfg.tls, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_alpn_select_cb(cfg.tls, on_alpn, NULL);
+    return 0;
+}
+
+/* SIGUSR1, SIGTERM, SIGINT (--https): the counts as one JSON line; the
+ * last two end the sink too. */
+static void on_report(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what, (void)arg;
+#define S(f) (unsigned long long)atomic_load_explicit(&stats.f, memory_order_relaxed)
+    printf("{\"handshakes\":%llu,\"resumed\":%llu,\"requests\":%llu,\"mismatch\":%llu,"
+           "\"missing\":%llu,\"not_found\":%llu,\"body_bytes\":%llu}\n",
+           S(handshakes), S(resumed), S(requests), S(mismatch), S(missing), S(not_found),
+           S(body_bytes));
+#undef S
+    fflush(stdout);
+    if (sig != SIGUSR1)
+        _exit(0);
+}
+
 static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
     struct sink_thread *t = arg;
-    struct sink_conn *c = calloc(1, sizeof *c);
     int one = 1;
     (void)lis, (void)sa, (void)salen;
 
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (cfg.mode == M_HTTPS)
+        return https_accept(t, fd);
+    struct sink_conn *c = calloc(1, sizeof *c);
     if (!c) {
         close(fd);
         return;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->t = t;
     c->fd = fd;
     c->ph = cfg.mode == M_HTTP ? PH_HTTP : PH_RECORD;
@@ -256,7 +554,7 @@ static void on_listen_error(struct evconnlistener *lis, void *arg)
 static int build_reply(void)
 {
     uint8_t *r;
-    if (cfg.mode == M_BULK) {
+    if (cfg.mode == M_BULK || cfg.mode == M_HTTPS) {
         r = malloc(SCRATCH_BYTES);
         if (!r)
             return -1;
@@ -332,7 +630,9 @@ static int thread_setup(struct sink_thread *t)
 static void usage(void)
 {
     fprintf(stderr, "usage: egress-sink --listen ADDR:PORT [--tls-like|--http|--bulk]\n"
-                    "                   [--reply-bytes K] [--threads T]\n");
+                    "                   [--reply-bytes K] [--threads T]\n"
+                    "       egress-sink --listen ADDR:PORT --https --cert PEM --key PEM\n"
+                    "                   --secret VALUE [--threads T]\n");
     exit(2);
 }
 
@@ -345,6 +645,10 @@ static void parse_args(int argc, char **argv)
         {"http", no_argument, NULL, 'h'},
         {"tls-like", no_argument, NULL, 's'},
         {"bulk", no_argument, NULL, 'b'},
+        {"https", no_argument, NULL, 'S'},
+        {"cert", required_argument, NULL, 'C'},
+        {"key", required_argument, NULL, 'K'},
+        {"secret", required_argument, NULL, 'x'},
         {NULL, 0, NULL, 0},
     };
     bool have_addr = false;
@@ -372,11 +676,19 @@ static void parse_args(int argc, char **argv)
         case 'h': cfg.mode = M_HTTP; break;
         case 's': cfg.mode = M_TLS; break;
         case 'b': cfg.mode = M_BULK; break;
+        case 'S': cfg.mode = M_HTTPS; break;
+        case 'C': cfg.cert = optarg; break;
+        case 'K': cfg.key = optarg; break;
+        case 'x': cfg.secret = optarg; break;
         default: usage();
         }
     }
     if (!have_addr || optind != argc)
         usage();
+    if ((cfg.mode == M_HTTPS) != (cfg.cert != NULL && cfg.key != NULL && cfg.secret != NULL))
+        fprintf(stderr, "egress-sink: --https goes with --cert, --key and --secret, and they "
+                        "with it\n"),
+            exit(2);
 }
 
 int main(int argc, char **argv)
@@ -386,11 +698,16 @@ int main(int argc, char **argv)
     parse_args(argc, argv);
     bench_raise_nofile();
     signal(SIGPIPE, SIG_IGN);
-    if (build_reply() == -1)
+    if (build_reply() == -1 || (cfg.mode == M_HTTPS && https_setup() == -1))
         return 1;
     for (int i = 0; i < cfg.threads; i++)
         if (thread_setup(&threads[i]) == -1)
             return 1;
+    if (cfg.mode == M_HTTPS) {
+        static const int sigs[] = {SIGUSR1, SIGTERM, SIGINT};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            event_add(evsignal_new(threads[0].base, sigs[i], on_report, NULL), NULL);
+    }
     for (int i = 1; i < cfg.threads; i++)
         if (pthread_create(&threads[i].tid, NULL, thread_main, &threads[i]) != 0)
             return perror("egress-sink: pthread_create"), 1;
