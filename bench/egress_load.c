@@ -6,13 +6,18 @@
  *               [--conns C] [--total N | --duration S] [--threads T]
  *               [--hello FILE] [--reply-bytes K] [--bytes S] [--timeout S]
  *               [--ramp R] [--label TEXT] [--transparent]
+ *   egress-load --mode intercept|interceptbulk|interceptidle --ca-file PEM
+ *               [--api-key VALUE] [--resume] (and the options above)
  *   egress-load --selftest [DIR]
  *
- * No TLS stack: the client's side of a TLS connection is a real ClientHello
- * captured from a real client (--hello), its server_name rewritten to HOST,
- * and the server's side is egress-sink, which answers K bytes framed as
- * handshake records.  That is all a proxy that decides on the ClientHello
- * sees of a handshake, and it keeps the generator cheap.
+ * No TLS stack in the first six modes: the client's side of a TLS
+ * connection is a real ClientHello captured from a real client (--hello),
+ * its server_name rewritten to HOST, and the server's side is egress-sink,
+ * which answers K bytes framed as handshake records.  That is all a proxy
+ * that decides on the ClientHello sees of a handshake, and it keeps the
+ * generator cheap.  The intercept modes are for a proxy that terminates
+ * TLS: there the client is real TLS (OpenSSL, nonblocking in the same
+ * event loop) against egress-sink --https.
  *
  * Modes (each of C slots runs one exchange after another):
  *   connect  CONNECT HOST:PORT, read the 200, send the hello, read K bytes,
@@ -34,6 +39,20 @@
  *   idle     open C tunnels (CONNECT + hello + the K-byte answer; at most
  *            --ramp opening at once), print "all up: ..." and hold them until
  *            SIGINT/SIGTERM or --duration.  Latency: each tunnel's opening.
+ *   intercept      CONNECT HOST:PORT, read the 200, a TLS handshake (SNI
+ *            HOST, the certificate verified against --ca-file and for
+ *            HOST, ALPN http/1.1), one `GET /bytes/K` with `x-api-key:
+ *            --api-key`, the whole K-byte body read, close_notify, close.
+ *            Latency: connect() start to the body's last byte.
+ *   interceptbulk  the same with S bytes of body (--bytes); throughput.
+ *   interceptidle  open C such connections (one request each, --ramp at a
+ *            time), print "all up: ..." and hold them like idle.
+ *            --resume keeps the last TLS session each thread was given
+ *            (NewSessionTicket) and offers it on its next connection; the
+ *            report counts handshakes, resumed ones, and the distinct
+ *            serial numbers of the leaf certificates the full handshakes
+ *            were shown (a proxy that mints a leaf per connection shows
+ *            one per handshake; one that caches them, one per cache).
  *   --direct runs the same exchanges straight to the sink (no CONNECT).
  *   --transparent: --proxy is a transparent TLS port (SNI proxies): bulk,
  *            deny and idle send the hello first instead of a CONNECT; sni is
@@ -47,7 +66,8 @@
  * port left), refused, timeout (no progress for --timeout), bad_status (an
  * answer other than the expected one, or a malformed one), short_read (EOF
  * before the whole answer), reset, dropped (idle: a held tunnel closed),
- * let_through (deny: the proxy let the forbidden target through).  A
+ * let_through (deny: the proxy let the forbidden target through), tls (a
+ * handshake that failed: the certificate did not verify, an alert).  A
  * keep-alive connection the proxy closes after a response, before a byte of
  * the next one, is not an error: the request goes again on a new connection
  * (as curl does) and is counted in reconnects.  The JSON
@@ -69,6 +89,9 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -93,6 +116,8 @@
 #define MAX_THREADS   64
 #define TICK_MS       20 /* timeouts, back-off, --duration and signals */
 #define BACKOFF_MS    20 /* pause of a slot after an error, so refusals do not spin */
+#define LEAVES_MAX    64 /* distinct leaf serials kept per thread */
+#define SERIAL_MAX    64 /* a serial as hex: RFC 5280 caps it at 20 octets */
 
 /* ---------------------------------------------------------------------------
  * ClientHello rewriting
@@ -181,8 +206,22 @@ static size_t hello_set_sni(const uint8_t *in, size_t len, const char *host, uin
  * Configuration and shared state
  * ------------------------------------------------------------------------- */
 
-enum mode { MODE_CONNECT, MODE_SNI, MODE_HTTP, MODE_BULK, MODE_DENY, MODE_IDLE };
-static const char *const mode_names[] = {"connect", "sni", "http", "bulk", "deny", "idle"};
+enum mode {
+    MODE_CONNECT,
+    MODE_SNI,
+    MODE_HTTP,
+    MODE_BULK,
+    MODE_DENY,
+    MODE_IDLE,
+    MODE_INTERCEPT,
+    MODE_INTERCEPTBULK,
+    MODE_INTERCEPTIDLE,
+    MODE_COUNT
+};
+static const char *const mode_names[] = {"connect",   "sni",           "http",
+                                         "bulk",      "deny",          "idle",
+                                         "intercept", "interceptbulk", "interceptidle"};
+_Static_assert(sizeof mode_names / sizeof mode_names[0] == MODE_COUNT, "a name per mode");
 
 enum err_kind {
     E_CONNECT,
@@ -193,10 +232,12 @@ enum err_kind {
     E_RESET,
     E_DROPPED,
     E_LET_THROUGH,
+    E_TLS,
     E_KINDS
 };
-static const char *const err_names[] = {"connect",    "refused", "timeout", "bad_status",
-                                        "short_read", "reset",   "dropped", "let_through"};
+static const char *const err_names[] = {"connect",    "refused",     "timeout",
+                                        "bad_status", "short_read",  "reset",
+                                        "dropped",    "let_through", "tls"};
 
 static struct {
     enum mode mode;
@@ -219,6 +260,12 @@ static struct {
     size_t hello_len;
     char request[HEAD_MAX]; /* CONNECT or GET, built once */
     size_t request_len;
+    const char *ca_file; /* intercept modes */
+    const char *api_key;
+    bool resume;
+    char tls_request[HEAD_MAX]; /* the GET inside TLS */
+    size_t tls_request_len;
+    SSL_CTX *tls;
 } cfg = {.conns = 100,
          .threads = 1,
          .ramp = 256,
@@ -247,6 +294,25 @@ static bool uses_connect(void)
     return !cfg.direct && !cfg.transparent && cfg.mode != MODE_HTTP;
 }
 
+/* True for the modes that speak real TLS. */
+static bool uses_tls(void)
+{
+    return cfg.mode == MODE_INTERCEPT || cfg.mode == MODE_INTERCEPTBULK ||
+           cfg.mode == MODE_INTERCEPTIDLE;
+}
+
+/* True for the modes that open C connections and hold them. */
+static bool holds(void)
+{
+    return cfg.mode == MODE_IDLE || cfg.mode == MODE_INTERCEPTIDLE;
+}
+
+/* True for the modes that report throughput. */
+static bool is_bulk(void)
+{
+    return cfg.mode == MODE_BULK || cfg.mode == MODE_INTERCEPTBULK;
+}
+
 /* ---------------------------------------------------------------------------
  * Connections
  * ------------------------------------------------------------------------- */
@@ -263,6 +329,10 @@ enum phase {
     PH_BULK,       /* S bytes each way */
     PH_HOLD,       /* idle: tunnel up, held until the end */
     PH_REFUSAL,    /* deny --transparent: hello sent, the proxy must end it */
+    PH_TLS_SHAKE,  /* intercept modes: the TLS handshake */
+    PH_TLS_ASK,    /* writing the GET inside TLS (c->out) */
+    PH_TLS_HEAD,   /* reading its response head inside TLS */
+    PH_TLS_BODY,   /* reading c->want bytes of its body; then done, or PH_HOLD */
 };
 
 struct worker;
@@ -271,7 +341,9 @@ struct conn {
     struct worker *w;
     enum phase ph;
     int fd;
+    SSL *ssl; /* intercept modes, from the CONNECT's 200 on */
     struct event rev, wev;
+    bool reading;        /* rev is added */
     bool writing;        /* wev is added */
     uint64_t t0;         /* start of the current sample */
     uint64_t deadline;   /* give up when the tick passes this (ns); 0: never */
@@ -307,6 +379,12 @@ struct worker {
     long long reconnects; /* http: requests resent on a new connection */
     uint64_t bytes_up, bytes_down;
     uint64_t first_ns, last_ns; /* first start and last completed sample */
+    /* intercept modes */
+    SSL_SESSION *session;                   /* --resume: the latest one the proxy gave */
+    long long handshakes, resumed, offered; /* offered: a session, with --resume */
+    int nleaves;
+    bool leaves_overflow;
+    char leaves[LEAVES_MAX][SERIAL_MAX + 1];
     uint8_t scratch[SCRATCH_BYTES];
 };
 
@@ -314,6 +392,8 @@ static void conn_start(struct conn *c);
 static void idle_fill(struct worker *w);
 static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
+static void tls_start(struct conn *c);
+static void tls_step(struct conn *c);
 
 static void record(struct worker *w, uint64_t t0, uint64_t t1)
 {
@@ -345,9 +425,11 @@ static void conn_close(struct conn *c)
         return;
     event_del(&c->rev);
     event_del(&c->wev);
+    SSL_free(c->ssl); /* its BIO does not own the socket */
+    c->ssl = NULL;
     close(c->fd);
     c->fd = -1;
-    c->writing = false;
+    c->reading = c->writing = false;
 }
 
 static void slot_retire(struct conn *c)
@@ -364,7 +446,7 @@ static void slot_next(struct conn *c, bool after_error)
 {
     struct worker *w = c->w;
     conn_close(c);
-    if (cfg.mode == MODE_IDLE) {
+    if (holds()) {
         if (c->ph != PH_HOLD) {
             w->opening--;
             atomic_fetch_add(&g_idle_failed, 1);
@@ -541,6 +623,7 @@ static void send_request(struct conn *c)
 static void on_connected(struct conn *c)
 {
     event_add(&c->rev, NULL);
+    c->reading = true;
     progress(c);
     if (uses_connect() || cfg.mode == MODE_HTTP) {
         c->ph = PH_HEAD;
@@ -548,6 +631,8 @@ static void on_connected(struct conn *c)
         if (cfg.mode == MODE_HTTP)
             c->t0 = now_ns();
         send_msg(c, cfg.request, cfg.request_len);
+    } else if (uses_tls()) {
+        tls_start(c);
     } else {
         send_hello(c);
     }
@@ -705,6 +790,11 @@ static void head_done(struct conn *c, size_t hl, size_t extra)
         snprintf(msg, sizeof msg, "expected 200 to CONNECT, got '%s'", line);
         return conn_fail(c, E_BAD_STATUS, msg);
     }
+    if (uses_tls()) {
+        if (extra)
+            return conn_fail(c, E_BAD_STATUS, "bytes after the CONNECT's 200, before TLS");
+        return tls_start(c);
+    }
     /* Nothing may follow a 200 before the hello; count it as answer if it does. */
     if (send_hello(c) == 0 && extra)
         got_bytes(c, extra);
@@ -738,6 +828,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
     (void)what;
+    if (c->ssl != NULL)
+        return tls_step(c);
     if (c->ph == PH_HEAD)
         return read_head(c);
     ssize_t n = recv(fd, c->w->scratch, SCRATCH_BYTES, 0);
@@ -781,7 +873,264 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
         want_write(c, false);
         return on_connected(c);
     }
+    if (c->ssl != NULL)
+        return tls_step(c);
     flush_out(c);
+}
+
+/* ---------------------------------------------------------------------------
+ * TLS: the intercept modes
+ * ------------------------------------------------------------------------- */
+
+/* Wait for what OpenSSL asked for: readable, or writable. */
+static void tls_watch(struct conn *c, bool rd, bool wr)
+{
+    if (rd && !c->reading)
+        event_add(&c->rev, NULL);
+    else if (!rd && c->reading)
+        event_del(&c->rev);
+    c->reading = rd;
+    want_write(c, wr);
+}
+
+/* Why the TLS connection failed, for conn_fail's detail. */
+static void tls_why(struct conn *c, char *buf, size_t len)
+{
+    long vr = SSL_get_verify_result(c->ssl);
+    unsigned long e = ERR_peek_error();
+    if (c->ph == PH_TLS_SHAKE && vr != X509_V_OK)
+        snprintf(buf, len, "the certificate: %s", X509_verify_cert_error_string(vr));
+    else if (e != 0)
+        ERR_error_string_n(e, buf, len);
+    else
+        snprintf(buf, len, "TLS failed (%s)", errno ? strerror(errno) : "no detail");
+}
+
+/* After an SSL call on c returned r <= 0: wait for the socket, or end the
+ * exchange (EOF, reset, a TLS failure).  Returns -1 when it ended. */
+static int tls_wait(struct conn *c, int r)
+{
+    char why[256];
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ)
+        return tls_watch(c, true, false), 0;
+    if (e == SSL_ERROR_WANT_WRITE)
+        return tls_watch(c, false, true), 0;
+    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno != 0) {
+        ERR_clear_error();
+        return conn_fail_errno(c, errno), -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+        ERR_clear_error();
+        if (c->ph == PH_HOLD)
+            return conn_fail(c, E_DROPPED, "a held connection was closed"), -1;
+        return conn_fail(c, E_SHORT_READ,
+                         c->ph == PH_TLS_SHAKE ? "EOF during the TLS handshake"
+                                               : "EOF before the whole answer"),
+               -1;
+    }
+    tls_why(c, why, sizeof why);
+    ERR_clear_error();
+    return conn_fail(c, E_TLS, why), -1;
+}
+
+/* Note the serial of the leaf a full handshake showed, once per thread. */
+static void tls_note_leaf(struct worker *w, X509 *leaf)
+{
+    char hex[SERIAL_MAX + 1] = "?";
+    BIGNUM *bn = leaf ? ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf), NULL) : NULL;
+    char *h = bn ? BN_bn2hex(bn) : NULL;
+    if (h)
+        snprintf(hex, sizeof hex, "%s", h);
+    OPENSSL_free(h);
+    BN_free(bn);
+    for (int i = 0; i < w->nleaves; i++)
+        if (strcmp(w->leaves[i], hex) == 0)
+            return;
+    if (w->nleaves == LEAVES_MAX) {
+        w->leaves_overflow = true;
+        return;
+    }
+    memcpy(w->leaves[w->nleaves++], hex, sizeof hex);
+}
+
+/* --resume: a session ticket came; it is the thread's next offer. */
+static int on_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+    struct conn *c = SSL_get_app_data(ssl);
+    SSL_SESSION_free(c->w->session);
+    c->w->session = sess;
+    return 1; /* kept */
+}
+
+/* The client context: verify against --ca-file, ALPN http/1.1, a session
+ * cache of our own (one session per thread) with --resume. */
+static void tls_setup(void)
+{
+    cfg.tls = SSL_CTX_new(TLS_client_method());
+    if (!cfg.tls || !SSL_CTX_load_verify_locations(cfg.tls, cfg.ca_file, NULL)) {
+        char buf[256];
+        ERR_error_string_n(ERR_get_error(), buf, sizeof buf);
+        fprintf(stderr, "egress-load: --ca-file %s: %s\n", cfg.ca_file, buf);
+        exit(2);
+    }
+    SSL_CTX_set_min_proto_version(cfg.tls, TLS1_2_VERSION);
+    SSL_CTX_set_verify(cfg.tls, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_alpn_protos(cfg.tls, (const unsigned char *)"\x08http/1.1", 9);
+    /* An EOF without close_notify is an EOF (SSL_ERROR_ZERO_RETURN). */
+    SSL_CTX_set_options(cfg.tls, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    /* Read ahead: fewer recv()s for the generator; the proxy sees none of it. */
+    SSL_CTX_set_read_ahead(cfg.tls, 1);
+    SSL_CTX_set_default_read_buffer_len(cfg.tls, 64 * 1024);
+    if (cfg.resume) {
+        SSL_CTX_set_session_cache_mode(cfg.tls,
+                                       SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+        SSL_CTX_sess_set_new_cb(cfg.tls, on_new_session);
+    } else {
+        SSL_CTX_set_session_cache_mode(cfg.tls, SSL_SESS_CACHE_OFF);
+        SSL_CTX_set_options(cfg.tls, SSL_OP_NO_TICKET);
+    }
+}
+
+/* The tunnel is up (or, --direct, the socket connected): start TLS. */
+static void tls_start(struct conn *c)
+{
+    struct worker *w = c->w;
+    c->ssl = SSL_new(cfg.tls);
+    if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
+        abort();
+    SSL_set_app_data(c->ssl, c);
+    SSL_set_connect_state(c->ssl);
+    SSL_set_tlsext_host_name(c->ssl, cfg.host);
+    SSL_set1_host(c->ssl, cfg.host);
+    if (cfg.resume && w->session && SSL_SESSION_is_resumable(w->session) &&
+        SSL_set_session(c->ssl, w->session))
+        w->offered++;
+    c->ph = PH_TLS_SHAKE;
+    c->head_len = 0;
+    tls_step(c);
+}
+
+/* The handshake is done: count it, send the GET. */
+static void tls_shaken(struct conn *c)
+{
+    struct worker *w = c->w;
+    w->handshakes++;
+    if (SSL_session_reused(c->ssl))
+        w->resumed++;
+    else
+        tls_note_leaf(w, SSL_get0_peer_certificate(c->ssl));
+    c->ph = PH_TLS_ASK;
+    c->out = (const uint8_t *)cfg.tls_request;
+    c->out_left = cfg.tls_request_len;
+    progress(c);
+}
+
+/* The whole body is in: hold the connection (interceptidle) or end it with
+ * a close_notify.  Returns -1 when the exchange ended. */
+static int tls_answered(struct conn *c)
+{
+    struct worker *w = c->w;
+    if (cfg.mode != MODE_INTERCEPTIDLE) {
+        SSL_shutdown(c->ssl); /* the close_notify goes out; no wait for the peer's */
+        return conn_done(c), -1;
+    }
+    record(w, c->t0, now_ns());
+    c->ph = PH_HOLD;
+    c->deadline = 0;
+    w->opening--;
+    atomic_fetch_add(&g_idle_up, 1);
+    idle_fill(w);
+    return 0;
+}
+
+/* n bytes of body came (n may be 0).  Returns -1 when the exchange ended. */
+static int tls_body(struct conn *c, uint64_t n)
+{
+    if (n > c->want)
+        return conn_fail(c, E_BAD_STATUS, "more body bytes than Content-Length"), -1;
+    c->want -= n;
+    return c->want == 0 ? tls_answered(c) : 0;
+}
+
+/* A whole response head is in c->head (hl bytes, then extra of its body).
+ * Returns -1 when the exchange ended. */
+static int tls_head_done(struct conn *c, size_t hl, size_t extra)
+{
+    char msg[240];
+    int status = 0;
+    if (hl < 12 || memcmp(c->head, "HTTP/1.1 ", 9) != 0 || sscanf(c->head + 9, "%3d", &status) != 1)
+        status = -1;
+    long long cl = content_length(c->head, hl);
+    if (status != 200) {
+        /* The status line and the body's first line (the sink says why). */
+        int ll = (int)strcspn(c->head, "\r\n"), bl = (int)strcspn(c->head + hl, "\r\n");
+        snprintf(msg, sizeof msg, "expected 200 to the GET, got '%.*s' (%.*s)", ll < 100 ? ll : 100,
+                 c->head, bl < 60 ? bl : 60, c->head + hl);
+        return conn_fail(c, E_BAD_STATUS, msg), -1;
+    }
+    if (cl < 0)
+        return conn_fail(c, E_BAD_STATUS, "a 200 without Content-Length"), -1;
+    c->ph = PH_TLS_BODY;
+    c->want = (uint64_t)cl;
+    return tls_body(c, extra);
+}
+
+/* One step of the current phase; 1: go on, 0: waiting, -1: the exchange
+ * ended (c may be running the next one already). */
+static int tls_one(struct conn *c)
+{
+    int r;
+    switch (c->ph) {
+    case PH_TLS_SHAKE:
+        ERR_clear_error();
+        if ((r = SSL_do_handshake(c->ssl)) != 1)
+            return tls_wait(c, r);
+        tls_shaken(c);
+        return 1;
+    case PH_TLS_ASK:
+        if ((r = SSL_write(c->ssl, c->out, (int)c->out_left)) <= 0)
+            return tls_wait(c, r);
+        c->out += r, c->out_left -= (size_t)r;
+        c->w->bytes_up += (uint64_t)r;
+        if (c->out_left == 0)
+            c->ph = PH_TLS_HEAD;
+        return 1;
+    case PH_TLS_HEAD: {
+        size_t room = HEAD_MAX - 1 - c->head_len;
+        if (room == 0)
+            return conn_fail(c, E_BAD_STATUS, "a response head over 4 KiB"), -1;
+        if ((r = SSL_read(c->ssl, c->head + c->head_len, (int)room)) <= 0)
+            return tls_wait(c, r);
+        size_t from = c->head_len > 3 ? c->head_len - 3 : 0;
+        c->head_len += (size_t)r;
+        c->head[c->head_len] = 0;
+        c->w->bytes_down += (uint64_t)r;
+        progress(c);
+        const char *e = memmem(c->head + from, c->head_len - from, "\r\n\r\n", 4);
+        if (!e)
+            return 1;
+        size_t hl = (size_t)(e + 4 - c->head);
+        return tls_head_done(c, hl, c->head_len - hl) == -1 ? -1 : 1;
+    }
+    case PH_TLS_BODY:
+    case PH_HOLD:
+        if ((r = SSL_read(c->ssl, c->w->scratch, SCRATCH_BYTES)) <= 0)
+            return tls_wait(c, r);
+        c->w->bytes_down += (uint64_t)r;
+        if (c->ph == PH_HOLD)
+            return conn_fail(c, E_BAD_STATUS, "bytes on a held connection"), -1;
+        progress(c);
+        return tls_body(c, (uint64_t)r) == -1 ? -1 : 1;
+    default: return 0;
+    }
+}
+
+/* Drive c's TLS exchange as far as the socket lets it. */
+static void tls_step(struct conn *c)
+{
+    while (c->ssl != NULL && tls_one(c) == 1)
+        ;
 }
 
 /* ---------------------------------------------------------------------------
@@ -833,7 +1182,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         /* SIGINT ends everything now; --duration's end only idle's hold
          * (the other modes let what is in flight finish). */
         if (abort_all || (w->stopping && (c->ph == PH_HOLD || c->ph == PH_BACKOFF))) {
-            if (c->ph != PH_HOLD && c->ph != PH_BACKOFF && cfg.mode == MODE_IDLE)
+            if (c->ph != PH_HOLD && c->ph != PH_BACKOFF && holds())
                 w->opening--;
             conn_close(c);
             slot_retire(c);
@@ -854,7 +1203,7 @@ static void *worker_main(void *arg)
     event_add(&w->tick, &tv);
     w->tick_now = now_ns();
     w->first_ns = w->tick_now;
-    if (cfg.mode == MODE_IDLE) {
+    if (holds()) {
         idle_fill(w);
     } else {
         for (long i = 0; i < w->nconns && take_work(w); i++) {
@@ -909,6 +1258,46 @@ static uint32_t pct(const uint32_t *v, size_t n, double q)
     return v[r == 0 ? 0 : r - 1];
 }
 
+/* The distinct leaf serials of all threads, printed as a JSON array when
+ * out is given; returns how many. */
+static int tls_leaves(struct worker *ws, int nw, FILE *out)
+{
+    int n = 0;
+    if (out)
+        fputc('[', out);
+    for (int i = 0; i < nw; i++)
+        for (int k = 0; k < ws[i].nleaves; k++) {
+            bool seen = false;
+            for (int j = 0; j < i && !seen; j++)
+                for (int m = 0; m < ws[j].nleaves && !seen; m++)
+                    seen = strcmp(ws[j].leaves[m], ws[i].leaves[k]) == 0;
+            if (seen)
+                continue;
+            if (out)
+                fprintf(out, "%s\"%s\"", n ? "," : "", ws[i].leaves[k]);
+            n++;
+        }
+    if (out)
+        fputc(']', out);
+    return n;
+}
+
+/* The intercept modes' part of the JSON line. */
+static void report_tls(struct worker *ws, int nw)
+{
+    long long hs = 0, re = 0, of = 0;
+    bool overflow = false;
+    for (int i = 0; i < nw; i++) {
+        hs += ws[i].handshakes, re += ws[i].resumed, of += ws[i].offered;
+        overflow |= ws[i].leaves_overflow;
+    }
+    printf(",\"resume\":%s,\"handshakes\":%lld,\"offered\":%lld,\"resumed\":%lld,"
+           "\"leaves\":",
+           cfg.resume ? "true" : "false", hs, of, re);
+    tls_leaves(ws, nw, stdout);
+    printf(",\"leaves_overflow\":%s", overflow ? "true" : "false");
+}
+
 static void report(struct worker *ws, int nw)
 {
     size_t n = 0;
@@ -929,7 +1318,8 @@ static void report(struct worker *ws, int nw)
     if (!all)
         abort();
     for (int i = 0, at = 0; i < nw; i++) {
-        memcpy(all + at, ws[i].lat, ws[i].nlat * sizeof *all);
+        if (ws[i].nlat) /* (lat is NULL when a thread recorded nothing) */
+            memcpy(all + at, ws[i].lat, ws[i].nlat * sizeof *all);
         at += (int)ws[i].nlat;
     }
     qsort(all, n, sizeof *all, cmp_u32);
@@ -949,8 +1339,10 @@ static void report(struct worker *ws, int nw)
            "\"unit\":\"%s\",\"p50_us\":%" PRIu32 ",\"p90_us\":%" PRIu32 ",\"p99_us\":%" PRIu32
            ",\"max_us\":%" PRIu32 ",\"bytes_up\":%" PRIu64 ",\"bytes_down\":%" PRIu64,
            cfg.conns, cfg.threads, n, secs, rate, unit, p50, p90, p99, mx, up, down);
-    if (cfg.mode == MODE_BULK)
+    if (is_bulk())
         printf(",\"gbit_s\":%.3f,\"mib_s\":%.1f", gbit_s, mib_s);
+    if (uses_tls())
+        report_tls(ws, nw);
     printf(",\"errors\":{");
     for (int k = 0; k < E_KINDS; k++)
         printf("%s\"%s\":%lld", k ? "," : "", err_names[k], err[k]);
@@ -963,8 +1355,9 @@ static void report(struct worker *ws, int nw)
 
     printf("%s %s %s -> %s: %zu in %.3f s = %.0f %s", mode_names[cfg.mode],
            cfg.direct ? "direct" : "via", cfg.addr_text, cfg.target, n, secs, rate, unit);
-    if (cfg.mode == MODE_BULK)
-        printf(", %.2f Gbit/s (%.0f MiB/s) each way", gbit_s, mib_s);
+    if (is_bulk())
+        printf(", %.2f Gbit/s (%.0f MiB/s) %s", gbit_s, mib_s,
+               cfg.mode == MODE_BULK ? "each way" : "down");
     printf("; latency us p50 %" PRIu32 " p90 %" PRIu32 " p99 %" PRIu32 " max %" PRIu32
            "; errors %lld",
            p50, p90, p99, mx, err_total);
@@ -973,6 +1366,15 @@ static void report(struct worker *ws, int nw)
             printf(" %s=%lld", err_names[k], err[k]);
     if (reconnects)
         printf("; %lld requests resent on a new connection", reconnects);
+    if (uses_tls()) {
+        long long hs = 0, re = 0, of = 0;
+        for (int i = 0; i < nw; i++)
+            hs += ws[i].handshakes, re += ws[i].resumed, of += ws[i].offered;
+        printf("; TLS: %lld handshakes, %lld resumed", hs, re);
+        if (cfg.resume)
+            printf(" of %lld offered", of);
+        printf(", %d distinct leaf certificates", tls_leaves(ws, nw, NULL));
+    }
     printf("\n");
     free(all);
 }
@@ -1152,6 +1554,8 @@ static void usage(void)
             "                   [--conns C] [--total N | --duration S] [--threads T]\n"
             "                   [--hello FILE] [--reply-bytes K] [--bytes S] [--timeout S]\n"
             "                   [--ramp R] [--label TEXT] [--transparent]\n"
+            "       egress-load --mode intercept|interceptbulk|interceptidle --ca-file PEM\n"
+            "                   [--api-key VALUE] [--resume] (and the options above)\n"
             "       egress-load --selftest [DIR]\n");
     exit(2);
 }
@@ -1193,6 +1597,20 @@ static void load_hello(void)
         DIE("%s: %s", path, err);
 }
 
+/* The GET inside TLS: K bytes (S for interceptbulk), the placeholder. */
+static void build_tls_request(void)
+{
+    int n = snprintf(cfg.tls_request, sizeof cfg.tls_request,
+                     "GET /bytes/%" PRIu64 " HTTP/1.1\r\nHost: %s\r\nUser-Agent: egress-load\r\n"
+                     "Accept: */*\r\n%s%s%s\r\n",
+                     cfg.mode == MODE_INTERCEPTBULK ? cfg.bulk_bytes : cfg.reply_bytes, cfg.target,
+                     cfg.api_key ? "x-api-key: " : "", cfg.api_key ? cfg.api_key : "",
+                     cfg.api_key ? "\r\n" : "");
+    if (n < 0 || (size_t)n >= sizeof cfg.tls_request)
+        DIE("the GET for --target %s would be over %d bytes", cfg.target, HEAD_MAX);
+    cfg.tls_request_len = (size_t)n;
+}
+
 static void build_request(void)
 {
     int n;
@@ -1225,6 +1643,9 @@ static void parse_args(int argc, char **argv)
         {"ramp", required_argument, NULL, 'r'},
         {"label", required_argument, NULL, 'L'},
         {"transparent", no_argument, NULL, 'x'}, /* a TLS port: no CONNECT */
+        {"ca-file", required_argument, NULL, 'A'},
+        {"api-key", required_argument, NULL, 'K'},
+        {"resume", no_argument, NULL, 'R'},
         {NULL, 0, NULL, 0},
     };
     int o, have_mode = 0, have_addr = 0;
@@ -1232,11 +1653,13 @@ static void parse_args(int argc, char **argv)
         switch (o) {
         case 'm':
             have_mode = 0;
-            for (int i = 0; i <= MODE_IDLE; i++)
+            for (int i = 0; i < MODE_COUNT; i++)
                 if (strcmp(optarg, mode_names[i]) == 0)
                     cfg.mode = (enum mode)i, have_mode = 1;
             if (!have_mode)
-                DIE("--mode must be connect, sni, http, bulk, deny or idle, not '%s'", optarg);
+                DIE("--mode must be connect, sni, http, bulk, deny, idle, intercept, "
+                    "interceptbulk or interceptidle, not '%s'",
+                    optarg);
             break;
         case 'p':
         case 'd': {
@@ -1269,6 +1692,13 @@ static void parse_args(int argc, char **argv)
         case 'r': cfg.ramp = parse_long(optarg, "--ramp", 1, 1000000); break;
         case 'L': cfg.label = optarg; break;
         case 'x': cfg.transparent = true; break;
+        case 'A': cfg.ca_file = optarg; break;
+        case 'K':
+            if (strpbrk(optarg, "\r\n"))
+                DIE("--api-key must be one line");
+            cfg.api_key = optarg;
+            break;
+        case 'R': cfg.resume = true; break;
         default: usage();
         }
     }
@@ -1287,13 +1717,17 @@ static void parse_args(int argc, char **argv)
         DIE("--transparent wants a --proxy and a TLS mode");
     if (cfg.mode == MODE_SNI)
         cfg.transparent = true;
-    if (cfg.mode != MODE_IDLE && !cfg.total == !(cfg.duration > 0))
+    if (!holds() && !cfg.total == !(cfg.duration > 0))
         DIE("give one of --total and --duration");
-    if (cfg.mode == MODE_IDLE && cfg.total)
-        DIE("--mode idle holds --conns tunnels: --total does not apply");
+    if (holds() && cfg.total)
+        DIE("--mode %s holds --conns tunnels: --total does not apply", mode_names[cfg.mode]);
+    if (uses_tls() != (cfg.ca_file != NULL))
+        DIE("--ca-file goes with the intercept modes, and they with it");
+    if (!uses_tls() && (cfg.api_key || cfg.resume))
+        DIE("--api-key and --resume are for the intercept modes");
     if (cfg.threads > cfg.conns)
         cfg.threads = cfg.conns;
-    if (cfg.mode == MODE_IDLE && cfg.ramp < cfg.threads)
+    if (holds() && cfg.ramp < cfg.threads)
         cfg.ramp = cfg.threads;
     if ((cfg.mode == MODE_CONNECT || cfg.mode == MODE_SNI || cfg.mode == MODE_IDLE) &&
         cfg.reply_bytes == 0)
@@ -1313,8 +1747,12 @@ int main(int argc, char **argv)
         return selftest(dir ? dir : "tests/data/clienthello");
     }
     parse_args(argc, argv);
-    if (cfg.mode != MODE_HTTP && (cfg.mode != MODE_DENY || cfg.transparent))
+    if (uses_tls()) {
+        tls_setup();
+        build_tls_request();
+    } else if (cfg.mode != MODE_HTTP && (cfg.mode != MODE_DENY || cfg.transparent)) {
         load_hello();
+    }
     if (uses_connect() || cfg.mode == MODE_HTTP)
         build_request();
 
@@ -1342,7 +1780,7 @@ int main(int argc, char **argv)
             DIE("pthread_create failed");
     for (int i = 0; i < nw; i++)
         pthread_join(ws[i].tid, NULL);
-    if (cfg.mode == MODE_IDLE && cfg.duration == 0 && !g_signal)
+    if (holds() && cfg.duration == 0 && !g_signal)
         fprintf(stderr, "egress-load: every tunnel failed or closed\n");
     report(ws, nw);
     long long errs = 0;
