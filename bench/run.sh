@@ -29,6 +29,9 @@
 #   sniproxy   127.0.0.4  TLS :8443 (to :4443), :8444 (to the bulk sink)
 #   haproxy    127.0.0.5  the same
 #   nginx      127.0.0.6  the same
+#   squid-bump 127.0.0.8  squid with ssl-bump: CONNECT :3128, inject.test bumped
+#                         (the intercept rows only; `squid` in BENCH_PROXIES
+#                         brings it along when an intercept workload is chosen)
 #
 # First, one proxy at a time, a warm-up and the idle workload; then
 # BENCH_ROUNDS rounds, each going through every proxy's rate workloads in
@@ -46,6 +49,21 @@
 #            (CONNECT, or the TLS port for the SNI-only proxies).
 #   deny     CONNECT to denied.test: 403 expected.
 #   denysni  the hello naming denied.test to the TLS port: closed expected.
+#   intercept      real TLS (egress-load's intercept mode) through CONNECT to
+#                  inject.test, whose x-api-key egressd injects (squid-bump
+#                  sets it): a handshake with the proxy, one GET of
+#                  BENCH_REPLY bytes, close.  Three runs: full handshakes,
+#                  the same with TLS session resumption toward the proxy
+#                  (--resume), and the same exchange to sink.test, which no
+#                  proxy intercepts (an opaque tunnel, TLS end to end).
+#   interceptbulk  BENCH_BULK_CONNS such GETs of BENCH_INTERCEPT_BULK bytes,
+#                  intercepted, and the same through the opaque tunnel.
+#   interceptidle  BENCH_INTERCEPT_IDLE intercepted connections held after
+#                  one request each; VmRSS per connection, as idle.
+#   The HTTPS sink (127.0.0.16:4444, a certificate for sink.test and
+#   inject.test from a bench CA made at the start) answers only requests
+#   whose x-api-key is the real secret; any other is a failed exchange, and
+#   its counts are checked at the end.
 # The proxy's CPU (utime+stime of all its processes and threads, reaped
 # children included) is read from /proc before and after each run.
 #
@@ -53,12 +71,14 @@
 # numbers and fails when any exchange fails or the table is not printed (for
 # tests/run.sh).  A peer that is not installed is left out with a note.
 # Knobs (environment): BENCH_PROXIES (default "direct null egressd squid
-# tinyproxy sniproxy haproxy nginx"), BENCH_SECONDS (per rate run, 4; smoke 0.5),
+# squid-bump tinyproxy sniproxy haproxy nginx"), BENCH_WORKLOADS (default
+# all of the above), BENCH_SECONDS (per rate run, 4; smoke 0.5),
 # BENCH_ROUNDS (3; smoke 1),
 # BENCH_WORKERS (2: egressd workers, squid workers, haproxy nbthread, nginx
 # worker_processes), BENCH_THREADS (egress-load threads, 1),
 # BENCH_SINK_THREADS (1), BENCH_CONNS (concurrency, 50), BENCH_REPLY (4096),
-# BENCH_IDLE (5000), BENCH_BULK_CONNS (4), BENCH_BULK_BYTES (256m), BENCH_HELLO
+# BENCH_IDLE (5000), BENCH_BULK_CONNS (4), BENCH_BULK_BYTES (256m),
+# BENCH_INTERCEPT_IDLE (1000), BENCH_INTERCEPT_BULK (256m), BENCH_HELLO
 # (the ClientHello capture, default $CLIENTHELLO_DIR/curl.bin), BENCH_EGRESSD
 # (the egressd to run, default BUILD_DIR/proxy/egressd: a before/after of one
 # change runs another egressd under the same load generator and sinks),
@@ -118,24 +138,39 @@ PEERS=$top/bench/peers
 HELLO=${BENCH_HELLO:-${CLIENTHELLO_DIR:-$top/tests/data/clienthello}/curl.bin}
 WORKERS=${BENCH_WORKERS:-2}
 THREADS=${BENCH_THREADS:-1}
+TLS_THREADS=${BENCH_TLS_THREADS:-$THREADS}
 SINK_THREADS=${BENCH_SINK_THREADS:-1}
 REPLY=${BENCH_REPLY:-4096}
-PROXIES=${BENCH_PROXIES:-direct null egressd squid tinyproxy sniproxy haproxy nginx}
-WORKLOADS=${BENCH_WORKLOADS:-idle connect sni http bulk deny denysni}
+PROXIES=${BENCH_PROXIES:-direct null egressd squid squid-bump tinyproxy sniproxy haproxy nginx}
+WORKLOADS=${BENCH_WORKLOADS:-idle connect sni http bulk deny denysni intercept interceptbulk interceptidle}
+# chosen WORKLOAD: in BENCH_WORKLOADS.
+chosen() { case " $WORKLOADS " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$smoke" = 1 ]; then
     SECONDS_RUN=${BENCH_SECONDS:-0.5} CONNS=${BENCH_CONNS:-10} IDLE=${BENCH_IDLE:-100}
     ROUNDS=${BENCH_ROUNDS:-1}
     BULK_CONNS=${BENCH_BULK_CONNS:-2} BULK_BYTES=${BENCH_BULK_BYTES:-8m}
+    INTERCEPT_IDLE=${BENCH_INTERCEPT_IDLE:-50} INTERCEPT_BULK=${BENCH_INTERCEPT_BULK:-8m}
+    WARM_TLS=40
 else
     SECONDS_RUN=${BENCH_SECONDS:-4} CONNS=${BENCH_CONNS:-50} IDLE=${BENCH_IDLE:-5000}
     ROUNDS=${BENCH_ROUNDS:-3}
     BULK_CONNS=${BENCH_BULK_CONNS:-4} BULK_BYTES=${BENCH_BULK_BYTES:-256m}
+    INTERCEPT_IDLE=${BENCH_INTERCEPT_IDLE:-1000} INTERCEPT_BULK=${BENCH_INTERCEPT_BULK:-256m}
+    WARM_TLS=200
 fi
 # Every proxy's connection limit: two descriptors per tunnel, some spare.
 MAXCONN=$(((NOFILE - 200) / 2))
+intercepting() { chosen intercept || chosen interceptbulk || chosen interceptidle; }
+if intercepting && [[ " $PROXIES " == *" squid "* && " $PROXIES " != *" squid-bump "* ]]; then
+    PROXIES=$(echo " $PROXIES " | sed 's/ squid / squid squid-bump /')
+fi
 if [ "$IDLE" -gt "$MAXCONN" ]; then
     echo "# note: open files limited to $NOFILE: BENCH_IDLE=$IDLE lowered to $MAXCONN" >&2
     IDLE=$MAXCONN
+fi
+if [ "$INTERCEPT_IDLE" -gt "$MAXCONN" ]; then
+    echo "# note: open files limited to $NOFILE: BENCH_INTERCEPT_IDLE lowered to $MAXCONN" >&2
+    INTERCEPT_IDLE=$MAXCONN
 fi
 SINK_ADDR=127.0.0.16
 DENIED_ADDR=127.0.0.18
@@ -148,6 +183,9 @@ mkdir -p "$R"
 SINK_PIDS=()
 PROXY_PID=
 declare -A PID_OF CAN_OF # the proxies started, and what each can do
+# The intercept workloads, per proxy: the CA egress-load verifies the
+# proxy's certificates against, and the x-api-key it sends.
+declare -A TLS_CA_OF API_KEY_OF
 
 stop_proxy() {
     [ -n "$PROXY_PID" ] || return 0
@@ -177,7 +215,7 @@ cleanup() {
         kill "$p" 2>/dev/null
         wait "$p" 2>/dev/null
     done
-    umount /run/squid 2>/dev/null
+    [ -z "${SQUID_RUN:-}" ] || umount /run/squid 2>/dev/null
     umount /etc/hosts /etc/resolv.conf 2>/dev/null
     # A proxy's last process may still be closing its files: wait for it,
     # then detach the tmpfs lazily rather than leave it behind.
@@ -203,7 +241,8 @@ done
 
 # Names come from this file only, for every proxy: egressd's hosts-file,
 # squid's hosts_file, and getaddrinfo() (tinyproxy) through /etc/hosts.
-printf '%s sink.test\n%s denied.test\n' $SINK_ADDR $DENIED_ADDR >"$T/hosts"
+printf '%s sink.test\n%s inject.test\n%s denied.test\n' $SINK_ADDR $SINK_ADDR $DENIED_ADDR \
+    >"$T/hosts"
 printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$T/resolv.conf"
 mount --bind "$T/hosts" /etc/hosts || die "cannot bind-mount the hosts file"
 mount --bind "$T/resolv.conf" /etc/resolv.conf || die "cannot bind-mount resolv.conf"
@@ -219,6 +258,41 @@ BULK_SINK_PID=$!
 SINK_PIDS+=($!)
 "$SINK" --listen $DENIED_ADDR:4443 --tls-like --reply-bytes "$REPLY" &
 SINK_PIDS+=($!)
+
+# The intercept workloads: a bench CA made now (ECDSA P-256, a day), the
+# HTTPS sink's certificate from it (sink.test and inject.test), squid-bump's
+# CA (its key is every leaf's key, as egressd's one leaf key is), and the
+# real secret, which only egressd's secret-dir, squid-bump's configuration,
+# the sink and the direct runs know.
+PKI=$T/pki
+HTTPS_SINK_PID=
+SECRET=
+# make_pki: the certificates above, in $PKI (a subshell: it changes directory).
+make_pki() (
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+    mkdir -p "$PKI" && cd "$PKI" || exit 1
+    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -days 1 -subj "/CN=egress bench CA" \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign &&
+        openssl req "${ec[@]}" -keyout sink.key -out sink.csr -subj "/CN=sink.test" &&
+        printf '%s\n' "subjectAltName=DNS:sink.test,DNS:inject.test" "basicConstraints=CA:FALSE" \
+            "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >sink.ext &&
+        openssl x509 -req -in sink.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+            -extfile sink.ext -out sink.pem &&
+        openssl req -x509 "${ec[@]}" -keyout bumpca.key -out bumpca.crt -days 1 \
+            -subj "/CN=squid-bump bench CA" -addext basicConstraints=critical,CA:TRUE \
+            -addext keyUsage=critical,keyCertSign,cRLSign &&
+        cat bumpca.crt bumpca.key >bumpca.pem &&
+        # (squid-bump reads its CA's key as the user proxy)
+        { chgrp proxy bumpca.pem 2>/dev/null || true; } && chmod 640 bumpca.pem
+)
+if intercepting; then
+    make_pki >"$T/pki.log" 2>&1 || die "could not make the bench CA: $(tail -n 3 "$T/pki.log")"
+    SECRET=sk-bench-$(openssl rand -hex 16)
+    "$SINK" --listen $SINK_ADDR:4444 --https --cert "$PKI/sink.pem" --key "$PKI/sink.key" \
+        --secret "$SECRET" --threads "$SINK_THREADS" >"$T/https-sink.out" &
+    HTTPS_SINK_PID=$!
+    SINK_PIDS+=($!)
+fi
 
 # ---------------------------------------------------------------------------
 # Processes, CPU time and memory
@@ -249,6 +323,15 @@ tree_rss_kib() {
     done
     echo $sum
 }
+# utime+stime (ticks) of every sink that answers a workload (each one
+# process, no children: its /proc/PID/stat counts all its threads).
+sink_ticks() {
+    local p stats=()
+    for p in $TLS_SINK_PID $HTTP_SINK_PID $BULK_SINK_PID $HTTPS_SINK_PID; do
+        stats+=("/proc/$p/stat")
+    done
+    awk '{ sub(/^.*\) /, ""); sum += $12 + $13 } END { print sum + 0 }' "${stats[@]}" 2>/dev/null
+}
 # Wait until ADDR:PORT accepts (10 s at most).
 wait_port() {
     for _ in $(seq 100); do
@@ -263,20 +346,31 @@ render() {
     sed -e "s|@DIR@|$DIR|g" -e "s|@ADDR@|$ADDR|g" -e "s|@WORKERS@|$WORKERS|g" \
         -e "s|@MAXCONN@|$MAXCONN|g" -e "s|@MAXSOCKS@|$((MAXCONN * 2))|g" \
         -e "s|@NOFILE@|$NOFILE|g" -e "s|@HOSTS@|$T/hosts|g" -e "s|@SINK@|$SINK_ADDR|g" \
-        "$PEERS/$1" >"$2"
+        -e "s|@PKI@|$PKI|g" -e "s|@SECRET@|$SECRET|g" "$PEERS/$1" >"$2"
 }
 
 # ---------------------------------------------------------------------------
 # The proxies: start_NAME sets ADDR, PROXY_PID and what the proxy can do.
 
 start_egressd() {
+    local secrets='' inject=''
     mkdir -p "$DIR/policies" "$DIR/state"
-    printf '# egress-load'"'"'s origins\nsink.test:4443,8000,9000\n' >"$DIR/policies/bench.allow"
+    printf '# egress-load'"'"'s origins\nsink.test:4443,4444,8000,9000\n' >"$DIR/policies/bench.allow"
+    if intercepting; then
+        # inject.test's x-api-key gets the secret `bench`, which the
+        # sandbox's binding lists; sink.test:4444 stays an opaque tunnel.
+        printf 'inject.test:4444 inject x-api-key secret bench\n' >>"$DIR/policies/bench.allow"
+        mkdir -p "$DIR/secrets" && chmod 700 "$DIR/secrets"
+        (umask 077 && printf '%s\n' "$SECRET" >"$DIR/secrets/bench")
+        secrets=',"secrets":["bench"]'
+        inject="secret-dir $DIR/secrets
+upstream-ca-file $PKI/ca.pem"
+    fi
     # egress-load's address is bound to a sandbox, as every sandbox's is in
     # a deployment: its connections are judged, counted and logged as the
     # sandbox's, with its owner.
-    printf '[{"id":"bench","name":"egress-load","owner":"bench","addresses":["127.0.0.1"],"policy":"bench"}]\n' \
-        >"$DIR/state/sandboxes.json"
+    printf '[{"id":"bench","name":"egress-load","owner":"bench","addresses":["127.0.0.1"],"policy":"bench"%s}]\n' \
+        "$secrets" >"$DIR/state/sandboxes.json"
     chmod 600 "$DIR/state/sandboxes.json"
     cat >"$DIR/egressd.conf" <<EOF
 listen $ADDR:3128
@@ -291,11 +385,33 @@ access-log access.log
 allow-range 127.0.0.16/28
 max-conns $MAXCONN
 max-conns-per-sandbox $MAXCONN
+admin unix:$DIR/admin.sock
+$inject
 EOF
     "$EGRESSD" -c "$DIR/egressd.conf" >"$DIR/out" 2>&1 &
     PROXY_PID=$!
     CAN="connect sni http bulk deny denysni idle"
+    intercepting && CAN+=" intercept interceptbulk interceptidle tlstunnel tlsbulk"
     VERSION="egressd $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
+}
+# ready_egressd: once it listens, what the sandbox is given (GET
+# /v1/sandboxes/bench/credentials): its CA, which egress-load trusts, and
+# its placeholder, which egress-load sends as its x-api-key.
+ready_egressd() {
+    intercepting || return 0
+    curl -q -sS --noproxy '*' -m 5 --unix-socket "$DIR/admin.sock" -o "$DIR/cred.json" \
+        http://admin/v1/sandboxes/bench/credentials &&
+        python3 - "$DIR/cred.json" "$DIR/sandbox-ca.pem" "$DIR/placeholder" <<'EOF' || {
+import json, sys
+j = json.load(open(sys.argv[1]))
+open(sys.argv[2], "w").write(j["ca"])
+open(sys.argv[3], "w").write(j["placeholders"]["bench"] + "\n")
+EOF
+        echo "run.sh: egressd gave no CA or placeholder for the sandbox: $(head -c 300 "$DIR/cred.json")" >&2
+        return 1
+    }
+    TLS_CA_OF[egressd]=$DIR/sandbox-ca.pem
+    API_KEY_OF[egressd]=$(cat "$DIR/placeholder")
 }
 start_null() {
     "$NULL_PROXY" --upstream $SINK_ADDR --explicit "$ADDR:3128" --http-port 8000 \
@@ -303,20 +419,48 @@ start_null() {
         --workers "$WORKERS" >"$DIR/out" 2>&1 &
     PROXY_PID=$!
     CAN="connect sni http bulk idle" # it denies nothing
+    # (it cannot terminate TLS: of the intercept rows, the opaque tunnel's)
+    intercepting && CAN+=" tlstunnel tlsbulk"
     VERSION="null-proxy"
     touch "$DIR/access.log" # it writes none
+}
+# private_squid_run: SMP squid's kids talk over sockets in /run/squid: a
+# private one, shared by squid and squid-bump (their service names, -n, keep
+# their sockets and shared memory apart).
+SQUID_RUN=
+private_squid_run() {
+    [ -d /run/squid ] && [ -z "$SQUID_RUN" ] || return 0
+    SQUID_RUN=$T/squid-run
+    mkdir -p "$SQUID_RUN" && chown proxy: "$SQUID_RUN" && mount --bind "$SQUID_RUN" /run/squid
 }
 start_squid() {
     render squid.conf "$DIR/squid.conf"
     chown -R proxy: "$DIR" 2>/dev/null
-    # SMP squid's kids talk over sockets in /run/squid: a private one.
-    if [ -d /run/squid ]; then
-        mkdir -p "$DIR/run" && chown proxy: "$DIR/run" && mount --bind "$DIR/run" /run/squid
-    fi
+    private_squid_run
     squid --foreground -f "$DIR/squid.conf" >"$DIR/out" 2>&1 &
     PROXY_PID=$!
     CAN="connect http bulk deny idle"
     VERSION=$(squid -v | sed -n '1s/.*Version /squid /p')
+}
+start_squid-bump() {
+    CAN=
+    VERSION=$(squid -v | sed -n '1s/.*Version /squid /p')-bump
+    if ! squid -v | grep -q -- '--with-openssl'; then
+        echo "run.sh: this squid is built without OpenSSL (no ssl-bump): install squid-openssl" >&2
+        return 1
+    fi
+    render squid-bump.conf "$DIR/squid.conf"
+    # The helper's certificate database, made as squid(8) says (-c).
+    /usr/lib/squid/security_file_certgen -c -s "$DIR/ssl_db" -M 4MB >"$DIR/certgen.out" 2>&1 ||
+        { cat "$DIR/certgen.out" >&2 && return 1; }
+    chown -R proxy: "$DIR" 2>/dev/null
+    private_squid_run
+    squid --foreground -n squidbump -f "$DIR/squid.conf" >"$DIR/out" 2>&1 &
+    PROXY_PID=$!
+    CAN="intercept interceptbulk interceptidle tlstunnel tlsbulk"
+    TLS_CA_OF[squid-bump]=$PKI/bumpca.crt
+    # squid sets the field whatever the client sent: this is never seen.
+    API_KEY_OF[squid-bump]=replaced-by-squid
 }
 start_tinyproxy() {
     render tinyproxy.conf "$DIR/tinyproxy.conf"
@@ -353,12 +497,15 @@ start_nginx() {
 address_of() {
     case $1 in
     egressd) echo 127.0.0.1 ;; squid) echo 127.0.0.2 ;; tinyproxy) echo 127.0.0.3 ;;
-    null) echo 127.0.0.7 ;;
+    null) echo 127.0.0.7 ;; squid-bump) echo 127.0.0.8 ;;
     sniproxy) echo 127.0.0.4 ;; haproxy) echo 127.0.0.5 ;; nginx) echo 127.0.0.6 ;;
     esac
 }
 binary_of() {
-    case $1 in egressd) echo "$EGRESSD" ;; null) echo "$NULL_PROXY" ;; *) echo "$1" ;; esac
+    case $1 in
+    egressd) echo "$EGRESSD" ;; null) echo "$NULL_PROXY" ;; squid-bump) echo squid ;;
+    *) echo "$1" ;;
+    esac
 }
 
 # ---------------------------------------------------------------------------
@@ -374,7 +521,7 @@ load() {
     shift
     local out=$R/$CUR.$RUN t0 s0 rc
     t0=$([ -n "$PROXY_PID" ] && tree_ticks "$PROXY_PID" || echo 0)
-    s0=$(($(tree_ticks $TLS_SINK_PID) + $(tree_ticks $HTTP_SINK_PID) + $(tree_ticks $BULK_SINK_PID)))
+    s0=$(sink_ticks)
     locks_start
     "$LOAD" --threads "$THREADS" --hello "$HELLO" --label "$CUR $RUN" "$@" >"$out.out" 2>"$out.err"
     rc=$?
@@ -386,8 +533,7 @@ load() {
         }
         meta proxy_ticks $(($(tree_ticks "$PROXY_PID") - t0))
     fi
-    meta sink_ticks $(($(tree_ticks $TLS_SINK_PID) + $(tree_ticks $HTTP_SINK_PID) + \
-        $(tree_ticks $BULK_SINK_PID) - s0))
+    meta sink_ticks $(($(sink_ticks) - s0))
     grep '^{' "$out.out" | tail -n 1 >"$out.json"
     grep -v '^{' "$out.out" | sed "s/^/  $CUR: /"
     if [ "$rc" -ne 0 ]; then
@@ -439,13 +585,15 @@ locks_stop() {
         END { if (seen) printf "  %s: futex calls: workers %d, other threads %d\n", run, w, o
               else printf "  %s: futex calls: perf gave no count\n", run }' "$1"
 }
-# idle ARGS...: hold IDLE tunnels; the proxy's VmRSS before and while.
+# idle RUN MODE N ARGS...: hold N tunnels (egress-load --mode MODE, idle or
+# interceptidle); the proxy's VmRSS before and while.
 idle() {
-    RUN=idle
-    local out=$R/$CUR.idle before pid rc
+    RUN=$1
+    local out=$R/$CUR.$1 mode=$2 n=$3 before pid rc
+    shift 3
     before=$(tree_rss_kib "$PROXY_PID")
-    "$LOAD" --mode idle --threads "$THREADS" --hello "$HELLO" --label "$CUR idle" \
-        --conns "$IDLE" "$@" >"$out.out" 2>"$out.err" &
+    "$LOAD" --mode "$mode" --threads "$THREADS" --hello "$HELLO" --label "$CUR $RUN" \
+        --conns "$n" "$@" >"$out.out" 2>"$out.err" &
     pid=$!
     for _ in $(seq 1200); do
         grep -q 'up:' "$out.out" 2>/dev/null && break
@@ -462,32 +610,68 @@ idle() {
     grep -v '^{' "$out.out" | sed "s/^/  $CUR: /"
     if [ "$rc" -ne 0 ]; then
         failed=1
-        sed "s/^/  $CUR idle: /" "$out.err" | head -n 5
+        sed "s/^/  $CUR $RUN: /" "$out.err" | head -n 5
     fi
 }
 can() { case " $CAN " in *" $1 "*) return 0 ;; esac; return 1; }
-# chosen WORKLOAD: in BENCH_WORKLOADS.  want WORKLOAD: chosen, and the
-# current proxy can do it.
-chosen() { case " $WORKLOADS " in *" $1 "*) return 0 ;; esac; return 1; }
+# want WORKLOAD: chosen, and the current proxy can do it.
 want() { chosen "$1" && can "$1"; }
 
+# tls_args: TLSA, the intercept workloads' options for the current proxy
+# (its CA, the x-api-key to send); OPAQUE, those of the opaque tunnel's
+# runs (the bench CA, the real key: TLS end to end with the sink).
+tls_args() {
+    TLSA=(--ca-file "${TLS_CA_OF[$CUR]:-}" --api-key "${API_KEY_OF[$CUR]:-}")
+    OPAQUE=(--ca-file "$PKI/ca.pem" --api-key "$SECRET")
+}
+# restart_proxy: the current proxy stopped and started again (a fresh
+# heap for the next memory figure).
+restart_proxy() {
+    stop_proxy || failed=1
+    DIR=$T/$CUR
+    CAN=
+    "start_$CUR" && wait_port "$ADDR" 3128 &&
+        { ! declare -F "ready_$CUR" >/dev/null || "ready_$CUR"; } || {
+        echo "run.sh: $CUR did not start again" >&2
+        failed=1
+        return 1
+    }
+    PID_OF[$CUR]=$PROXY_PID
+    sleep "$([ "$smoke" = 1 ] && echo 0.3 || echo 1)" # every worker up
+}
 # warm_idle: a warm-up, then the idle tunnels (through CONNECT when the proxy
-# has it, else its TLS port).
+# has it, else its TLS port); then, for a proxy that intercepts, a warm-up of
+# intercepted connections (every worker mints its leaf there) and the
+# interceptidle connections, after a restart when the idle tunnels came
+# first (memory the idle tunnels freed would otherwise be used again, and
+# not counted).
 warm_idle() {
-    local via
+    local via ran_idle=
     # A few connections first, so what every worker sets up once is not
     # counted as the tunnels' memory.
     if can connect; then
         via=(--proxy "$ADDR:3128")
         load warmup --mode connect --proxy "$ADDR:3128" --target sink.test:4443 --conns 4 \
             --total 200 --reply-bytes "$REPLY" >/dev/null
-    else
+    elif can sni; then
         via=(--transparent --proxy "$ADDR:8443")
         load warmup --mode sni --proxy "$ADDR:8443" --target sink.test:4443 --conns 4 \
             --total 200 --reply-bytes "$REPLY" >/dev/null
     fi
-    chosen idle || return 0
-    idle "${via[@]}" --target sink.test:4443 --reply-bytes "$REPLY"
+    if want idle; then
+        idle idle idle "$IDLE" "${via[@]}" --target sink.test:4443 --reply-bytes "$REPLY"
+        ran_idle=1
+    fi
+    want intercept || want interceptbulk || want interceptidle || return 0
+    if want interceptidle && [ -n "$ran_idle" ]; then
+        restart_proxy || return 0
+    fi
+    tls_args
+    load warmtls --mode intercept --proxy "$ADDR:3128" --target inject.test:4444 "${TLSA[@]}" \
+        --conns 4 --total "$WARM_TLS" --reply-bytes "$REPLY" >/dev/null
+    want interceptidle || return 0
+    idle interceptidle interceptidle "$INTERCEPT_IDLE" --proxy "$ADDR:3128" \
+        --target inject.test:4444 "${TLSA[@]}" --reply-bytes "$REPLY"
 }
 # rates ROUND: every rate workload the proxy can do, once.
 rates() {
@@ -498,7 +682,7 @@ rates() {
         --conns "$CONNS" --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
     want http && load "http$r" --mode http --proxy "$explicit" --target sink.test:8000 \
         --conns "$CONNS" --duration "$SECONDS_RUN"
-    if ! chosen bulk; then
+    if ! want bulk; then
         :
     elif can connect; then
         load "bulk$r" --mode bulk --proxy "$explicit" --target sink.test:9000 \
@@ -511,6 +695,28 @@ rates() {
         --conns "$CONNS" --duration "$SECONDS_RUN"
     want denysni && load "denysni$r" --mode deny --transparent --proxy "$tls" \
         --target denied.test:4443 --conns "$CONNS" --duration "$SECONDS_RUN"
+    tls_args
+    if want intercept; then
+        load "intercept$r" --mode intercept --proxy "$explicit" --target inject.test:4444 \
+            "${TLSA[@]}" --threads "$TLS_THREADS" --conns "$CONNS" --duration "$SECONDS_RUN" \
+            --reply-bytes "$REPLY"
+        load "interceptres$r" --mode intercept --resume --proxy "$explicit" \
+            --target inject.test:4444 "${TLSA[@]}" --threads "$TLS_THREADS" --conns "$CONNS" \
+            --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
+    fi
+    chosen intercept && can tlstunnel &&
+        load "tlstunnel$r" --mode intercept --proxy "$explicit" --target sink.test:4444 \
+            "${OPAQUE[@]}" --threads "$TLS_THREADS" --conns "$CONNS" --duration "$SECONDS_RUN" \
+            --reply-bytes "$REPLY"
+    want interceptbulk &&
+        load "interceptbulk$r" --mode interceptbulk --proxy "$explicit" --target inject.test:4444 \
+            "${TLSA[@]}" --threads "$TLS_THREADS" --conns "$BULK_CONNS" --total "$BULK_CONNS" \
+            --bytes "$INTERCEPT_BULK" --timeout 30
+    chosen interceptbulk && can tlsbulk &&
+        load "tlsbulk$r" --mode interceptbulk --proxy "$explicit" --target sink.test:4444 \
+            "${OPAQUE[@]}" --threads "$TLS_THREADS" --conns "$BULK_CONNS" --total "$BULK_CONNS" \
+            --bytes "$INTERCEPT_BULK" --timeout 30
+    return 0
 }
 # rates_direct ROUND: the same exchanges without a proxy; connect is sni too.
 rates_direct() {
@@ -522,6 +728,14 @@ rates_direct() {
         --conns "$CONNS" --duration "$SECONDS_RUN"
     chosen bulk && load "bulk$r" --mode bulk --direct $SINK_ADDR:9000 --target sink.test:9000 \
         --conns "$BULK_CONNS" --total "$BULK_CONNS" --bytes "$BULK_BYTES" --timeout 30
+    intercepting || return 0
+    tls_args
+    chosen intercept && load "tlstunnel$r" --mode intercept --direct $SINK_ADDR:4444 \
+        --target sink.test:4444 "${OPAQUE[@]}" --threads "$TLS_THREADS" --conns "$CONNS" \
+        --duration "$SECONDS_RUN" --reply-bytes "$REPLY"
+    chosen interceptbulk && load "tlsbulk$r" --mode interceptbulk --direct $SINK_ADDR:4444 \
+        --target sink.test:4444 "${OPAQUE[@]}" --threads "$TLS_THREADS" --conns "$BULK_CONNS" \
+        --total "$BULK_CONNS" --bytes "$INTERCEPT_BULK" --timeout 30
 }
 # use NAME: make NAME the current proxy (CUR, ADDR, PROXY_PID, CAN).
 use() {
@@ -540,13 +754,19 @@ echo "# $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), 
 UP=()
 for CUR in $PROXIES; do
     if [ "$CUR" = direct ]; then
+        # (the intercept workloads: the same TLS exchange straight to the
+        # sink, with the real key, as the opaque tunnel's rows)
         CAN_OF[direct]="connect sni http bulk"
+        intercepting && CAN_OF[direct]+=" tlstunnel tlsbulk"
+        TLS_CA_OF[direct]=$PKI/ca.pem
+        API_KEY_OF[direct]=$SECRET
         echo "direct direct ${CAN_OF[direct]}" >>"$R/columns"
         UP+=(direct)
         continue
     fi
     ADDR=$(address_of "$CUR")
     [ -n "$ADDR" ] || die "unknown proxy '$CUR' in BENCH_PROXIES"
+    [ "$CUR" = squid-bump ] && ! intercepting && continue # (only intercept rows)
     if ! command -v "$(binary_of "$CUR")" >/dev/null; then
         echo "run.sh: $CUR is not installed: left out" >&2
         echo "$CUR not-installed -" >>"$R/columns"
@@ -556,11 +776,15 @@ for CUR in $PROXIES; do
     mkdir -p "$DIR"
     CAN=
     VERSION=$CUR
-    "start_$CUR"
+    if ! "start_$CUR"; then
+        # (squid-bump: a squid without OpenSSL, or no intercept workload)
+        echo "$CUR not-installed -" >>"$R/columns"
+        continue
+    fi
     port=3128
-    case " $CAN " in *" connect "*) ;; *) port=8443 ;; esac
-    if ! wait_port "$ADDR" $port; then
-        echo "run.sh: $CUR did not start (no listener on $ADDR:$port within 10 s):" >&2
+    case " $CAN " in *" connect "* | *" intercept"*) ;; *) port=8443 ;; esac
+    if ! wait_port "$ADDR" $port || ! { ! declare -F "ready_$CUR" >/dev/null || "ready_$CUR"; }; then
+        echo "run.sh: $CUR did not start (no listener on $ADDR:$port within 10 s, or not ready):" >&2
         tail -n 20 "$DIR/out" "$DIR"/*.log 2>/dev/null | sed 's/^/  /' >&2
         failed=1
         stop_proxy
@@ -587,6 +811,11 @@ for round in $(seq "$ROUNDS"); do
         if [ "$name" = direct ]; then rates_direct "$round"; else rates "$round"; fi
     done
 done
+# Every proxy is told to stop at once (squid takes seconds to), then each is
+# waited for, 10 s at most from here.
+for name in "${UP[@]}"; do
+    [ "$name" = direct ] || kill -TERM "${PID_OF[$name]}" 2>/dev/null
+done
 for name in "${UP[@]}"; do
     [ "$name" = direct ] && continue
     use "$name"
@@ -603,7 +832,23 @@ for name in "${UP[@]}"; do
 done
 PROXY_PID=
 
-CLK_TCK=$CLK_TCK python3 - "$R" <<'EOF' || {
+if [ -n "$HTTPS_SINK_PID" ]; then
+    # The HTTPS sink's counts so far: a request that reached it with another
+    # x-api-key than the secret, or none, is a failure of the bench.
+    kill -USR1 "$HTTPS_SINK_PID"
+    for _ in $(seq 50); do
+        [ -s "$T/https-sink.out" ] && break
+        sleep 0.1
+    done
+    sleep 0.2
+    tail -n 1 "$T/https-sink.out" >"$R/https-sink.json"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j["mismatch"] + j["missing"] > 0)' \
+        "$R/https-sink.json" || {
+        echo "run.sh: the HTTPS sink saw requests without the real secret: $(cat "$R/https-sink.json")" >&2
+        failed=1
+    }
+fi
+WORKERS=$WORKERS CLK_TCK=$CLK_TCK python3 - "$R" <<'EOF' || {
 import json, os, sys
 r = sys.argv[1]
 tck = int(os.environ["CLK_TCK"])
@@ -629,7 +874,7 @@ def rounds(name, run):
     """Every round's result of a run, as (json, key); key names its meta."""
     if name == "direct" and run == "sni":
         run = "connect"  # the same exchange without a proxy
-    if run == "idle":
+    if run in ("idle", "interceptidle"):
         return [(load(name, run), run)]
     got, k = [], 1
     while os.path.exists(os.path.join(r, "%s.%s.r%d.out" % (name, run, k))):
@@ -637,8 +882,16 @@ def rounds(name, run):
         k += 1
     return got
 
+BULK = ("bulk", "interceptbulk", "tlsbulk")
+
 def metric(j):
-    return j.get("gbit_s", 0) if j["mode"] == "bulk" else j["rate"]
+    return j.get("gbit_s", 0) if j["mode"] in ("bulk", "interceptbulk") else j["rate"]
+
+# The runs of one workload: the ability (CAN) each run needs.
+ABILITY = {"interceptres": "intercept", "warmtls": "intercept"}
+
+def able(name, can, run):
+    return ABILITY.get(run, run) in can
 
 def pick(name, run):
     """The median round by rate (its latency and CPU go with it)."""
@@ -676,13 +929,13 @@ def exchanges(j):
 def rate(run):
     def f(name, can):
         j = res(name, run)
-        if run not in can or j is None:
+        if not able(name, can, run) or j is None:
             return None
         bad = len(notes)
         if trouble(name, run) and run.startswith("deny"):
             return (0, "LET THROUGH")
         v = metric(j)
-        t = ("%.2f" % v) if run == "bulk" else ("%.0f" % v)
+        t = ("%.2f" % v) if run in BULK else ("%.0f" % v)
         if j.get("reconnects"):
             t += " (new conn each)" if j["reconnects"] * 2 > j["total"] else " (reconnects)"
         if len(notes) > bad:
@@ -693,7 +946,7 @@ def rate(run):
 def p99(run):
     def f(name, can):
         j = res(name, run)
-        if run not in can or j is None or not j["total"]:
+        if not able(name, can, run) or j is None or not j["total"]:
             return None
         return (j["p99_us"], "%.1f" % (j["p99_us"] / 1000))
     return f
@@ -713,7 +966,7 @@ def cpu(run, per):
     CPU swings more than its rate here, so it is not taken from the
     median round by rate."""
     def f(name, can):
-        if name == "direct" or run not in can:
+        if name == "direct" or not able(name, can, run):
             return None
         got = sorted(v for v in (cpu_of(name, j, key, per) for j, key in rounds(name, run))
                      if v is not None)
@@ -723,25 +976,58 @@ def cpu(run, per):
         return (v, "%.2f" % v if per == "GiB" else "%.0f" % v)
     return f
 
-def rss(name, can):
-    j = res(name, "idle")
-    b, h = meta.get((name, "idle", "rss_before")), meta.get((name, "idle", "rss_held"))
-    if name == "direct" or j is None or b is None or h is None or not j["total"]:
+def rss(run):
+    def f(name, can):
+        j = res(name, run)
+        b, h = meta.get((name, run, "rss_before")), meta.get((name, run, "rss_held"))
+        if name == "direct" or j is None or b is None or h is None or not j["total"]:
+            return None
+        v = (h - b) / j["total"]
+        t = "%.1f" % v
+        if not ok(j):
+            t += " *"
+            notes.append("%s %s: %d of the tunnels up; errors %s" % (name, run, j["total"], errs(j)))
+        return (v, t)
+    return f
+
+def resumed(run):
+    """The share of the median round's handshakes that were resumptions."""
+    def f(name, can):
+        j = res(name, run)
+        if not able(name, can, run) or j is None or not j.get("handshakes"):
+            return None
+        v = 100 * j["resumed"] / j["handshakes"]
+        return (v, "%.0f%%" % v)
+    return f
+
+def leaf_counts(name):
+    """Over every intercepted run of a proxy (warm-up included): distinct
+    leaf serials seen, full handshakes, all handshakes."""
+    serials, full, every = set(), 0, 0
+    for f in os.listdir(r):
+        if not f.startswith(name + ".") or not f.endswith(".json"):
+            continue
+        j = load(name, f[len(name) + 1:-5])
+        if j is None or "leaves" not in j or not j["target"].startswith("inject.test:"):
+            continue
+        serials.update(j["leaves"])
+        full += j["handshakes"] - j["resumed"]
+        every += j["handshakes"]
+    return serials, full, every
+
+def leaves(name, can):
+    if name == "direct" or "intercept" not in can:
         return None
-    v = (h - b) / j["total"]
-    t = "%.1f" % v
-    if not ok(j):
-        t += " *"
-        notes.append("%s idle: %d of the tunnels up; errors %s" % (name, j["total"], errs(j)))
-    return (v, t)
+    serials, full, every = leaf_counts(name)
+    return (len(serials), "%d" % len(serials)) if every else None
 
 def busy(who):
     def f(name, can):
-        run = "connect" if "connect" in can else "sni"
-        j = res(name, run)
-        if j is None and run == "connect":  # BENCH_WORKLOADS left connect out
-            run = "sni"
-            j = res(name, run)
+        run, j = None, None
+        for run in ("connect", "sni", "intercept", "tlstunnel"):
+            j = res(name, run) if able(name, can, run) else None
+            if j is not None:  # BENCH_WORKLOADS may have left the first ones out
+                break
         if j is None or not j["seconds"]:
             return None
         if who == "load":
@@ -764,11 +1050,27 @@ rows = [
     ("bulk (Gbit/s each way)", rate("bulk")),
     ("deny CONNECT (conn/s)", rate("deny")),
     ("deny SNI (conn/s)", rate("denysni")),
-    ("idle RSS (KiB/tunnel)", rss),
+    ("idle RSS (KiB/tunnel)", rss("idle")),
     ("CPU connect (us/conn)", cpu("connect", "conn")),
     ("CPU sni (us/conn)", cpu("sni", "conn")),
     ("CPU http (us/req)", cpu("http", "req")),
     ("CPU bulk (s/GiB)", cpu("bulk", "GiB")),
+    ("intercept (conn/s)", rate("intercept")),
+    ("intercept p99 (ms)", p99("intercept")),
+    ("intercept resumed (conn/s)", rate("interceptres")),
+    ("intercept resumed p99 (ms)", p99("interceptres")),
+    ("resumed toward the proxy", resumed("interceptres")),
+    ("TLS via tunnel (conn/s)", rate("tlstunnel")),
+    ("TLS via tunnel p99 (ms)", p99("tlstunnel")),
+    ("bulk intercepted (Gbit/s)", rate("interceptbulk")),
+    ("bulk TLS via tunnel (Gbit/s)", rate("tlsbulk")),
+    ("intercept idle RSS (KiB/conn)", rss("interceptidle")),
+    ("CPU intercept (us/conn)", cpu("intercept", "conn")),
+    ("CPU intercept resumed (us/conn)", cpu("interceptres", "conn")),
+    ("CPU TLS via tunnel (us/conn)", cpu("tlstunnel", "conn")),
+    ("CPU bulk intercepted (s/GiB)", cpu("interceptbulk", "GiB")),
+    ("CPU bulk TLS via tunnel (s/GiB)", cpu("tlsbulk", "GiB")),
+    ("leaf certificates seen", leaves),
     ("egress-load busy", busy("load")),
     ("sinks busy", busy("sink")),
 ]
@@ -783,14 +1085,31 @@ for label, f in rows:
         val[label, name] = v[0] if v else None
         cells.append("%*s" % (max(w, len(v[1]) + 1 if v else 0), v[1] if v else "-"))
     out.append("%-*s" % (w0, label) + "".join(cells))
-print("\n".join(out))
+# Drop the rows no column has a figure for (a run of a few workloads).
+keep = [0] + [i + 1 for i, (label, _) in enumerate(rows)
+              if any(val.get((label, c[0])) is not None for c in cols)]
+print("\n".join(out[i] for i in keep))
 for name, version, can in cols:
     if version in ("not-installed", "failed-to-start"):
         print("%s: %s" % (name, version.replace("-", " ")))
+for name, version, can in cols:
+    serials, full, every = leaf_counts(name) if "intercept" in can else (set(), 0, 0)
+    if every:
+        print("%s: %d distinct leaf certificate(s) in %d full handshakes (%d intercepted "
+              "connections, resumed ones included): at most that many leaves minted, so at least "
+              "%.3f%% of the connections were served a cached leaf"
+              % (name, len(serials), full, every, 100 * (every - len(serials)) / every))
+try:
+    sink = json.load(open(os.path.join(r, "https-sink.json")))
+    print("https sink: %d handshakes (%d resumed), %d requests, %d with another x-api-key than "
+          "the secret, %d without one" % (sink["handshakes"], sink["resumed"], sink["requests"],
+                                          sink["mismatch"], sink["missing"]))
+except (OSError, ValueError):
+    pass
 for n in notes:
     print("* " + n)
 print("median of %d round(s) per cell (p99 from the median round by rate; CPU: the median of the rounds' CPU)."
-      % max([len(rounds(n, "connect")) for n, _, _ in cols] + [1]))
+      % max([len(rounds(n, k)) for n, _, _ in cols for k in ("connect", "intercept")] + [1]))
 print("workers/threads: egressd, squid (workers), haproxy (nbthread), nginx"
       " (worker_processes) as BENCH_WORKERS; tinyproxy and sniproxy as they come."
       " bulk and idle of sniproxy, haproxy, nginx: through their TLS port;"
@@ -839,6 +1158,23 @@ checks = [
     ("vs best peer: " + deny_best[0], deny_best[1], ">=", 1.2, "x"),
     ("vs best peer: " + denysni_best[0], denysni_best[1], ">=", 1.2, "x"),
 ]
+# Interception: against squid's ssl-bump, and the opaque tunnel of the same
+# run; leaves minted once per worker at most (the warm-up's first requests).
+sb = "squid-bump"
+ileaves = leaf_counts("egressd")[0] if "egressd" in names else set()
+icheck = [
+    ("intercept conn/s vs " + sb, vs("intercept (conn/s)", sb), ">=", 2, "x"),
+    ("intercept resumed conn/s vs " + sb, vs("intercept resumed (conn/s)", sb), ">=", 2, "x"),
+    ("CPU per intercepted conn vs " + sb, vs("CPU intercept (us/conn)", sb), "<=", 0.5, "x"),
+    ("CPU per resumed one vs " + sb, vs("CPU intercept resumed (us/conn)", sb), "<=", 0.5, "x"),
+    ("bulk intercepted vs opaque tunnel", ratio(v("bulk intercepted (Gbit/s)", "egressd"),
+                                                v("bulk TLS via tunnel (Gbit/s)", "egressd")),
+     ">=", 0.5, "x"),
+    ("leaves minted per worker (at most)",
+     len(ileaves) / int(os.environ["WORKERS"]) if ileaves else None, "<=", 1, ""),
+]
+if any(x is not None for _, x, _, _, _ in icheck):
+    checks = [c for c in checks if c[1] is not None] + icheck
 if "egressd" in names:
     print("\negressd against its targets:")
     for what, x, op, goal, unit in checks:
