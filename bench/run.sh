@@ -323,6 +323,9 @@ tree_rss_kib() {
     done
     echo $sum
 }
+# The whole machine's busy ticks (user, nice, system, irq, softirq; not
+# steal): the proxy, egress-load, the sinks and anything else running.
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 # utime+stime (ticks) of every sink that answers a workload (each one
 # process, no children: its /proc/PID/stat counts all its threads).
 sink_ticks() {
@@ -519,12 +522,14 @@ meta() { echo "$CUR $RUN $1 $2" >>"$R/meta"; }
 load() {
     RUN=$1
     shift
-    local out=$R/$CUR.$RUN t0 s0 rc
+    local out=$R/$CUR.$RUN t0 s0 m0 rc
     t0=$([ -n "$PROXY_PID" ] && tree_ticks "$PROXY_PID" || echo 0)
     s0=$(sink_ticks)
     locks_start
+    m0=$(machine_ticks)
     "$LOAD" --threads "$THREADS" --hello "$HELLO" --label "$CUR $RUN" "$@" >"$out.out" 2>"$out.err"
     rc=$?
+    meta machine_ticks $(($(machine_ticks) - m0))
     locks_stop "$out.futex"
     if [ -n "$PROXY_PID" ]; then
         kill -0 "$PROXY_PID" 2>/dev/null || {
@@ -1030,10 +1035,19 @@ def busy(who):
                 break
         if j is None or not j["seconds"]:
             return None
+        key = pick(name, run)[1]
         if who == "load":
             v = 100 * j["cpu_s"] / j["seconds"]
+        elif who == "others":
+            # The machine's CPU beside the proxy's, the generator's and the
+            # sinks': other work sharing the cores with this round.
+            m, p, s = (meta.get((name, key, k)) for k in ("machine_ticks", "proxy_ticks",
+                                                          "sink_ticks"))
+            if m is None or s is None:
+                return None
+            v = max(0.0, 100 * ((m - (p or 0) - s) / tck - j["cpu_s"]) / j["seconds"])
         else:
-            t = meta.get((name, pick(name, run)[1], "sink_ticks"))
+            t = meta.get((name, key, "sink_ticks"))
             if t is None:
                 return None
             v = 100 * t / tck / j["seconds"]
@@ -1073,6 +1087,7 @@ rows = [
     ("leaf certificates seen", leaves),
     ("egress-load busy", busy("load")),
     ("sinks busy", busy("sink")),
+    ("others' CPU (of 1 core)", busy("others")),
 ]
 val = {}
 w0 = max(len(l) for l, _ in rows) + 1
