@@ -78,7 +78,8 @@
 # worker_processes), BENCH_THREADS (egress-load threads, 1),
 # BENCH_SINK_THREADS (1), BENCH_CONNS (concurrency, 50), BENCH_REPLY (4096),
 # BENCH_IDLE (5000), BENCH_BULK_CONNS (4), BENCH_BULK_BYTES (256m),
-# BENCH_INTERCEPT_IDLE (1000), BENCH_INTERCEPT_BULK (256m), BENCH_HELLO
+# BENCH_INTERCEPT_IDLE (1000), BENCH_INTERCEPT_BULK (256m), BENCH_TLS_THREADS
+# (egress-load threads for the intercept rows, BENCH_THREADS), BENCH_HELLO
 # (the ClientHello capture, default $CLIENTHELLO_DIR/curl.bin), BENCH_EGRESSD
 # (the egressd to run, default BUILD_DIR/proxy/egressd: a before/after of one
 # change runs another egressd under the same load generator and sinks),
