@@ -1065,8 +1065,9 @@ static int tls_head_done(struct conn *c, size_t hl, size_t extra)
     if (status != 200) {
         /* The status line and the body's first line (the sink says why). */
         int ll = (int)strcspn(c->head, "\r\n"), bl = (int)strcspn(c->head + hl, "\r\n");
-        snprintf(msg, sizeof msg, "expected 200 to the GET, got '%.*s' (%.*s)", ll < 100 ? ll : 100,
-                 c->head, bl < 60 ? bl : 60, c->head + hl);
+        snprintf(msg, sizeof msg, "expected 200 to the GET, got '%.*s'%s%.*s%s",
+                 ll < 100 ? ll : 100, c->head, bl ? " (" : "", bl < 60 ? bl : 60, c->head + hl,
+                 bl ? ")" : "");
         return conn_fail(c, E_BAD_STATUS, msg), -1;
     }
     if (cl < 0)
