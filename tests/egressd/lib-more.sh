@@ -6,6 +6,14 @@
 #   egm_node_setup         (outside the namespace: it needs the npm registry)
 #                          undici, pinned, in $BUILD_DIR/e2e-node, once
 #   egm_node_modules       where egm_node_setup put it (empty when it failed)
+#   egm_sdk_setup / egm_sdk_modules
+#                          the same for the API SDKs (EGM_SDK_PACKAGES:
+#                          @anthropic-ai/sdk, openai), in $BUILD_DIR/e2e-sdk
+#   egm_agents_setup / egm_agents_modules
+#                          the same for the coding agents' CLIs
+#                          (EGM_AGENT_PACKAGES), in $BUILD_DIR/e2e-agents
+#   egm_npm_install DIR SPEC...
+#                          what the three use: SPEC... pinned in DIR, once
 #   egm_server LOG CMD...  start CMD in the background (its pid joins
 #                          EGD_PIDS), wait until LOG has a line "ready"
 #   egm_toolsrv NAME ROOT [OPTION...]
@@ -29,13 +37,16 @@ egm_bail() {
     exit 1
 }
 
-# egm_node_setup: install the pinned undici into $BUILD_DIR/e2e-node (once;
-# under a lock, so scripts run side by side share one install).  Runs
-# before egd_netns: the namespace has no way to the registry.  npm uses this
-# machine's own npm settings (registry, cafile) for the install alone; node
-# reads that cafile only through NODE_EXTRA_CA_CERTS.
-egm_node_setup() {
-    local dir=$BUILD_DIR/e2e-node want="undici@$EGM_UNDICI_VERSION" cafile
+# egm_npm_install DIR SPEC...: install the pinned SPECs (name@version)
+# into DIR (once; under a lock, so scripts run side by side share one
+# install; DIR/installed names what is there).  Runs before egd_netns: the
+# namespace has no way to the registry.  npm uses this machine's own npm
+# settings (registry, cafile) for the install alone; node reads that cafile
+# only through NODE_EXTRA_CA_CERTS.
+egm_npm_install() {
+    local dir=$1 want cafile
+    shift
+    want="$*"
     mkdir -p "$dir" || return 1
     (
         flock 9
@@ -43,12 +54,37 @@ egm_node_setup() {
             cafile=$(npm config get cafile 2>/dev/null)
             case $cafile in null | undefined | "") cafile=${NODE_EXTRA_CA_CERTS:-} ;; esac
             NODE_EXTRA_CA_CERTS=$cafile npm install --prefix "$dir" --no-audit --no-fund \
-                --loglevel=error "$want" >&2 && echo "$want" >"$dir/installed"
+                --loglevel=error "$@" >&2 && echo "$want" >"$dir/installed"
         fi
     ) 9>"$dir/.lock"
-    [ "$(cat "$dir/installed" 2>/dev/null)" = "$want" ] && [ -f "$dir/node_modules/undici/package.json" ]
+    [ "$(cat "$dir/installed" 2>/dev/null)" = "$want" ]
+}
+
+# egm_node_setup: the pinned undici in $BUILD_DIR/e2e-node.
+egm_node_setup() {
+    egm_npm_install "$BUILD_DIR/e2e-node" "undici@$EGM_UNDICI_VERSION" &&
+        [ -f "$BUILD_DIR/e2e-node/node_modules/undici/package.json" ]
 }
 egm_node_modules() { echo "$BUILD_DIR/e2e-node/node_modules"; }
+
+# The API SDKs, pinned (openai 7 wants Node 22; 6.x runs on Debian's 20).
+EGM_SDK_PACKAGES=(@anthropic-ai/sdk@1.15.0 openai@6.49.0)
+egm_sdk_setup() {
+    egm_npm_install "$BUILD_DIR/e2e-sdk" "${EGM_SDK_PACKAGES[@]}" &&
+        [ -f "$BUILD_DIR/e2e-sdk/node_modules/@anthropic-ai/sdk/package.json" ] &&
+        [ -f "$BUILD_DIR/e2e-sdk/node_modules/openai/package.json" ]
+}
+egm_sdk_modules() { echo "$BUILD_DIR/e2e-sdk/node_modules"; }
+
+# The coding agents' CLIs, pinned: each is a native program that npm
+# installs from a per-platform optional package.
+EGM_AGENT_PACKAGES=(@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0)
+egm_agents_setup() {
+    egm_npm_install "$BUILD_DIR/e2e-agents" "${EGM_AGENT_PACKAGES[@]}" &&
+        [ -x "$BUILD_DIR/e2e-agents/node_modules/.bin/claude" ] &&
+        [ -x "$BUILD_DIR/e2e-agents/node_modules/.bin/codex" ]
+}
+egm_agents_modules() { echo "$BUILD_DIR/e2e-agents/node_modules"; }
 
 # egm_server LOG CMD...: CMD in the background, output to LOG; wait (10 s)
 # for a line "ready" in LOG.

@@ -2,7 +2,7 @@
 """toolsrv.py - an HTTPS server for real tools behind egressd (tools.t).
 
     toolsrv.py --listen ADDR:PORT --cert PEM --key KEY --root DIR --log FILE
-               [--git DIR]
+               [--git DIR] [--require-auth USER:TOKEN | --require-bearer TOKEN]
 
 Serves the files under --root (GET and HEAD; a directory answers with its
 index.json, as an npm registry answers a package name with its document).
@@ -11,9 +11,21 @@ protocol) with DIR as GIT_PROJECT_ROOT, every repository exported.
 HTTP/1.1 with keep-alive, one thread per connection.  Every request is one
 JSON line in --log: {"method", "path", "status", "bytes"} (bytes: the body
 sent).  Prints "ready" once it listens.
+
+--require-auth USER:TOKEN answers every request without "Authorization:
+Basic base64(USER:TOKEN)" with 401 and "WWW-Authenticate: Basic" (as a
+forge does), and runs `git http-backend` as REMOTE_USER=USER, so that it
+takes pushes too.  --require-bearer TOKEN wants "Authorization: Bearer
+TOKEN" (as an npm registry wants its _authToken).  With either, each log
+line has "auth": "match", "mismatch" or "absent", and "auth_sha256": the
+first 16 hex digits of the SHA-256 of the credential seen (the password of
+a Basic one), never the value.
 """
 
 import argparse
+import base64
+import binascii
+import hashlib
 import http.server
 import json
 import os
@@ -52,8 +64,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+        auth = {}
+        if args.require_auth or args.require_bearer:
+            auth = {"auth": self.auth_flag, "auth_sha256": self.auth_sha256}
         log(method=self.command, path=self.path, status=status,
-            bytes=0 if self.command == "HEAD" else len(body))
+            bytes=0 if self.command == "HEAD" else len(body), **auth)
+
+    def authorized(self):
+        """Whether the request carries the credential --require-auth or
+        --require-bearer names (True when neither is given); answers 401
+        when it does not."""
+        self.auth_flag, self.auth_sha256 = None, None
+        if not (args.require_auth or args.require_bearer):
+            return True
+        h = self.headers.get("Authorization")
+        scheme = "Basic" if args.require_auth else "Bearer"
+        got = None
+        if h and h.startswith(scheme + " "):
+            got = h[len(scheme) + 1:].strip()
+            if args.require_auth:
+                try:
+                    got = base64.b64decode(got, validate=True).decode("utf-8", "replace")
+                except (binascii.Error, ValueError):
+                    pass
+        want = args.require_auth or args.require_bearer
+        if got is None:
+            self.auth_flag = "absent"
+        else:
+            self.auth_flag = "match" if got == want else "mismatch"
+            secret = got.partition(":")[2] if args.require_auth else got
+            self.auth_sha256 = hashlib.sha256(secret.encode()).hexdigest()[:16]
+        if self.auth_flag == "match":
+            return True
+        self.answer(401, b"authentication required\n", "text/plain",
+                    [("WWW-Authenticate", '%s realm="toolsrv"' % scheme)])
+        return False
 
     def read_body(self):
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -73,6 +118,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self):
+        if not self.authorized():
+            return
         if args.git and self.path.startswith("/git/"):
             return self.git(b"")
         path = self.path.split("?")[0]
@@ -91,6 +138,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.read_body()
+        if not self.authorized():
+            return
         if args.git and self.path.startswith("/git/"):
             return self.git(body)
         self.answer(404, b"not found\n", "text/plain")
@@ -113,6 +162,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "CONTENT_TYPE": self.headers.get("Content-Type", ""),
             "CONTENT_LENGTH": str(len(body)),
         }
+        if args.require_auth:
+            env["REMOTE_USER"] = args.require_auth.partition(":")[0]
         for name in ("Git-Protocol", "Content-Encoding"):
             if self.headers.get(name):
                 env["HTTP_" + name.upper().replace("-", "_")] = self.headers[name]
@@ -155,6 +206,9 @@ def main():
     ap.add_argument("--root", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--git")
+    auth = ap.add_mutually_exclusive_group()
+    auth.add_argument("--require-auth", metavar="USER:TOKEN")
+    auth.add_argument("--require-bearer", metavar="TOKEN")
     args = ap.parse_args()
     addr, _, port = args.listen.rpartition(":")
     srv = Server((addr, int(port)), Handler)
