@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""fakeapi.py - a local stand-in for the Anthropic and OpenAI HTTP APIs,
+behind egressd's credential injection (inject-tools.t, agents.t).
+
+    fakeapi.py --log FILE --certs DIR --anthropic-key FILE --openai-key FILE
+               [--delay SECONDS] [--text TEXT] NAME=ADDR:PORT...
+
+For every NAME=ADDR:PORT it serves HTTPS on ADDR:PORT with DIR/NAME.pem
+(key DIR/NAME.key).  HTTP/1.1 with keep-alive, one thread per connection.
+
+Endpoints (the key files are read at each request, one trailing newline
+dropped; a request without the right key gets the API's own 401):
+    POST /v1/messages               Anthropic Messages: needs the key, in
+                                    x-api-key or (as @anthropic-ai/sdk 1.x
+                                    sends it) Authorization: Bearer, and
+                                    anthropic-version; with "stream": true a
+                                    text/event-stream of a canned message
+                                    (message_start ... message_stop), else
+                                    the message as JSON
+    POST /v1/messages/count_tokens  {"input_tokens": 12}
+    POST /v1/chat/completions       OpenAI Chat Completions (Bearer): with
+                                    "stream": true chat.completion.chunk
+                                    events then [DONE], else the completion
+    POST /v1/responses              OpenAI Responses (Bearer): with "stream":
+                                    true response.created ...
+                                    response.completed, else the response
+    GET  /v1/models                 a list of one model of each API
+    anything else                   404, logged
+Every answer says TEXT (--text; "Hello from the fake API.").  The events of
+a stream go out --delay seconds apart (0.25), one chunk each.
+
+The log (--log) gets one JSON line per request, {"event": "request",
+"site", "method", "path", "api", "auth": "match" | "mismatch" | "absent",
+"auth_field" (x-api-key or authorization),
+"auth_sha256" (of the credential value seen, 16 hex digits, never the value),
+"placeholder" (whether the value looked like egressd's placeholder),
+"anthropic_version", "user_agent", "stream", "status", "n": the request's
+number}, and one per event of a stream, {"event": "sent", "n", "i", "t"}
+(the send time), then {"event": "done", "n", "events", "t"}.  Prints
+"ready" once every socket listens.
+"""
+
+import argparse
+import hashlib
+import http.server
+import json
+import ssl
+import sys
+import threading
+import time
+
+args = None
+log_lock = threading.Lock()
+counter = [0]
+
+
+def log(**kv):
+    kv.setdefault("t", round(time.time(), 3))
+    with log_lock:
+        with open(args.log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(kv, sort_keys=True) + "\n")
+
+
+def read_key(path):
+    with open(path, encoding="utf-8") as f:
+        v = f.read()
+    return v[:-1] if v.endswith("\n") else v
+
+
+def chunks(text, n=4):
+    """text in n pieces (at word boundaries where there are enough words)."""
+    words = text.split(" ")
+    if len(words) < n:
+        return [text]
+    size = -(-len(words) // n)
+    parts = [" ".join(words[i:i + size]) for i in range(0, len(words), size)]
+    return [p + (" " if i < len(parts) - 1 else "") for i, p in enumerate(parts)]
+
+
+def anthropic_events(model):
+    text = args.text
+    msg = {"id": "msg_fake01", "type": "message", "role": "assistant", "model": model,
+           "content": [], "stop_reason": None, "stop_sequence": None,
+           "usage": {"input_tokens": 12, "output_tokens": 1}}
+    ev = [("message_start", {"type": "message_start", "message": msg}),
+          ("content_block_start", {"type": "content_block_start", "index": 0,
+                                   "content_block": {"type": "text", "text": ""}}),
+          ("ping", {"type": "ping"})]
+    for piece in chunks(text):
+        ev.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                           "delta": {"type": "text_delta", "text": piece}}))
+    ev += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+           ("message_delta", {"type": "message_delta",
+                              "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                              "usage": {"output_tokens": 9}}),
+           ("message_stop", {"type": "message_stop"})]
+    return ev
+
+
+def anthropic_message(model):
+    return {"id": "msg_fake01", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": args.text}], "stop_reason": "end_turn",
+            "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 9}}
+
+
+def chat_events(model):
+    base = {"id": "chatcmpl-fake01", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model}
+    ev = [(None, dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                      "finish_reason": None}]))]
+    for piece in chunks(args.text):
+        ev.append((None, dict(base, choices=[{"index": 0, "delta": {"content": piece},
+                                              "finish_reason": None}])))
+    ev.append((None, dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])))
+    ev.append((None, "[DONE]"))
+    return ev
+
+
+def chat_completion(model):
+    return {"id": "chatcmpl-fake01", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": args.text}}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}
+
+
+def response_obj(model, status, output):
+    return {"id": "resp_fake01", "object": "response", "created_at": int(time.time()),
+            "status": status, "model": model, "output": output, "error": None,
+            "incomplete_details": None,
+            "usage": {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens": 9, "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": 21}}
+
+
+def responses_events(model):
+    item_id = "msg_fake01"
+    done_item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant",
+                 "content": [{"type": "output_text", "text": args.text, "annotations": []}]}
+    seq = [0]
+
+    def e(kind, **kv):
+        seq[0] += 1
+        return (kind, dict(type=kind, sequence_number=seq[0], **kv))
+
+    ev = [e("response.created", response=response_obj(model, "in_progress", [])),
+          e("response.in_progress", response=response_obj(model, "in_progress", [])),
+          e("response.output_item.added", output_index=0,
+            item={"type": "message", "id": item_id, "status": "in_progress", "role": "assistant",
+                  "content": []}),
+          e("response.content_part.added", item_id=item_id, output_index=0, content_index=0,
+            part={"type": "output_text", "text": "", "annotations": []})]
+    for piece in chunks(args.text):
+        ev.append(e("response.output_text.delta", item_id=item_id, output_index=0,
+                    content_index=0, delta=piece))
+    ev += [e("response.output_text.done", item_id=item_id, output_index=0, content_index=0,
+             text=args.text),
+           e("response.content_part.done", item_id=item_id, output_index=0, content_index=0,
+             part={"type": "output_text", "text": args.text, "annotations": []}),
+           e("response.output_item.done", output_index=0, item=done_item),
+           e("response.completed", response=response_obj(model, "completed", [done_item]))]
+    return ev
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        self.request.settimeout(60)
+        self.request.do_handshake()
+        super().setup()
+
+    def log_message(self, fmt, *a):
+        pass
+
+    def read_body(self):
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return body
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def json_answer(self, status, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if status == 200:
+            self.send_header("request-id", "req_fake01")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def stream(self, n, events):
+        """events as a text/event-stream, one chunk each, --delay apart."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i, (kind, data) in enumerate(events):
+            if i:
+                time.sleep(args.delay)
+            text = data if isinstance(data, str) else json.dumps(data)
+            ev = ("event: %s\n" % kind if kind else "") + "data: %s\n\n" % text
+            raw = ev.encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw))
+            self.wfile.flush()
+            log(event="sent", n=n, i=i, kind=kind, t=round(time.time(), 3))
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        log(event="done", n=n, events=len(events))
+
+    def auth(self, api):
+        """(flag, credential value, its field) for api's key file: the
+        Anthropic key in x-api-key or a Bearer Authorization, OpenAI's in
+        a Bearer Authorization."""
+        h = self.headers.get("authorization")
+        got, field = (h[len("Bearer "):] if h and h.startswith("Bearer ") else h), "authorization"
+        if api == "anthropic":
+            want = read_key(args.anthropic_key)
+            if self.headers.get("x-api-key") is not None:
+                got, field = self.headers.get("x-api-key"), "x-api-key"
+        else:
+            want = read_key(args.openai_key)
+        if got is None:
+            return "absent", None, None
+        return ("match" if got == want else "mismatch"), got, field
+
+    def handle_api(self, method):
+        with log_lock:
+            counter[0] += 1
+            n = counter[0]
+        body = self.read_body() if method == "POST" else b""
+        path = self.path.split("?")[0]
+        try:
+            req = json.loads(body) if body else {}
+        except ValueError:
+            req = {}
+        if not isinstance(req, dict):
+            req = {}
+        api = "anthropic" if path.startswith("/v1/messages") else "openai"
+        flag, got, field = self.auth(api)
+        entry = dict(event="request", n=n, site=self.server.site, method=method, path=self.path,
+                     api=api, auth=flag, auth_field=field,
+                     auth_sha256=hashlib.sha256(got.encode()).hexdigest()[:16] if got else None,
+                     placeholder=bool(got and got.startswith("egressd-ph-")),
+                     anthropic_version=self.headers.get("anthropic-version"),
+                     user_agent=self.headers.get("user-agent"), stream=bool(req.get("stream")),
+                     model=req.get("model"))
+        known = {("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"),
+                 ("POST", "/v1/chat/completions"), ("POST", "/v1/responses"),
+                 ("GET", "/v1/models")}
+        if (method, path) not in known:
+            log(status=404, **entry)
+            return self.json_answer(404, {"error": {"type": "not_found_error",
+                                                    "message": "no such endpoint"}})
+        if flag != "match":
+            log(status=401, **entry)
+            if api == "anthropic":
+                return self.json_answer(401, {"type": "error", "error": {
+                    "type": "authentication_error", "message": "invalid x-api-key"}})
+            return self.json_answer(401, {"error": {
+                "message": "Incorrect API key provided", "type": "invalid_request_error",
+                "param": None, "code": "invalid_api_key"}})
+        if api == "anthropic" and not self.headers.get("anthropic-version"):
+            log(status=400, **entry)
+            return self.json_answer(400, {"type": "error", "error": {
+                "type": "invalid_request_error", "message": "anthropic-version: header is required"}})
+        log(status=200, **entry)
+        model = req.get("model") or "fake-model"
+        if path == "/v1/models":
+            return self.json_answer(200, {"object": "list", "data": [
+                {"id": "claude-fake", "object": "model", "type": "model", "created": 0,
+                 "owned_by": "fake", "display_name": "Claude (fake)"},
+                {"id": "gpt-fake", "object": "model", "created": 0, "owned_by": "fake"}]})
+        if path == "/v1/messages/count_tokens":
+            return self.json_answer(200, {"input_tokens": 12})
+        stream = bool(req.get("stream"))
+        if path == "/v1/messages":
+            return self.stream(n, anthropic_events(model)) if stream else \
+                self.json_answer(200, anthropic_message(model))
+        if path == "/v1/chat/completions":
+            return self.stream(n, chat_events(model)) if stream else \
+                self.json_answer(200, chat_completion(model))
+        done = {"type": "message", "id": "msg_fake01", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": args.text, "annotations": []}]}
+        return self.stream(n, responses_events(model)) if stream else \
+            self.json_answer(200, response_obj(model, "completed", [done]))
+
+    def do_GET(self):
+        self.handle_api("GET")
+
+    def do_POST(self):
+        self.handle_api("POST")
+
+    def do_HEAD(self):
+        self.handle_api("HEAD")
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        # The handshake happens in the connection's own thread (setup()).
+        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+
+def main():
+    global args
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--certs", required=True)
+    ap.add_argument("--anthropic-key", required=True)
+    ap.add_argument("--openai-key", required=True)
+    ap.add_argument("--delay", type=float, default=0.25)
+    ap.add_argument("--text", default="Hello from the fake API.")
+    ap.add_argument("sites", nargs="+")
+    args = ap.parse_args()
+    servers = []
+    for s in args.sites:
+        name, _, where = s.partition("=")
+        addr, _, port = where.rpartition(":")
+        srv = Server((addr, int(port)), Handler)
+        srv.site = name
+        srv.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        srv.ctx.load_cert_chain("%s/%s.pem" % (args.certs, name), "%s/%s.key" % (args.certs, name))
+        srv.ctx.set_alpn_protocols(["http/1.1"])
+        servers.append(srv)
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    print("ready", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
