@@ -3,7 +3,8 @@
 behind egressd's credential injection (inject-tools.t, agents.t).
 
     fakeapi.py --log FILE --certs DIR --anthropic-key FILE --openai-key FILE
-               [--delay SECONDS] [--text TEXT] NAME=ADDR:PORT...
+               [--delay SECONDS] [--last-delay SECONDS] [--text TEXT]
+               NAME=ADDR:PORT...
 
 For every NAME=ADDR:PORT it serves HTTPS on ADDR:PORT with DIR/NAME.pem
 (key DIR/NAME.key).  HTTP/1.1 with keep-alive, one thread per connection.
@@ -27,7 +28,8 @@ dropped; a request without the right key gets the API's own 401):
     GET  /v1/models                 a list of one model of each API
     anything else                   404, logged
 Every answer says TEXT (--text; "Hello from the fake API.").  The events of
-a stream go out --delay seconds apart (0.25), one chunk each.
+a stream go out --delay seconds apart (0.25), one chunk each; the last
+one --last-delay seconds after the one before it (the same by default).
 
 The log (--log) gets one JSON line per request, {"event": "request",
 "site", "method", "path", "api", "auth": "match" | "mismatch" | "absent",
@@ -205,7 +207,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         for i, (kind, data) in enumerate(events):
             if i:
-                time.sleep(args.delay)
+                time.sleep(args.last_delay if i == len(events) - 1 else args.delay)
             text = data if isinstance(data, str) else json.dumps(data)
             ev = ("event: %s\n" % kind if kind else "") + "data: %s\n\n" % text
             raw = ev.encode()
@@ -320,9 +322,12 @@ def main():
     ap.add_argument("--anthropic-key", required=True)
     ap.add_argument("--openai-key", required=True)
     ap.add_argument("--delay", type=float, default=0.25)
+    ap.add_argument("--last-delay", type=float)
     ap.add_argument("--text", default="Hello from the fake API.")
     ap.add_argument("sites", nargs="+")
     args = ap.parse_args()
+    if args.last_delay is None:
+        args.last_delay = args.delay
     servers = []
     for s in args.sites:
         name, _, where = s.partition("=")

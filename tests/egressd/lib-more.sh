@@ -1,5 +1,6 @@
 # tests/egressd/lib-more.sh - more helpers for egressd's end-to-end scripts
-# (tools.t, ops.t, metrics.t, soak.t).  Source after lib.sh.
+# (tools.t, ops.t, metrics.t, soak.t, inject-tools.t, agents.t).  Source
+# after lib.sh.
 #
 #   egm_bail TEXT          a failing TAP line for a step nothing else can run
 #                          without, then the plan; exit 1
