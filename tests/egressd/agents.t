@@ -24,17 +24,16 @@ if [ -z "${EGD_IN_NETNS:-}" ]; then
     export EGM_AGENTS_LOG EGM_AGENTS_OK
 fi
 egd_netns "$@"
-egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
+egd_setup || { rm -f "${EGM_AGENTS_LOG:-}"; egm_bail "set-up: temp dir, test CA, hosts, preset"; }
+[ -f "${EGM_AGENTS_LOG:-}" ] && mv "$EGM_AGENTS_LOG" "$T/agents-setup.log"
 
-if [ "$EGM_AGENTS_OK" = 1 ]; then
+if [ "${EGM_AGENTS_OK:-0}" = 1 ]; then
     ok 0 "the CLIs ${EGM_AGENT_PACKAGES[*]} are installed in BUILD_DIR"
 else
     ok 1 "the CLIs ${EGM_AGENT_PACKAGES[*]} are installed in BUILD_DIR"
-    diag_file "$EGM_AGENTS_LOG"
-    rm -f "$EGM_AGENTS_LOG"
+    diag_file "$T/agents-setup.log"
     egm_bail "nothing to run without the CLIs"
 fi
-rm -f "$EGM_AGENTS_LOG"
 BIN=$(egm_agents_modules)/.bin
 
 # The sandbox sb1 is 127.0.0.1, the source of every client here.  Only the

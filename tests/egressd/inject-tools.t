@@ -24,7 +24,8 @@ if [ -z "${EGD_IN_NETNS:-}" ]; then
     export EGM_NODE_LOG EGM_NODE_OK
 fi
 egd_netns "$@"
-egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
+egd_setup || { rm -f "${EGM_NODE_LOG:-}"; egm_bail "set-up: temp dir, test CA, hosts, preset"; }
+[ -f "${EGM_NODE_LOG:-}" ] && mv "$EGM_NODE_LOG" "$T/node-setup.log"
 
 # The sandbox sb1 is 127.0.0.1, the source of every client here.
 SB=127.0.0.1
@@ -196,16 +197,15 @@ ok_json "python requests: /sse/5 streamed, the first event before the last was s
 # ---- node: undici's EnvHttpProxyAgent (HTTPS_PROXY from the environment)
 # with undici's fetch, and node's own global fetch through
 # setGlobalDispatcher; NODE_EXTRA_CA_CERTS is the sandbox CA.
-MODS=
-if [ "$EGM_NODE_OK" = 1 ]; then
+MODS= SDKS=
+if [ "${EGM_NODE_OK:-0}" = 1 ]; then
     ok 0 "node: undici $EGM_UNDICI_VERSION and ${EGM_SDK_PACKAGES[*]} are installed in BUILD_DIR"
     MODS=$(egm_node_modules)
     SDKS=$(egm_sdk_modules)
 else
     ok 1 "node: undici $EGM_UNDICI_VERSION and ${EGM_SDK_PACKAGES[*]} are installed in BUILD_DIR"
-    diag_file "$EGM_NODE_LOG"
+    diag_file "$T/node-setup.log"
 fi
-rm -f "$EGM_NODE_LOG"
 cat >"$T/sbfetch.js" <<'EOF'
 // node sbfetch.js UNDICI agent|global URL FIELD:VALUE: one GET through
 // EnvHttpProxyAgent, by undici's fetch with it as the dispatcher (agent) or
