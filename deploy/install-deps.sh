@@ -34,6 +34,9 @@ test_pkgs+=(chromium)
 # tests/wall/iodine.t: DNS tunnelling with the real tool (iodine client and
 # iodined server) from a sandbox, and where there is no wall.
 test_pkgs+=(iodine)
+# Debian's python requests, a client of credential injection's tests
+# (tests/egressd/inject-tools.t).
+test_pkgs+=(python3-requests)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 

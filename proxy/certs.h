@@ -5,7 +5,10 @@
  * per worker, a cache of server contexts, each holding a leaf for one
  * (sandbox, host) minted by that sandbox's CA (ca/).  A leaf is minted
  * on the first request for its name and then served from the cache
- * until it is near its end or the sandbox's CA changes.
+ * until it is near its end or the sandbox's CA changes (each lookup is
+ * counted in leaf_certificates_total).  A client resumes with tickets any
+ * worker takes (one set of ticket keys), in its own sandbox only; toward
+ * each origin the worker keeps its last session and resumes with it.
  */
 #ifndef PX_CERTS_H
 #define PX_CERTS_H
@@ -38,8 +41,9 @@ void px_leaf_cache_free(struct px_leaf_cache *lc);
 SSL_CTX *px_leaf_ctx(struct px_leaf_cache *lc, const struct ca_authority *ca, uint64_t ca_serial,
                      const char *id, const char *host, char *err, size_t errlen);
 
-/* Hits and mints of every cache so far (for the metrics page and the
- * bench). */
-void px_leaf_counts(uint64_t *hits, uint64_t *mints);
+/* Resume toward host with the session an origin of that name last gave
+ * this worker (lc), if it is still good, and keep the one it gives now:
+ * call before ssl's handshake (its SNI set to host). */
+void px_upstream_session(struct px_leaf_cache *lc, SSL *ssl, const char *host);
 
 #endif

@@ -207,6 +207,7 @@ static void start_upstream_tls(struct px_conn *c)
         abort();
     SSL_set_tlsext_host_name(ssl, c->ic->host.text);
     SSL_set1_host(ssl, c->ic->host.text);
+    px_upstream_session(c->w->leaves, ssl, c->ic->host.text);
     event_free(c->ru.ev);
     c->ru.ev = NULL;
     c->up = bufferevent_openssl_socket_new(c->w->base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
@@ -308,10 +309,24 @@ void px_intercept_free(struct px_conn *c)
 
 /* ------------------------------------------------------------ requests */
 
+/* Every request inside the tunnel is for its host, port and SNI (so are
+ * the log lines of those refused before their Host is read). */
+static void take_tunnel_target(struct px_conn *c)
+{
+    size_t n = c->ic->host.len < sizeof(c->rq.sni) ? c->ic->host.len : sizeof(c->rq.sni) - 1;
+
+    c->rq.host = c->ic->host;
+    c->rq.port = c->ic->port;
+    memcpy(c->rq.sni, c->ic->host.text, n); /* (a name: hello.c checked the SNI names it) */
+    c->rq.sni[n] = '\0';
+    c->rq.have_sni = true;
+}
+
 bool px_intercept_target(struct px_conn *c, const struct http_request *req)
 {
     struct policy_host h;
 
+    take_tunnel_target(c);
     if (req->upgrade) {
         px_log_info("conn %llu: %s: refused an Upgrade inside an intercepted tunnel",
                     (unsigned long long)c->id, c->ic->host.text);
@@ -324,12 +339,6 @@ bool px_intercept_target(struct px_conn *c, const struct http_request *req)
                      "an intercepted request needs an origin-form target and a Host field");
         return false;
     }
-    c->rq.host = c->ic->host;
-    c->rq.port = c->ic->port;
-    size_t n = c->ic->host.len < sizeof(c->rq.sni) ? c->ic->host.len : sizeof(c->rq.sni) - 1;
-    memcpy(c->rq.sni, c->ic->host.text, n); /* (a name: hello.c checked the SNI names it) */
-    c->rq.sni[n] = '\0';
-    c->rq.have_sni = true;
     if (!px_request_host_field(req->host_header, &h, c->ic->port) ||
         strcmp(h.text, c->ic->host.text) != 0) {
         px_conn_keep_raw_host(c, req->host_header.p, req->host_header.len);
@@ -348,6 +357,8 @@ bool px_intercept_refuses_h2(struct px_conn *c)
         n = k;
     if (n < 4 || memcmp(evbuffer_pullup(in, (ev_ssize_t)n), h2_preface, n) != 0)
         return false;
+    take_tunnel_target(c);
+    memcpy(c->rq.method, "PRI", 4);
     px_log_info("conn %llu: %s: refused the HTTP/2 preface (only HTTP/1.1 is intercepted)",
                 (unsigned long long)c->id, c->ic->host.text);
     px_conn_fail(c, 400, PX_R_BAD_REQUEST,

@@ -79,6 +79,7 @@ static struct injection_slot injections[PX_METRICS_SECRETS];
 static atomic_size_t n_injections;
 static pthread_mutex_t inj_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static atomic_uint_fast64_t leaf_hits, leaf_mints;
 static atomic_uint_fast64_t reloads_ok, reloads_error;
 static atomic_size_t n_sandboxes;
 
@@ -313,6 +314,11 @@ void px_metrics_injection(const char *secret, enum px_injection r)
         atomic_fetch_add_explicit(&s->n[r], 1, memory_order_relaxed);
 }
 
+void px_metrics_leaf(bool hit)
+{
+    atomic_fetch_add_explicit(hit ? &leaf_hits : &leaf_mints, 1, memory_order_relaxed);
+}
+
 void px_metrics_reload(bool ok)
 {
     atomic_fetch_add_explicit(ok ? &reloads_ok : &reloads_error, 1, memory_order_relaxed);
@@ -449,6 +455,12 @@ static void render_globals(FILE *f)
             fprintf(f, "\",result=\"%s\"} %llu\n", injection_words[r],
                     (unsigned long long)atomic_load(&injections[i].n[r]));
         }
+    family(f, "leaf_certificates_total", "counter",
+           "Credential injection: an intercepted host's leaf from a worker's cache, or minted.");
+    fprintf(f, "egressd_leaf_certificates_total{result=\"hit\"} %llu\n",
+            (unsigned long long)atomic_load(&leaf_hits));
+    fprintf(f, "egressd_leaf_certificates_total{result=\"mint\"} %llu\n",
+            (unsigned long long)atomic_load(&leaf_mints));
     family(f, "policy_reloads_total", "counter", "Policy reloads, by result.");
     fprintf(f, "egressd_policy_reloads_total{result=\"ok\"} %llu\n",
             (unsigned long long)atomic_load(&reloads_ok));

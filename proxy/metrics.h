@@ -73,6 +73,9 @@ enum px_injection {
     PX_INJ_COUNT
 };
 #define PX_METRICS_SECRETS 256
+/* leaf_certificates_total{result="hit"|"mint"}: an intercepted host's leaf
+ * from a worker's cache, or minted. */
+void px_metrics_leaf(bool hit);
 void px_metrics_injection(const char *secret, enum px_injection r);
 /* policy_reloads_total{result="ok"|"error"}. */
 void px_metrics_reload(bool ok);

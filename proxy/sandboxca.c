@@ -3,8 +3,10 @@
  */
 #include "sandboxca.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -12,7 +14,16 @@
 #include "log.h"
 #include "world.h"
 
-static atomic_uint_fast64_t next_serial = 1;
+struct shared_ca {
+    struct px_sandbox_ca pub;
+    char *key; /* "ID HOST HOST..." */
+    unsigned refs;
+    struct shared_ca *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_ca *cas; /* every CA some world holds */
+static uint64_t next_serial = 1;
 
 /* Whether sb's binding lists secret `name`. */
 static bool lists(const struct px_sandbox *sb, const char *name)
@@ -24,7 +35,7 @@ static bool lists(const struct px_sandbox *sb, const char *name)
 }
 
 /* The hosts of pb's inject rules for sb's secrets, each once, into names
- * (at most CA_NAMES_MAX); how many. */
+ * (at most CA_NAMES_MAX), in rule order; how many. */
 static size_t bound_hosts(const struct px_sandbox *sb, const struct policy_binding *pb,
                           const char **names)
 {
@@ -43,25 +54,86 @@ static size_t bound_hosts(const struct px_sandbox *sb, const struct policy_bindi
     return n;
 }
 
-struct ca_authority *px_sandbox_ca_new(EVP_PKEY *key, const struct px_sandbox *sb,
-                                       const struct policy_binding *pb, uint64_t *serial)
+/* "ID HOST HOST..." (malloc'd): what a CA is shared under. */
+static char *share_key(const char *id, const char **names, size_t n)
+{
+    size_t len = strlen(id) + 1;
+
+    for (size_t i = 0; i < n; i++)
+        len += strlen(names[i]) + 1;
+    char *k = malloc(len), *p = k;
+    if (k == NULL)
+        abort();
+    p += sprintf(p, "%s", id);
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, " %s", names[i]);
+    return k;
+}
+
+/* A new CA for names (lock held); NULL with a warning. */
+static struct shared_ca *make(EVP_PKEY *key, const char *id, const char **names, size_t n,
+                              char *share)
+{
+    char err[256];
+    struct ca_authority *a = ca_authority_new(key, id, names, n, (int64_t)time(NULL),
+                                              PX_SANDBOX_CA_VALIDITY_S, err, sizeof(err));
+    if (a == NULL) {
+        px_log_warnx("sandbox %s: no CA for credential injection (%s): its hosts stay tunnels", id,
+                     err);
+        free(share);
+        return NULL;
+    }
+    struct shared_ca *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        abort();
+    c->pub = (struct px_sandbox_ca){.ca = a, .serial = next_serial++};
+    c->key = share;
+    c->next = cas;
+    cas = c;
+    return c;
+}
+
+struct px_sandbox_ca *px_sandbox_ca_get(EVP_PKEY *key, const struct px_sandbox *sb,
+                                        const struct policy_binding *pb)
 {
     const char *names[CA_NAMES_MAX];
-    char err[256];
 
-    *serial = 0;
     if (key == NULL || pb == NULL || sb->n_secrets == 0)
         return NULL;
     size_t n = bound_hosts(sb, pb, names);
     if (n == 0)
         return NULL;
-    struct ca_authority *a = ca_authority_new(key, sb->id, names, n, (int64_t)time(NULL),
-                                              PX_SANDBOX_CA_VALIDITY_S, err, sizeof(err));
-    if (a == NULL) {
-        px_log_warnx("sandbox %s: no CA for credential injection (%s): its hosts stay tunnels",
-                     sb->id, err);
-        return NULL;
-    }
-    *serial = atomic_fetch_add(&next_serial, 1);
-    return a;
+    char *share = share_key(sb->id, names, n);
+    pthread_mutex_lock(&lock);
+    struct shared_ca *c = cas;
+    while (c != NULL && strcmp(c->key, share) != 0)
+        c = c->next;
+    if (c != NULL)
+        free(share);
+    else
+        c = make(key, sb->id, names, n, share);
+    if (c != NULL)
+        c->refs++;
+    pthread_mutex_unlock(&lock);
+    return c != NULL ? &c->pub : NULL;
+}
+
+void px_sandbox_ca_put(struct px_sandbox_ca *pub)
+{
+    struct shared_ca *c = (struct shared_ca *)pub, **p;
+
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    bool last = --c->refs == 0;
+    for (p = &cas; last && *p != c; p = &(*p)->next)
+        ;
+    if (last)
+        *p = c->next;
+    pthread_mutex_unlock(&lock);
+    if (!last)
+        return;
+    ca_authority_free(c->pub.ca);
+    free(c->key);
+    free(c);
 }

@@ -40,7 +40,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ca.h"
 #include "denials.h"
 #include "log.h"
 #include "metrics.h"
@@ -72,8 +71,7 @@ struct held {
     json_t *json;              /* token elided */
     struct px_msb *msb;        /* its metrics series */
     struct px_limit *lim;      /* its limits */
-    struct ca_authority *ca;   /* its CA for credential injection, or NULL */
-    uint64_t ca_serial;
+    struct px_sandbox_ca *ca;  /* its CA for credential injection, or NULL */
 };
 
 struct addr_slot {
@@ -525,7 +523,7 @@ static struct held *held_new(const struct px_sandbox *sb, struct policy_binding 
     h->json = json;
     h->msb = px_metrics_sandbox_get(sb->id, sb->owner);
     h->lim = px_limit_get(sb->id);
-    h->ca = px_sandbox_ca_new(ca_key, sb, pb, &h->ca_serial);
+    h->ca = px_sandbox_ca_get(ca_key, sb, pb);
     return h;
 }
 
@@ -537,7 +535,7 @@ static void held_unref(struct held *h)
     json_decref(h->json);
     px_metrics_sandbox_put(h->msb);
     px_limit_put(h->lim);
-    ca_authority_free(h->ca);
+    px_sandbox_ca_put(h->ca);
     free(h);
 }
 
@@ -586,8 +584,8 @@ static void world_add(struct world *w, const struct px_sandbox *sb, struct held 
     w->sbx[w->n].json = h->json;
     w->sbx[w->n].msb = h->msb;
     w->sbx[w->n].lim = h->lim;
-    w->sbx[w->n].ca = h->ca;
-    w->sbx[w->n].ca_serial = h->ca_serial;
+    w->sbx[w->n].ca = h->ca ? h->ca->ca : NULL;
+    w->sbx[w->n].ca_serial = h->ca ? h->ca->serial : 0;
     w->held[w->n++] = h;
 }
 

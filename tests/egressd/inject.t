@@ -172,6 +172,8 @@ code=$(sbcurl -o "$T/up.body" -w '%{http_code}' -H "x-api-key: $PH_A" -H 'Connec
     -H 'Upgrade: websocket' "https://key.test:$P/hello")
 ok "$([ "$code" = 400 ] && grep -q 'Upgrade is not served' "$T/up.body" && echo 0 || echo 1)" \
     "an Upgrade inside the tunnel: 400, said so"
+egd_log_ok "... logged for the tunnel's host" "l['mode'] == 'intercept' and l['status'] == 400" \
+    "l['host'] == 'key.test' and l['sni'] == 'key.test' and l['method'] == 'GET' and l['reason'] == 'bad_request'"
 py "$EGD_DIR/inject.py" --proxy "$EGD_PROXY" --source "$SB" --ca "$T/sbca.pem" --host key.test \
     --port "$P" --h2-preface >"$T/h2.out" 2>&1
 ok_json "the HTTP/2 preface inside the tunnel: 400, said so" "$(head -n 1 "$T/h2.out")" \
@@ -248,6 +250,12 @@ egd_log_ok "... and the transparent connection's own line names it" \
 ok "$([ "$(egd_metric 'egressd_injections_total{secret="anthropic",result="added"}')" != 0 ] &&
     [ "$(egd_metric 'egressd_injections_total{secret="anthropic",result="mismatch"}')" -ge 2 ] && echo 0 || echo 1)" \
     "injections_total counts the additions and the mismatches per secret"
+ok "$([ "$(egd_metric 'egressd_leaf_certificates_total{result="hit"}')" -ge 1 ] &&
+    [ "$(egd_metric 'egressd_leaf_certificates_total{result="mint"}')" -le 10 ] && echo 0 || echo 1)" \
+    "leaf certificates: at most one mint per host and worker (5 x 2), across reloads"
+egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred-later.json"
+ok "$(cmp -s "$T/cred.json" "$T/cred-later.json" && echo 0 || echo 1)" \
+    "after three reloads the sandbox's CA and placeholders are the same"
 
 # --- nothing of a secret in egressd's own output
 ok "$(grep -q 'REAL' "$T/access.log" "$T/egressd.err" && echo 1 || echo 0)" \

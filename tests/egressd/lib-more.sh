@@ -9,10 +9,13 @@
 #   egm_node_modules       where egm_node_setup put it (empty when it failed)
 #   egm_sdk_setup / egm_sdk_modules
 #                          the same for the API SDKs (EGM_SDK_PACKAGES:
-#                          @anthropic-ai/sdk, openai), in $BUILD_DIR/e2e-sdk
+#                          @anthropic-ai/sdk, openai), in $EGM_SHARED/e2e-sdk
 #   egm_agents_setup / egm_agents_modules
 #                          the same for the coding agents' CLIs
-#                          (EGM_AGENT_PACKAGES), in $BUILD_DIR/e2e-agents
+#                          (EGM_AGENT_PACKAGES), in $EGM_SHARED/e2e-agents
+#                          ($EGM_SHARED: beside the build directory, so the
+#                          normal and the sanitizer build share one install
+#                          of the CLIs' 700 MB)
 #   egm_npm_install DIR SPEC...
 #                          what the three use: SPEC... pinned in DIR, once
 #   egm_server LOG CMD...  start CMD in the background (its pid joins
@@ -68,24 +71,26 @@ egm_node_setup() {
 }
 egm_node_modules() { echo "$BUILD_DIR/e2e-node/node_modules"; }
 
+EGM_SHARED=${EGM_SHARED:-$(dirname "$BUILD_DIR")}
+
 # The API SDKs, pinned (openai 7 wants Node 22; 6.x runs on Debian's 20).
 EGM_SDK_PACKAGES=(@anthropic-ai/sdk@1.15.0 openai@6.49.0)
 egm_sdk_setup() {
-    egm_npm_install "$BUILD_DIR/e2e-sdk" "${EGM_SDK_PACKAGES[@]}" &&
-        [ -f "$BUILD_DIR/e2e-sdk/node_modules/@anthropic-ai/sdk/package.json" ] &&
-        [ -f "$BUILD_DIR/e2e-sdk/node_modules/openai/package.json" ]
+    egm_npm_install "$EGM_SHARED/e2e-sdk" "${EGM_SDK_PACKAGES[@]}" &&
+        [ -f "$EGM_SHARED/e2e-sdk/node_modules/@anthropic-ai/sdk/package.json" ] &&
+        [ -f "$EGM_SHARED/e2e-sdk/node_modules/openai/package.json" ]
 }
-egm_sdk_modules() { echo "$BUILD_DIR/e2e-sdk/node_modules"; }
+egm_sdk_modules() { echo "$EGM_SHARED/e2e-sdk/node_modules"; }
 
 # The coding agents' CLIs, pinned: each is a native program that npm
 # installs from a per-platform optional package.
 EGM_AGENT_PACKAGES=(@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0)
 egm_agents_setup() {
-    egm_npm_install "$BUILD_DIR/e2e-agents" "${EGM_AGENT_PACKAGES[@]}" &&
-        [ -x "$BUILD_DIR/e2e-agents/node_modules/.bin/claude" ] &&
-        [ -x "$BUILD_DIR/e2e-agents/node_modules/.bin/codex" ]
+    egm_npm_install "$EGM_SHARED/e2e-agents" "${EGM_AGENT_PACKAGES[@]}" &&
+        [ -x "$EGM_SHARED/e2e-agents/node_modules/.bin/claude" ] &&
+        [ -x "$EGM_SHARED/e2e-agents/node_modules/.bin/codex" ]
 }
-egm_agents_modules() { echo "$BUILD_DIR/e2e-agents/node_modules"; }
+egm_agents_modules() { echo "$EGM_SHARED/e2e-agents/node_modules"; }
 
 # egm_server LOG CMD...: CMD in the background, output to LOG; wait (10 s)
 # for a line "ready" in LOG.

@@ -633,8 +633,8 @@ static void test_empty_page(void)
             missing++;
         }
     }
-    ok(missing == 0, "before any count, all eleven families have their TYPE line");
-    ok(count_prefix(page, "# HELP egressd_") == 11, "and a HELP line each");
+    ok(missing == 0, "before any count, all twelve families have their TYPE line");
+    ok(count_prefix(page, "# HELP egressd_") == 12, "and a HELP line each");
     ok(count_prefix(page, "egressd_injections_total") == 0, "no injections series yet");
     ok(value_of(page, "egressd_dns_queries_total{result=\"rate_limited\"}") == 0,
        "the DNS server's counts are there, at 0");
