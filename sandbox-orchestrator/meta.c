@@ -13,9 +13,11 @@
 #define TIME_MAX     ((time_t)253402300799) /* 9999-12-31T23:59:59Z */
 
 /* The keys of the block, in the order the encoder writes them. */
-enum key { K_OWNER, K_CREATED, K_EXPIRES, K_POLICY, K_ADDRESS, K_ALLOW, K_COUNT };
-static const char *const key_names[K_COUNT] = {"owner",  "created", "expires",
-                                               "policy", "address", "allow"};
+enum key { K_OWNER, K_CREATED, K_EXPIRES, K_POLICY, K_ADDRESS, K_ALLOW, K_SECRETS, K_COUNT };
+static const char *const key_names[K_COUNT] = {"owner",   "created", "expires", "policy",
+                                               "address", "allow",   "secrets"};
+/* Keys from K_OPTIONAL on may be missing (an empty list). */
+#define K_OPTIONAL K_ALLOW
 
 int sbx_meta_valid_owner(const char *s)
 {
@@ -37,6 +39,19 @@ int sbx_meta_valid_policy(const char *s)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && !strchr("._-", s[i]))
+            return 0;
+    return 1;
+}
+
+int sbx_meta_valid_secret(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= SBX_SECRET_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) &&
+            (i == 0 || (s[i] != '_' && s[i] != '-')))
             return 0;
     return 1;
 }
@@ -208,6 +223,16 @@ static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
         if (!sbx_meta_valid_allow(m->allow[i]))
             return fail(err, errlen, "allow '%.300s' is not HOST, *.HOST or .HOST with :PORTS",
                         m->allow[i]);
+    if (m->nsecrets < 0 || m->nsecrets > SBX_META_MAX_SECRETS)
+        return fail(err, errlen, "more than %d secrets", SBX_META_MAX_SECRETS);
+    for (int i = 0; i < m->nsecrets; i++) {
+        if (!sbx_meta_valid_secret(m->secrets[i]))
+            return fail(err, errlen, "secret '%.64s' is not a secret's name ([a-z0-9][a-z0-9_-]*)",
+                        m->secrets[i]);
+        for (int k = 0; k < i; k++)
+            if (strcmp(m->secrets[k], m->secrets[i]) == 0)
+                return fail(err, errlen, "secret '%s' is listed twice", m->secrets[i]);
+    }
     /* What sbx_time_parse() reads back: four-digit years from 1970 on. */
     if (m->created < 0 || m->created > TIME_MAX || m->expires < 0 || m->expires > TIME_MAX)
         return fail(err, errlen, "created or expires outside 1970..9999");
@@ -241,6 +266,12 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
             return fail(err, errlen, "description longer than %zu bytes (too many allows)", len);
         used += (size_t)n;
     }
+    for (int i = 0; i < m->nsecrets; i++) {
+        n = snprintf(buf + used, len - used, "%s %s", i ? "" : "\nsecrets:", m->secrets[i]);
+        if (n < 0 || (size_t)n >= len - used)
+            return fail(err, errlen, "description longer than %zu bytes (too many secrets)", len);
+        used += (size_t)n;
+    }
     if (used + 2 > len || used + 1 > SBX_DESC_MAX)
         return fail(err, errlen, "description longer than %d bytes (too many allows)",
                     SBX_DESC_MAX);
@@ -269,6 +300,28 @@ static int decode_allow(struct sbx_meta *m, const char *v, char *why, size_t why
             return fail(why, whylen, "allow entry '%s' is not HOST, *.HOST or .HOST with :PORTS",
                         m->allow[m->nallow]);
         m->nallow++;
+        v += n;
+    }
+    return 0;
+}
+
+/* Split "secrets: a b" into m->secrets (check_values() checks the names). */
+static int decode_secrets(struct sbx_meta *m, const char *v, char *why, size_t whylen)
+{
+    while (*v) {
+        size_t n;
+        while (*v == ' ')
+            v++;
+        n = strcspn(v, " ");
+        if (n == 0)
+            break;
+        if (m->nsecrets == SBX_META_MAX_SECRETS)
+            return fail(why, whylen, "more than %d secrets", SBX_META_MAX_SECRETS);
+        if (n >= SBX_SECRET_NAME_MAX)
+            return fail(why, whylen, "a secret's name longer than %d bytes",
+                        SBX_SECRET_NAME_MAX - 1);
+        memcpy(m->secrets[m->nsecrets], v, n);
+        m->secrets[m->nsecrets++][n] = '\0';
         v += n;
     }
     return 0;
@@ -314,7 +367,8 @@ static int decode_line(struct sbx_meta *m, const char *line, int *seen, char *wh
         return sbx_time_parse(v, &m->expires)
                    ? fail(why, whylen, "expires '%.40s' is not YYYY-MM-DDTHH:MM:SSZ", v)
                    : 0;
-    default: return decode_allow(m, v, why, whylen);
+    case K_ALLOW: return decode_allow(m, v, why, whylen);
+    default: return decode_secrets(m, v, why, whylen);
     }
 }
 
@@ -370,7 +424,7 @@ static enum sbx_meta_result decode(const char *text, size_t len, struct sbx_meta
     }
     if (!in_block)
         return SBX_META_ABSENT;
-    for (int k = 0; k < K_ALLOW; k++)
+    for (int k = 0; k < K_OPTIONAL; k++)
         if (!seen[k]) {
             fail(err, errlen, "description: key '%s' missing from the sandboxctl block",
                  key_names[k]);

@@ -13,7 +13,12 @@
  *     policy: balanced
  *     address: 10.99.0.11
  *     allow: pypi.org files.pythonhosted.org
+ *     secrets: anthropic github
  *
+ * The secrets line (credential injection, docs/credentials.md) is written
+ * only for a sandbox that has secrets; its names go into the binding, so
+ * whoever may edit the description may also give the sandbox a secret, as
+ * they may widen its allow list: the description is the binding's source.
  * The decoder treats the description as hostile (anyone with
  * VM.Config.Options may edit it): every value is checked as strictly as the
  * encoder writes it, a repeated key is an error, unknown keys are ignored.
@@ -24,9 +29,11 @@
 #include <stddef.h>
 #include <time.h>
 
-#define SBX_META_MAX_ALLOW 32
-#define SBX_ALLOW_MAX      300  /* host (253) plus a port list */
-#define SBX_DESC_MAX       8192 /* Proxmox's limit on description */
+#define SBX_META_MAX_ALLOW   32
+#define SBX_ALLOW_MAX        300  /* host (253) plus a port list */
+#define SBX_DESC_MAX         8192 /* Proxmox's limit on description */
+#define SBX_META_MAX_SECRETS 16   /* egressd's limit per binding */
+#define SBX_SECRET_NAME_MAX  64   /* a secret's name (63) and its NUL */
 
 struct sbx_meta {
     char owner[65];
@@ -35,6 +42,8 @@ struct sbx_meta {
     time_t created, expires;
     int nallow;
     char allow[SBX_META_MAX_ALLOW][SBX_ALLOW_MAX];
+    int nsecrets; /* the names of the secrets egressd injects for it */
+    char secrets[SBX_META_MAX_SECRETS][SBX_SECRET_NAME_MAX];
 };
 
 enum sbx_meta_result {
@@ -57,6 +66,8 @@ int sbx_meta_valid_owner(const char *s);
 int sbx_meta_valid_policy(const char *s);
 int sbx_meta_valid_allow(const char *s);
 int sbx_meta_valid_address(const char *s);
+/* A secret's name as egressd's secret-dir holds it: [a-z0-9][a-z0-9_-]{0,62}. */
+int sbx_meta_valid_secret(const char *s);
 
 /* RFC 3339 UTC "YYYY-MM-DDTHH:MM:SSZ" (buf of at least 21 bytes). */
 void sbx_time_format(time_t t, char *buf, size_t len);

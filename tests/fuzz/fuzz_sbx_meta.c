@@ -11,7 +11,7 @@
  *   - MALFORMED comes with a one-line reason that starts "description";
  *   - OK gives values that each pass their validator, and each appears
  *     whole on its own "key: value" line of the input (nothing truncated
- *     into something else);
+ *     into something else); so do the secrets' names, none twice;
  *   - an OK decode re-encodes, and that text decodes to the same values;
  *     the only refusal allowed is the length of the description.
  *
@@ -37,10 +37,13 @@ static int same(const struct sbx_meta *a, const struct sbx_meta *b)
 {
     if (strcmp(a->owner, b->owner) || strcmp(a->policy, b->policy) ||
         strcmp(a->address, b->address) || a->created != b->created || a->expires != b->expires ||
-        a->nallow != b->nallow)
+        a->nallow != b->nallow || a->nsecrets != b->nsecrets)
         return 0;
     for (int i = 0; i < a->nallow; i++)
         if (strcmp(a->allow[i], b->allow[i]) != 0)
+            return 0;
+    for (int i = 0; i < a->nsecrets; i++)
+        if (strcmp(a->secrets[i], b->secrets[i]) != 0)
             return 0;
     return 1;
 }
@@ -94,6 +97,15 @@ static int valid_values(const struct sbx_meta *m)
     for (int i = 0; i < m->nallow; i++)
         if (!sbx_meta_valid_allow(m->allow[i]))
             return 0;
+    if (m->nsecrets < 0 || m->nsecrets > SBX_META_MAX_SECRETS)
+        return 0;
+    for (int i = 0; i < m->nsecrets; i++) {
+        if (!sbx_meta_valid_secret(m->secrets[i]))
+            return 0;
+        for (int k = 0; k < i; k++)
+            if (strcmp(m->secrets[k], m->secrets[i]) == 0)
+                return 0;
+    }
     return m->created >= 0 && m->expires <= TIME_MAX && m->created <= m->expires;
 }
 
@@ -135,6 +147,9 @@ static void fuzz_decode(const char *text, size_t len)
     for (int i = 0; i < m.nallow; i++)
         CHECK(memmem(text, len, m.allow[i], strlen(m.allow[i])) != NULL, "allow '%s' not given",
               m.allow[i]);
+    for (int i = 0; i < m.nsecrets; i++)
+        CHECK(memmem(text, len, m.secrets[i], strlen(m.secrets[i])) != NULL,
+              "secret '%s' not given", m.secrets[i]);
 
     int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
     if (n < 0) {

@@ -84,6 +84,51 @@ static void test_surroundings(void)
     ok(sbx_meta_decode("", 0, &back, err, sizeof err) == SBX_META_ABSENT, "empty: absent");
 }
 
+/* Credential injection: the secrets line is written only when there are
+ * secrets, and read back in order. */
+static void test_secrets(void)
+{
+    struct sbx_meta m = sample(), back;
+    char buf[SBX_DESC_MAX + 1], err[256];
+    int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+
+    ok(n > 0 && !strstr(buf, "secrets"), "no secrets: no secrets line (the old block exactly)");
+    ok(sbx_meta_decode(buf, (size_t)n, &back, err, sizeof err) == SBX_META_OK && back.nsecrets == 0,
+       "a block without a secrets line has none (%s)", err);
+    m.nsecrets = 3;
+    strcpy(m.secrets[0], "anthropic");
+    strcpy(m.secrets[1], "build-cache_2");
+    strcpy(m.secrets[2], "0day");
+    n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+    ok(n > 0 && strstr(buf, "\nallow: pypi.org *.pythonhosted.org:443 .npmjs.org:443,8443\n"
+                            "secrets: anthropic build-cache_2 0day\n"),
+       "the secrets line follows the allow line (%s)", n > 0 ? "ok" : err);
+    ok(sbx_meta_decode(buf, (size_t)n, &back, err, sizeof err) == SBX_META_OK &&
+           back.nsecrets == 3 && strcmp(back.secrets[0], "anthropic") == 0 &&
+           strcmp(back.secrets[1], "build-cache_2") == 0 && strcmp(back.secrets[2], "0day") == 0 &&
+           back.nallow == 3,
+       "secrets survive, in order, with the allows (%s)", err);
+    m.nsecrets = SBX_META_MAX_SECRETS;
+    for (int i = 0; i < m.nsecrets; i++)
+        snprintf(m.secrets[i], sizeof m.secrets[i], "%063d", i);
+    n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+    ok(n > 0 && sbx_meta_decode(buf, (size_t)n, &back, err, sizeof err) == SBX_META_OK &&
+           back.nsecrets == SBX_META_MAX_SECRETS && strcmp(back.secrets[15], m.secrets[15]) == 0,
+       "16 names of 63 bytes round-trip (%s)", err);
+    m.nsecrets = 2;
+    strcpy(m.secrets[0], "anthropic");
+    strcpy(m.secrets[1], "anthropic");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "twice"),
+       "a secret twice is never written: %s", err);
+    strcpy(m.secrets[1], "Open AI");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 &&
+           strstr(err, "secret 'Open AI' is not a secret's name"),
+       "a malformed name is never written: %s", err);
+    m.nsecrets = SBX_META_MAX_SECRETS + 1;
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "more than 16"),
+       "more than 16 secrets are never written: %s", err);
+}
+
 struct hostile {
     const char *what;
     const char *block; /* after the marker line */
@@ -142,6 +187,27 @@ static void test_hostile(void)
          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
          "\n",
          "owner value too long"},
+        {"a secret's name with a slash",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nsecrets: ../etc/shadow\n",
+         "secret '../etc/shadow' is not a secret's name"},
+        {"a secret listed twice",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nsecrets: github github\n",
+         "secret 'github' is listed twice"},
+        {"two secrets lines (the later one must not win)",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nsecrets: github\nsecrets: openai\n",
+         "key 'secrets' given twice"},
+        {"seventeen secrets",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nsecrets: a b c d e f g h i j k l m n o p q\n",
+         "more than 16 secrets"},
+        {"a secret's name of 64 bytes",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\nsecrets: "
+         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+         "a secret's name longer than 63 bytes"},
     };
     char text[2048], err[256];
     struct sbx_meta m;
@@ -255,12 +321,18 @@ static void test_validators(void)
     ok(sbx_meta_valid_owner("bob+ci@corp") && !sbx_meta_valid_owner("") &&
            !sbx_meta_valid_owner("bob;rm"),
        "owners");
+    ok(sbx_meta_valid_secret("anthropic") && sbx_meta_valid_secret("0a_b-c") &&
+           !sbx_meta_valid_secret("") && !sbx_meta_valid_secret("_a") &&
+           !sbx_meta_valid_secret("-a") && !sbx_meta_valid_secret("GitHub") &&
+           !sbx_meta_valid_secret("a.b") && !sbx_meta_valid_secret("a b"),
+       "secret names: [a-z0-9][a-z0-9_-]*");
 }
 
 int main(void)
 {
     test_round_trip();
     test_no_allow();
+    test_secrets();
     test_surroundings();
     test_hostile();
     test_hostile_bytes();
