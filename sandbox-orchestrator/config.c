@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "meta.h"
 
 #define MAX_WORDS       40
 #define CONFIG_MAX_SIZE (1024 * 1024)
@@ -458,6 +459,91 @@ static int parse_mcp_repo(struct cursor *cur, struct sbx_config *c, const char *
     return 0;
 }
 
+/* The variables sandboxctl sets itself in a guest: the proxy's
+ * (ops_create.c) and, with secrets, the CA's (creds.c).  No secret's
+ * placeholder may take their place. */
+static const char *const own_vars[] = {
+    "http_proxy", "https_proxy",         "HTTP_PROXY",         "HTTPS_PROXY",   "no_proxy",
+    "NO_PROXY",   "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "GIT_SSL_CAINFO",
+    NULL};
+
+/* An environment variable's name as a shell exports it: [A-Za-z_][A-Za-z0-9_]*. */
+static int valid_env_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= SBX_ENV_NAME_MAX || isdigit((unsigned char)s[0]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+            return 0;
+    return 1;
+}
+
+/* secret-env NAME VAR */
+static int parse_secret_env(struct cursor *cur, struct sbx_config *c, const char *name,
+                            const char *var)
+{
+    struct sbx_secret_env *e;
+
+    if (!sbx_meta_valid_secret(name))
+        return fail(cur,
+                    "secret-env: '%s' is not a secret's name ([a-z0-9][a-z0-9_-]*, as in "
+                    "egressd's secret-dir)",
+                    name);
+    if (!valid_env_name(var))
+        return fail(cur,
+                    "secret-env: '%s' is not an environment variable's name "
+                    "([A-Za-z_][A-Za-z0-9_]*, at most %d)",
+                    var, SBX_ENV_NAME_MAX - 1);
+    for (int i = 0; own_vars[i]; i++)
+        if (strcmp(var, own_vars[i]) == 0)
+            return fail(cur,
+                        "secret-env: %s is set by sandboxctl itself (the proxy and the sandbox "
+                        "CA variables)",
+                        var);
+    for (int i = 0; i < c->nsecret_env; i++) {
+        if (strcmp(c->secret_env[i].name, name) == 0)
+            return fail(cur, "secret-env: '%s' is given twice", name);
+        if (strcmp(c->secret_env[i].var, var) == 0)
+            return fail(cur, "secret-env: %s is already the variable of secret '%s'", var,
+                        c->secret_env[i].name);
+    }
+    if (c->nsecret_env == SBX_MAX_SECRET_ENV)
+        return fail(cur, "secret-env: at most %d lines", SBX_MAX_SECRET_ENV);
+    e = &c->secret_env[c->nsecret_env++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    snprintf(e->var, sizeof e->var, "%s", var);
+    return 0;
+}
+
+static void free_mcp_secrets(struct sbx_config *c)
+{
+    for (int i = 0; c->mcp_secrets[i]; i++) {
+        free(c->mcp_secrets[i]);
+        c->mcp_secrets[i] = NULL;
+    }
+}
+
+/* mcp-secrets NAME...: the secrets an MCP client may give a sandbox; a
+ * line replaces the list (as mcp-presets does). */
+static int parse_mcp_secrets(struct cursor *cur, struct sbx_config *c, char **v, int n)
+{
+    free_mcp_secrets(c);
+    if (n > SBX_MAX_MCP_SECRETS)
+        return fail(cur, "mcp-secrets: at most %d names", SBX_MAX_MCP_SECRETS);
+    for (int i = 0; i < n; i++) {
+        if (!sbx_meta_valid_secret(v[i]))
+            return fail(cur, "mcp-secrets: '%s' is not a secret's name ([a-z0-9][a-z0-9_-]*)",
+                        v[i]);
+        for (int k = 0; k < i; k++)
+            if (strcmp(c->mcp_secrets[k], v[i]) == 0)
+                return fail(cur, "mcp-secrets: '%s' is given twice", v[i]);
+        c->mcp_secrets[i] = xstrdup(v[i]);
+    }
+    return 0;
+}
+
 static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
 {
     static const char *const one_word[] = {"pve-fingerprint",
@@ -526,6 +612,14 @@ static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
             return fail(cur, "mcp-repo: expected LABEL DIR (an absolute path)");
         return parse_mcp_repo(cur, c, v[1], v[2]);
     }
+    if (strcmp(dir, "secret-env") == 0) {
+        if (n != 3)
+            return fail(cur, "secret-env: expected NAME VAR (a secret and the guest's variable "
+                             "for its placeholder)");
+        return parse_secret_env(cur, c, v[1], v[2]);
+    }
+    if (strcmp(dir, "mcp-secrets") == 0)
+        return parse_mcp_secrets(cur, c, v + 1, n - 1);
     if (strcmp(dir, "size") == 0) {
         if (n != 4)
             return fail(cur, "size: expected NAME CORES MEMORY_MIB");
@@ -724,6 +818,8 @@ void sbx_config_free(struct sbx_config *c)
         c->mcp_presets[i] = NULL;
     }
     free_protected(c);
+    free_mcp_secrets(c);
+    c->nsecret_env = 0;
     for (int i = 0; i < c->nmcp_repos; i++)
         free(c->mcp_repos[i].dir);
     c->nmcp_repos = 0;
@@ -735,6 +831,30 @@ const char *sbx_config_mcp_repo(const struct sbx_config *c, const char *label)
         if (strcmp(c->mcp_repos[i].label, label) == 0)
             return c->mcp_repos[i].dir;
     return NULL;
+}
+
+void sbx_config_secret_env(const struct sbx_config *c, const char *name, char *var, size_t len)
+{
+    static const struct {
+        const char *name, *var;
+    } builtin[] = {{"anthropic", "ANTHROPIC_API_KEY"},
+                   {"openai", "OPENAI_API_KEY"},
+                   {"gemini", "GEMINI_API_KEY"},
+                   {"github", "GH_TOKEN"}};
+    for (int i = 0; i < c->nsecret_env; i++)
+        if (strcmp(c->secret_env[i].name, name) == 0) {
+            snprintf(var, len, "%s", c->secret_env[i].var);
+            return;
+        }
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
+        if (strcmp(builtin[i].name, name) == 0) {
+            snprintf(var, len, "%s", builtin[i].var);
+            return;
+        }
+    /* The prefix is upper case already: the whole text can be converted. */
+    snprintf(var, len, "EGRESSD_SECRET_%s", name);
+    for (char *p = var; *p; p++)
+        *p = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
 }
 
 const struct sbx_size *sbx_config_size(const struct sbx_config *c, const char *name)

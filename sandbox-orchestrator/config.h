@@ -10,13 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SBX_MAX_TEMPLATES 16
-#define SBX_MAX_EGRESS    8
-#define SBX_MAX_SIZES     8
-#define SBX_MAX_PRESETS   32
-#define SBX_NAME_MAX      64
-#define SBX_MAX_PROTECTED 128
-#define SBX_MAX_MCP_REPOS 16
+#define SBX_MAX_TEMPLATES   16
+#define SBX_MAX_EGRESS      8
+#define SBX_MAX_SIZES       8
+#define SBX_MAX_PRESETS     32
+#define SBX_NAME_MAX        64
+#define SBX_MAX_PROTECTED   128
+#define SBX_MAX_MCP_REPOS   16
+#define SBX_MAX_SECRET_ENV  64
+#define SBX_MAX_MCP_SECRETS 64
+#define SBX_ENV_NAME_MAX    64 /* an environment variable's name and its NUL */
 
 /* One `template [NODE:]VMID` line; node is "" when not given (any node). */
 struct sbx_template {
@@ -36,6 +39,13 @@ struct sbx_size {
 struct sbx_mcp_repo {
     char label[SBX_NAME_MAX];
     char *dir;
+};
+
+/* One `secret-env NAME VAR` line: the guest's environment variable that
+ * holds the placeholder of secret NAME (credential injection). */
+struct sbx_secret_env {
+    char name[64];
+    char var[SBX_ENV_NAME_MAX];
 };
 
 /* The whole configuration; every string is owned by the struct (or NULL
@@ -88,6 +98,12 @@ struct sbx_config {
     int protected_set;                            /* a protected-paths line was read */
     struct sbx_mcp_repo mcp_repos[SBX_MAX_MCP_REPOS];
     int nmcp_repos;
+    /* Credential injection: the `secret-env` lines (on top of the
+     * built-in names, sbx_config_secret_env()), and the secrets an MCP
+     * client may ask for (`mcp-secrets`; none by default). */
+    struct sbx_secret_env secret_env[SBX_MAX_SECRET_ENV];
+    int nsecret_env;
+    char *mcp_secrets[SBX_MAX_MCP_SECRETS + 1]; /* NULL-terminated */
 };
 
 /* Fill c from the text of a config file named name (used in messages).
@@ -104,6 +120,13 @@ void sbx_config_free(struct sbx_config *c);
 
 /* The directory of the mcp-repo called label, or NULL. */
 const char *sbx_config_mcp_repo(const struct sbx_config *c, const char *label);
+
+/* The guest's environment variable for the placeholder of secret name
+ * into var (len bytes): its `secret-env` line, else the built-in one
+ * (anthropic ANTHROPIC_API_KEY, openai OPENAI_API_KEY, gemini
+ * GEMINI_API_KEY, github GH_TOKEN), else EGRESSD_SECRET_NAME (upper case,
+ * '-' as '_'). */
+void sbx_config_secret_env(const struct sbx_config *c, const char *name, char *var, size_t len);
 
 /* The size called name, or NULL. */
 const struct sbx_size *sbx_config_size(const struct sbx_config *c, const char *name);

@@ -135,6 +135,49 @@ static void test_git(void)
     sbx_config_free(&c);
 }
 
+/* Credential injection: secret-env (the guest's variable per secret, over
+ * built-in names and a derived one) and mcp-secrets. */
+static void test_secrets(void)
+{
+    struct sbx_config c;
+    char var[SBX_ENV_NAME_MAX];
+    const char *err = parse_with("", &c);
+
+    ok(err[0] == '\0' && c.nsecret_env == 0 && !c.mcp_secrets[0],
+       "by default: no secret-env line, no secret over MCP");
+    sbx_config_secret_env(&c, "anthropic", var, sizeof var);
+    ok(strcmp(var, "ANTHROPIC_API_KEY") == 0, "anthropic: ANTHROPIC_API_KEY built in (%s)", var);
+    sbx_config_secret_env(&c, "openai", var, sizeof var);
+    ok(strcmp(var, "OPENAI_API_KEY") == 0, "openai: OPENAI_API_KEY built in (%s)", var);
+    sbx_config_secret_env(&c, "gemini", var, sizeof var);
+    ok(strcmp(var, "GEMINI_API_KEY") == 0, "gemini: GEMINI_API_KEY built in (%s)", var);
+    sbx_config_secret_env(&c, "github", var, sizeof var);
+    ok(strcmp(var, "GH_TOKEN") == 0, "github: GH_TOKEN built in (%s)", var);
+    sbx_config_secret_env(&c, "build-cache_2", var, sizeof var);
+    ok(strcmp(var, "EGRESSD_SECRET_BUILD_CACHE_2") == 0,
+       "another secret: EGRESSD_SECRET_ upper case, - as _ (%s)", var);
+    sbx_config_secret_env(&c, "build-cache_2", var, 12);
+    ok(strcmp(var, "EGRESSD_SEC") == 0, "a short buffer gets a cut, terminated name (%s)", var);
+    sbx_config_free(&c);
+    err = parse_with("secret-env github GITHUB_TOKEN\nsecret-env npm-ci NPM_TOKEN\n"
+                     "mcp-presets balanced\nmcp-secrets anthropic\nmcp-secrets github npm-ci\n",
+                     &c);
+    ok(err[0] == '\0' && c.nsecret_env == 2, "secret-env lines parse (%s)", err);
+    sbx_config_secret_env(&c, "github", var, sizeof var);
+    ok(strcmp(var, "GITHUB_TOKEN") == 0, "secret-env replaces a built-in name (%s)", var);
+    sbx_config_secret_env(&c, "npm-ci", var, sizeof var);
+    ok(strcmp(var, "NPM_TOKEN") == 0, "secret-env names another secret's variable (%s)", var);
+    sbx_config_secret_env(&c, "anthropic", var, sizeof var);
+    ok(strcmp(var, "ANTHROPIC_API_KEY") == 0, "the other built-in names stay (%s)", var);
+    ok(strcmp(c.mcp_secrets[0], "github") == 0 && strcmp(c.mcp_secrets[1], "npm-ci") == 0 &&
+           !c.mcp_secrets[2],
+       "mcp-secrets: the last line is the list, as with mcp-presets");
+    sbx_config_free(&c);
+    err = parse_with("mcp-secrets anthropic\nmcp-secrets\n", &c);
+    ok(err[0] == '\0' && !c.mcp_secrets[0], "an empty mcp-secrets line permits none (%s)", err);
+    sbx_config_free(&c);
+}
+
 struct bad {
     const char *extra;
     const char *want; /* a substring of the error */
@@ -183,6 +226,27 @@ static void test_bad(void)
         {"mcp-repo ../x /srv\n", "t.conf:24: mcp-repo: '../x' is not a label"},
         {"mcp-repo p /a\nmcp-repo p /b\n", "t.conf:25: mcp-repo: 'p' is given twice"},
         {"protected-paths\n", "t.conf:24: protected-paths: expected patterns"},
+        {"secret-env anthropic\n", "t.conf:24: secret-env: expected NAME VAR"},
+        {"secret-env anthropic A B\n", "t.conf:24: secret-env: expected NAME VAR"},
+        {"secret-env Anthropic KEY\n", "t.conf:24: secret-env: 'Anthropic' is not a secret's name"},
+        {"secret-env -x KEY\n", "t.conf:24: secret-env: '-x' is not a secret's name"},
+        {"secret-env anthropic 1KEY\n", "t.conf:24: secret-env: '1KEY' is not an environment"},
+        {"secret-env anthropic A-KEY\n", "t.conf:24: secret-env: 'A-KEY' is not an environment"},
+        {"secret-env anthropic "
+         "K123456789012345678901234567890123456789012345678901234567890123\n",
+         "t.conf:24: secret-env: 'K1234"},
+        {"secret-env anthropic SSL_CERT_FILE\n",
+         "t.conf:24: secret-env: SSL_CERT_FILE is set by sandboxctl itself"},
+        {"secret-env anthropic NODE_EXTRA_CA_CERTS\n",
+         "t.conf:24: secret-env: NODE_EXTRA_CA_CERTS is set by sandboxctl itself"},
+        {"secret-env anthropic HTTPS_PROXY\n",
+         "t.conf:24: secret-env: HTTPS_PROXY is set by sandboxctl itself"},
+        {"secret-env anthropic A\nsecret-env anthropic B\n",
+         "t.conf:25: secret-env: 'anthropic' is given twice"},
+        {"secret-env anthropic KEY\nsecret-env openai KEY\n",
+         "t.conf:25: secret-env: KEY is already the variable of secret 'anthropic'"},
+        {"mcp-secrets anthropic ../x\n", "t.conf:24: mcp-secrets: '../x' is not a secret's name"},
+        {"mcp-secrets a b a\n", "t.conf:24: mcp-secrets: 'a' is given twice"},
     };
     struct sbx_config c;
 
@@ -247,6 +311,7 @@ int main(void)
     test_good();
     test_dns();
     test_git();
+    test_secrets();
     test_bad();
     test_missing();
     test_durations();
