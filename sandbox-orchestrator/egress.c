@@ -11,25 +11,36 @@
 
 #include "egress.h"
 
-#define ANSWER_MAX 4096
+/* A credentials answer holds a CA certificate (a few KiB with many bound
+ * hosts) and a placeholder per secret; every other answer is far smaller. */
+#define ANSWER_MAX 32768
 
 struct answer {
     char buf[ANSWER_MAX];
     size_t len;
+    int cut; /* more came than buf holds */
 };
 
 json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m)
 {
     char id[16], expires[32];
-    json_t *allow = json_array();
+    json_t *allow = json_array(), *b;
 
     snprintf(id, sizeof id, "%d", vmid);
     sbx_time_format(m->expires, expires, sizeof expires);
     for (int i = 0; i < m->nallow; i++)
         json_array_append_new(allow, json_string(m->allow[i]));
-    return json_pack("{s:s,s:s,s:s,s:[s],s:s,s:o,s:s}", "id", id, "name", name, "owner", m->owner,
-                     "addresses", m->address, "policy", m->policy, "allow", allow, "expires",
-                     expires);
+    b = json_pack("{s:s,s:s,s:s,s:[s],s:s,s:o,s:s}", "id", id, "name", name, "owner", m->owner,
+                  "addresses", m->address, "policy", m->policy, "allow", allow, "expires", expires);
+    /* Only a sandbox with secrets says so: the bindings of the others stay
+     * as they were before credential injection. */
+    if (m->nsecrets > 0) {
+        json_t *secrets = json_array();
+        for (int i = 0; i < m->nsecrets; i++)
+            json_array_append_new(secrets, json_string(m->secrets[i]));
+        json_object_set_new(b, "secrets", secrets);
+    }
+    return b;
 }
 
 static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
@@ -39,6 +50,7 @@ static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
 
     memcpy(a->buf + a->len, data, n < room ? n : room);
     a->len += n < room ? n : room;
+    a->cut |= n > room;
     a->buf[a->len] = '\0';
     return n;
 }
@@ -134,21 +146,45 @@ int sbx_egress_check_token(const struct sbx_config *c, char *err, size_t errlen)
     return rc;
 }
 
-/* One request to one egressd; returns the HTTP status, or -1 with err. */
+/* A 2xx answer's body as JSON into *reply (new reference); -1 with err
+ * when it is cut or not JSON. */
+static int answer_json(const struct answer *a, const char *target, const char *method,
+                       const char *path, json_t **reply, char *err, size_t errlen)
+{
+    json_error_t e;
+
+    *reply = a->cut ? NULL : json_loadb(a->buf, a->len, 0, &e);
+    if (*reply)
+        return 0;
+    if (a->cut)
+        snprintf(err, errlen, "egressd %s: %s %s: the answer is longer than %d bytes", target,
+                 method, path, ANSWER_MAX - 1);
+    else
+        snprintf(err, errlen, "egressd %s: %s %s: the answer is not JSON (%s)", target, method,
+                 path, e.text);
+    return -1;
+}
+
+/* One request to one egressd; returns the HTTP status, or -1 with err.
+ * With reply, a 2xx answer's JSON body goes into *reply (new reference;
+ * NULL otherwise), and one that is not JSON makes it -1. */
 static long request(const struct sbx_config *c, const char *target, const char *method,
-                    const char *path, json_t *body, char *err, size_t errlen)
+                    const char *path, json_t *body, json_t **reply, char *err, size_t errlen)
 {
     CURL *h = curl_easy_init();
     struct curl_slist *hdrs = NULL;
-    struct answer a = {.len = 0};
+    struct answer *a = calloc(1, sizeof *a);
     char *url, *payload = NULL, auth[600];
     long status = -1;
     CURLcode rc;
 
-    if (!h)
+    if (!h || !a)
         abort();
+    if (reply)
+        *reply = NULL;
     if (auth_header(c, auth, sizeof auth, err, errlen)) {
         curl_easy_cleanup(h);
+        free(a);
         return -1;
     }
     if (strncmp(target, "unix:", 5) == 0) {
@@ -173,7 +209,7 @@ static long request(const struct sbx_config *c, const char *target, const char *
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->http_timeout_ms);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_answer);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
     rc = curl_easy_perform(h);
     if (rc != CURLE_OK)
         snprintf(err, errlen, "egressd %s: %s %s: %s", target, method, path,
@@ -182,9 +218,13 @@ static long request(const struct sbx_config *c, const char *target, const char *
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (status >= 300 && status != 404) {
         char reason[400];
-        answer_reason(&a, reason, sizeof reason);
+        answer_reason(a, reason, sizeof reason);
         snprintf(err, errlen, "egressd %s: %s %s: %ld %s", target, method, path, status, reason);
     }
+    if (reply && status >= 200 && status < 300 &&
+        answer_json(a, target, method, path, reply, err, errlen))
+        status = -1;
+    free(a);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     explicit_bzero(auth, sizeof auth);
@@ -204,7 +244,7 @@ static int to_all(const struct sbx_config *c, const char *method, const char *pa
     err[0] = '\0';
     for (int i = 0; i < c->negress; i++) {
         char one[800];
-        long status = request(c, c->egress[i], method, path, body, one, sizeof one);
+        long status = request(c, c->egress[i], method, path, body, NULL, one, sizeof one);
         if ((status >= 200 && status < 300) || (ok404 && status == 404))
             continue;
         if (status == 404)
@@ -238,9 +278,69 @@ int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, 
     return to_all(c, "PUT", "/v1/sandboxes", bindings, 0, err, errlen);
 }
 
+/* Whether egressd i's credentials answer b agrees with a, egressd 0's;
+ * when not, err says how. */
+static int same_credentials(const struct sbx_config *c, int i, json_t *a, json_t *b, int vmid,
+                            char *err, size_t errlen)
+{
+    int ca_a = !json_is_null(json_object_get(a, "ca")),
+        ca_b = !json_is_null(json_object_get(b, "ca"));
+
+    if (!json_equal(json_object_get(a, "placeholders"), json_object_get(b, "placeholders"))) {
+        snprintf(err, errlen,
+                 "egressd %s and egressd %s give sandbox %d different placeholders: every "
+                 "egressd that serves the sandboxes must hold the same appliance key (copy "
+                 "state-dir/appliance.key of one to the others, then restart them)",
+                 c->egress[0], c->egress[i], vmid);
+        return 0;
+    }
+    if (ca_a != ca_b) {
+        snprintf(err, errlen,
+                 "egressd %s gives sandbox %d %s CA and egressd %s %s: their presets bind its "
+                 "secrets to different hosts",
+                 c->egress[0], vmid, ca_a ? "a" : "no", c->egress[i], ca_b ? "one" : "none");
+        return 0;
+    }
+    return 1;
+}
+
+int sbx_egress_credentials(const struct sbx_config *c, int vmid, json_t **creds, char *err,
+                           size_t errlen)
+{
+    char path[64];
+    json_t *first = NULL;
+
+    *creds = NULL;
+    if (c->negress == 0) {
+        snprintf(err, errlen, "no `egressd-admin` in %s: credential injection needs egressd",
+                 c->path);
+        return -1;
+    }
+    snprintf(path, sizeof path, "/v1/sandboxes/%d/credentials", vmid);
+    for (int i = 0; i < c->negress; i++) {
+        json_t *one = NULL;
+        long status = request(c, c->egress[i], "GET", path, NULL, &one, err, errlen);
+        if (status == 404)
+            snprintf(err, errlen, "egressd %s: GET %s: 404 (it holds no binding of sandbox %d)",
+                     c->egress[i], path, vmid);
+        if ((status < 200 || status >= 300) ||
+            (first && !same_credentials(c, i, first, one, vmid, err, errlen))) {
+            json_decref(one);
+            json_decref(first);
+            return -1;
+        }
+        if (first)
+            json_decref(one);
+        else
+            first = one;
+    }
+    *creds = first;
+    return 0;
+}
+
 int sbx_egress_status(const struct sbx_config *c, const char *target, char *err, size_t errlen)
 {
-    long status = request(c, target, "GET", "/v1/status", NULL, err, errlen);
+    long status = request(c, target, "GET", "/v1/status", NULL, NULL, err, errlen);
 
     if (status >= 200 && status < 300)
         return 0;

@@ -2,8 +2,10 @@
  *
  * A binding tells egressd which policy applies to a sandbox's address:
  *   {"id":"101","name":"agent-alice-1","owner":"alice","addresses":["10.99.0.11"],
- *    "policy":"balanced","allow":["pypi.org"],"expires":"2026-11-30T09:00:00Z"}
- * Every configured egressd receives the same bindings.
+ *    "policy":"balanced","allow":["pypi.org"],"expires":"2026-11-30T09:00:00Z",
+ *    "secrets":["anthropic"]}
+ * ("secrets" only for a sandbox that has some).  Every configured egressd
+ * receives the same bindings.
  */
 #ifndef SBX_EGRESS_H
 #define SBX_EGRESS_H
@@ -28,6 +30,17 @@ int sbx_egress_delete(const struct sbx_config *c, int vmid, char *err, size_t er
 /* PUT /v1/sandboxes with the JSON array bindings: replace every egressd's
  * whole set (reconciliation). */
 int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, size_t errlen);
+
+/* GET /v1/sandboxes/{vmid}/credentials on every egressd: what the guest
+ * is given for credential injection, {"sandbox": ID, "ca": PEM or null,
+ * "placeholders": {NAME: PLACEHOLDER, ...}}, never a secret (new reference
+ * in *creds: the first egressd's answer, unchecked beyond being JSON).  A
+ * guest holds one placeholder per secret and must be able to use it
+ * through any of them, so every egressd must give the same placeholders
+ * (one appliance key) and all or none a CA.  0, or -1 with err naming the
+ * egressd and the fix. */
+int sbx_egress_credentials(const struct sbx_config *c, int vmid, json_t **creds, char *err,
+                           size_t errlen);
 
 /* Check the egressd-admin-token-file, when one is configured: a regular
  * file of mode 0600 (or stricter) holding a token.  0, or -1 with the

@@ -35,6 +35,7 @@ struct cli {
 static const char usage_text[] =
     "usage: sandboxctl [-c FILE] [--json] COMMAND [ARGS]\n"
     "  create --name N --size small|medium [--lifetime 4h] --owner O --policy P [--allow HOST]...\n"
+    "         [--secret NAME]...\n"
     "  list\n"
     "  exec NAME [--timeout SECONDS] [--stdin] -- CMD [ARG]...\n"
     "  read NAME PATH            (file to stdout)\n"
@@ -82,11 +83,32 @@ static const char *str(json_t *o, const char *key)
     return v ? v : "-";
 }
 
+/* The strings of array key of o as "a,b" into buf; "-" when there are none. */
+static const char *joined(json_t *o, const char *key, char *buf, size_t len)
+{
+    size_t used = 0, i;
+    json_t *v;
+
+    buf[0] = '\0';
+    json_array_foreach(json_object_get(o, key), i, v)
+    {
+        if (used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+                                     json_string_value(v) ? json_string_value(v) : "?");
+    }
+    return buf[0] ? buf : "-";
+}
+
 static void print_create(json_t *o)
 {
+    char secrets[1200];
+
     printf("created %s (VM %d on %s), address %s, expires %s, ready in %.1f s\n", str(o, "name"),
            (int)json_integer_value(json_object_get(o, "vmid")), str(o, "node"), str(o, "address"),
            str(o, "expires"), json_number_value(json_object_get(o, "ready_seconds")));
+    if (json_array_size(json_object_get(o, "secrets")))
+        printf("secrets (placeholders in the guest's environment): %s\n",
+               joined(o, "secrets", secrets, sizeof secrets));
 }
 
 static void print_list(json_t *o)
@@ -94,14 +116,20 @@ static void print_list(json_t *o)
     json_t *v;
     size_t i;
 
-    printf("%-6s %-24s %-8s %-10s %-16s %-12s %s\n", "VMID", "NAME", "STATE", "OWNER", "ADDRESS",
-           "POLICY", "EXPIRES");
+    char secrets[1200];
+
+    printf("%-6s %-24s %-8s %-10s %-16s %-12s %-20s %s\n", "VMID", "NAME", "STATE", "OWNER",
+           "ADDRESS", "POLICY", "EXPIRES", "SECRETS");
     json_array_foreach(json_object_get(o, "sandboxes"), i, v)
     {
-        printf("%-6d %-24s %-8s %-10s %-16s %-12s %s\n",
-               (int)json_integer_value(json_object_get(v, "vmid")), str(v, "name"),
-               str(v, "status"), str(v, "owner"), str(v, "address"), str(v, "policy"),
-               json_object_get(v, "problem") ? str(v, "problem") : str(v, "expires"));
+        if (json_object_get(v, "problem"))
+            printf("%-6d %-24s %-8s %s\n", (int)json_integer_value(json_object_get(v, "vmid")),
+                   str(v, "name"), str(v, "status"), str(v, "problem"));
+        else
+            printf("%-6d %-24s %-8s %-10s %-16s %-12s %-20s %s\n",
+                   (int)json_integer_value(json_object_get(v, "vmid")), str(v, "name"),
+                   str(v, "status"), str(v, "owner"), str(v, "address"), str(v, "policy"),
+                   str(v, "expires"), joined(v, "secrets", secrets, sizeof secrets));
     }
 }
 
@@ -181,10 +209,11 @@ static void print_doctor(json_t *o)
 static int cmd_create(struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"name", 1, 0, 'n'},   {"size", 1, 0, 's'},  {"lifetime", 1, 0, 'l'}, {"owner", 1, 0, 'o'},
-        {"policy", 1, 0, 'p'}, {"allow", 1, 0, 'a'}, {"json", 0, 0, 'j'},     {0, 0, 0, 0}};
+        {"name", 1, 0, 'n'},   {"size", 1, 0, 's'},   {"lifetime", 1, 0, 'l'},
+        {"owner", 1, 0, 'o'},  {"policy", 1, 0, 'p'}, {"allow", 1, 0, 'a'},
+        {"secret", 1, 0, 'S'}, {"json", 0, 0, 'j'},   {0, 0, 0, 0}};
     static const char *const keys[] = {"", "name", "size", "lifetime", "owner", "policy"};
-    json_t *args = json_object(), *allow = json_array(), *out = NULL;
+    json_t *args = json_object(), *allow = json_array(), *secrets = json_array(), *out = NULL;
     char err[4096];
     int opt, rc;
 
@@ -198,10 +227,12 @@ static int cmd_create(struct cli *c, int argc, char **argv)
         case 'o': key = keys[4]; break;
         case 'p': key = keys[5]; break;
         case 'a': json_array_append_new(allow, json_string(optarg)); break;
+        case 'S': json_array_append_new(secrets, json_string(optarg)); break;
         case 'j': c->json = 1; break;
         default:
             json_decref(args);
             json_decref(allow);
+            json_decref(secrets);
             return usage(NULL);
         }
         if (key && !json_object_get(args, key))
@@ -210,9 +241,11 @@ static int cmd_create(struct cli *c, int argc, char **argv)
     if (optind != argc) {
         json_decref(args);
         json_decref(allow);
+        json_decref(secrets);
         return usage("create: unexpected argument");
     }
     json_object_set_new(args, "allow", allow);
+    json_object_set_new(args, "secrets", secrets);
     for (size_t i = 1; i < sizeof keys / sizeof keys[0]; i++)
         if (i != 3 && !json_object_get(args, keys[i])) {
             fprintf(stderr, "sandboxctl: create: --%s is required\n", keys[i]);

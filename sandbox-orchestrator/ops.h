@@ -18,11 +18,13 @@
  *
  * Argument keys (all strings unless noted):
  *   create     name, size ("small"|"medium"), lifetime ("1h".."24h", default
- *              from config), owner, policy, allow (array of strings, optional)
+ *              from config), owner, policy, allow (array of strings, optional),
+ *              secrets (array of egressd secret names, optional: the guest
+ *              gets a placeholder for each and the sandbox CA, creds.h)
  *              -> {vmid, name, node, address, owner, policy, expires,
- *                  ready_seconds (number)}
+ *                  secrets, ready_seconds (number)}
  *   list       (none) -> {sandboxes: [{vmid, name, node, owner, policy,
- *              address, created, expires, status}]}
+ *              address, created, expires, secrets, status}]}
  *   exec       name, command (array of strings), timeout (integer seconds,
  *              optional), input (string, optional)
  *              -> {exitcode, stdout, stderr, stdout_truncated (bool),

@@ -1,10 +1,14 @@
-/* ops_create.c - create a sandbox: guard, clone, wall in, start, bind.
+/* ops_create.c - create a sandbox: guard, clone, wall in, start, bind,
+ * and with secrets give the guest its placeholders and CA.
  *
  * Every step that makes something records it in struct build, and one
  * function, undo(), removes whatever was made when a later step fails: the
  * binding in every egressd, the VM (stopped and purged) and the guard's
  * reservation.  The reservation is dropped last, so the memory it stands
- * for stays counted until the VM is really gone.
+ * for stays counted until the VM is really gone.  A sandbox whose
+ * credentials could not be installed is rolled back as well: one that
+ * holds a placeholder without the CA (or the CA without its variables)
+ * fails every call to its API in ways far from the cause.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -19,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "egress.h"
 #include "guard.h"
 #include "guest.h"
@@ -87,6 +92,46 @@ static int parse_allow(struct build *b, json_t *allow, char *err, size_t errlen)
     return 0;
 }
 
+/* "secrets": the names of egressd's secrets the sandbox gets placeholders
+ * for; whether egressd has them is egressd's to say (the binding step). */
+static int parse_secrets(struct sbx *s, struct build *b, json_t *secrets, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *v;
+
+    if (!secrets || json_is_null(secrets))
+        return 0;
+    if (!json_is_array(secrets) || json_array_size(secrets) > SBX_META_MAX_SECRETS) {
+        snprintf(err, errlen, "secrets: expected a list of at most %d secret names",
+                 SBX_META_MAX_SECRETS);
+        return -1;
+    }
+    json_array_foreach(secrets, i, v)
+    {
+        const char *n = json_string_value(v);
+        if (!n || strlen(n) != json_string_length(v) || !sbx_meta_valid_secret(n)) {
+            snprintf(err, errlen,
+                     "secrets: '%.100s' is not a secret's name ([a-z0-9][a-z0-9_-]*, as the "
+                     "files of egressd's secret-dir are named)",
+                     n ? n : "(not a string)");
+            return -1;
+        }
+        for (int k = 0; k < b->meta.nsecrets; k++)
+            if (strcmp(b->meta.secrets[k], n) == 0) {
+                snprintf(err, errlen, "secrets: '%s' is given twice", n);
+                return -1;
+            }
+        snprintf(b->meta.secrets[b->meta.nsecrets++], SBX_SECRET_NAME_MAX, "%s", n);
+    }
+    if (b->meta.nsecrets && s->cfg.negress == 0) {
+        snprintf(err, errlen,
+                 "secrets: credential injection needs egressd, and %s has no `egressd-admin`",
+                 s->cfg.path);
+        return -1;
+    }
+    return sbx_creds_check_vars(&s->cfg, &b->meta, err, errlen);
+}
+
 static int parse_lifetime(struct sbx *s, json_t *args, long *ms, char *err, size_t errlen)
 {
     const char *lt;
@@ -110,7 +155,7 @@ static int parse_lifetime(struct sbx *s, json_t *args, long *ms, char *err, size
 static int parse_args(struct sbx *s, json_t *args, struct build *b, char *err, size_t errlen)
 {
     static const char *const keys[] = {"name",   "size",  "lifetime", "owner",
-                                       "policy", "allow", NULL};
+                                       "policy", "allow", "secrets",  NULL};
     const char *name, *size, *owner, *policy;
     long lifetime;
 
@@ -143,7 +188,10 @@ static int parse_args(struct sbx *s, json_t *args, struct build *b, char *err, s
     snprintf(b->meta.policy, sizeof b->meta.policy, "%s", policy);
     b->meta.created = time(NULL);
     b->meta.expires = b->meta.created + lifetime / 1000;
-    return parse_allow(b, json_object_get(args, "allow"), err, errlen);
+    return parse_allow(b, json_object_get(args, "allow"), err, errlen) ||
+                   parse_secrets(s, b, json_object_get(args, "secrets"), err, errlen)
+               ? -1
+               : 0;
 }
 
 /* The node of VM vmid in the resources list, or NULL. */
@@ -664,7 +712,6 @@ static const struct guest_file proxy_files[] = {
     {"/etc/apt/apt.conf.d/95sandbox-proxy",
      "// written by sandboxctl\nAcquire::http::Proxy \"%1$s\";\nAcquire::https::Proxy "
      "\"%1$s\";\n"},
-    {"/etc/npmrc", "# written by sandboxctl\nproxy=%1$s\nhttps-proxy=%1$s\n"},
     {"/etc/pip.conf", "# written by sandboxctl\n[global]\nproxy = %1$s\n"},
     {"/etc/gitconfig", "# written by sandboxctl\n[http]\n\tproxy = %1$s\n[https]\n\tproxy = "
                        "%1$s\n"},
@@ -691,6 +738,19 @@ static int write_files(struct sbx *s, struct build *b, const struct guest_file *
     return 0;
 }
 
+/* npm's global config: the proxy, and with secrets the bundle that holds
+ * the sandbox CA (npm's cafile replaces its built-in list, so the whole
+ * bundle, not the CA alone). */
+static int write_npmrc(struct sbx *s, struct build *b, const char *url, char *err, size_t errlen)
+{
+    char text[512];
+    int len = snprintf(text, sizeof text, "# written by sandboxctl\nproxy=%s\nhttps-proxy=%s\n%s",
+                       url, url, b->meta.nsecrets ? "cafile=" SBX_CREDS_BUNDLE "\n" : "");
+
+    return sbx_guest_write(s, b->node, b->vmid, "/etc/npmrc", (const unsigned char *)text,
+                           (size_t)len, err, errlen);
+}
+
 /* The proxy settings every tool in the guest reads, and its DNS server. */
 static int write_env(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
@@ -698,7 +758,8 @@ static int write_env(struct sbx *s, struct build *b, char *err, size_t errlen)
 
     snprintf(url, sizeof url, "http://%s:%d", s->cfg.proxy_addr, s->cfg.proxy_port);
     if (write_files(s, b, proxy_files, sizeof proxy_files / sizeof proxy_files[0], url, err,
-                    errlen))
+                    errlen) ||
+        write_npmrc(s, b, url, err, errlen))
         return -1;
     if (s->cfg.dns_addr && write_files(s, b, dns_files, sizeof dns_files / sizeof dns_files[0],
                                        s->cfg.dns_addr, err, errlen))
@@ -781,6 +842,29 @@ static int bind_sandbox(struct sbx *s, struct build *b, char *err, size_t errlen
     rc = sbx_egress_put(&s->cfg, binding, err, errlen);
     json_decref(binding);
     return rc;
+}
+
+/* With secrets, after the binding: what egressd gives the guest (every
+ * egressd alike), checked, into the guest. */
+static int install_credentials(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    struct sbx_creds cr;
+    json_t *answer = NULL;
+    int rc;
+
+    if (sbx_egress_credentials(&s->cfg, b->vmid, &answer, err, errlen))
+        return -1;
+    rc = sbx_creds_parse(&s->cfg, b->vmid, &b->meta, answer, &cr, err, errlen);
+    json_decref(answer);
+    if (rc == 0)
+        rc = sbx_creds_install(s, b->node, b->vmid, &cr, err, errlen);
+    sbx_creds_free(&cr);
+    return rc;
+}
+
+static bool has_secrets(const struct build *b)
+{
+    return b->meta.nsecrets > 0;
 }
 
 /* Whether VM b->vmid is the one this create made: in our pool, with our
@@ -877,31 +961,38 @@ static int guest_setup(struct sbx *s, struct build *b, char *err, size_t errlen)
 }
 
 /* One step of create: what progress calls it, what an error calls it
- * (NULL: the step names its own), and what it does (0 / -1 with err). */
+ * (NULL: the step names its own), what it does (0 / -1 with err), and
+ * whether this create has it (NULL: always). */
 struct step {
     const char *label, *what;
     int (*run)(struct sbx *s, struct build *b, char *err, size_t errlen);
+    bool (*wanted)(const struct build *b);
 };
 
 static const struct step steps[] = {
-    {"clone", "linked clone", clone_vm},
-    {"configure", "configure", configure},
-    {"firewall", "firewall", walled},
-    {"start", "start", start_vm},
-    {"guest agent", "guest agent", agent_up},
-    {"guest setup", NULL, guest_setup},
-    {"binding", "egressd binding", bind_sandbox},
+    {"clone", "linked clone", clone_vm, NULL},
+    {"configure", "configure", configure, NULL},
+    {"firewall", "firewall", walled, NULL},
+    {"start", "start", start_vm, NULL},
+    {"guest agent", "guest agent", agent_up, NULL},
+    {"guest setup", NULL, guest_setup, NULL},
+    {"binding", "egressd binding", bind_sandbox, NULL},
+    {"credentials", "credentials", install_credentials, has_secrets},
 };
 
 /* Run the steps in order, each announced to s->progress; stop at the first
  * failure or interrupt, with err saying "create: STEP: why". */
 static int run_steps(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
-    int rc;
+    int rc, n = 0;
 
-    sbx_progress_reset(&s->progress, (int)(sizeof steps / sizeof steps[0]));
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        n += !steps[i].wanted || steps[i].wanted(b);
+    sbx_progress_reset(&s->progress, n);
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         const struct step *st = &steps[i];
+        if (st->wanted && !st->wanted(b))
+            continue;
         if (stopped(err, errlen))
             return name_step(st->what ? st->what : st->label, err, errlen);
         sbx_progress_begin(&s->progress, st->label);
@@ -926,6 +1017,7 @@ int sbx_op_create(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
 {
     struct build b;
     char expires[32], why[512];
+    json_t *secrets;
 
     memset(&b, 0, sizeof b);
     *out = NULL;
@@ -949,9 +1041,12 @@ int sbx_op_create(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
     if (sbx_guard_release(s->cfg.state_dir, b.vmid, why, sizeof why))
         fprintf(stderr, "sandboxctl: warning: %s\n", why);
     sbx_time_format(b.meta.expires, expires, sizeof expires);
-    *out =
-        json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:f}", "vmid", b.vmid, "name", b.name, "node",
-                  b.node, "address", b.meta.address, "owner", b.meta.owner, "policy", b.meta.policy,
-                  "expires", expires, "ready_seconds", (sbx_now_ms() - b.started_ms) / 1000.0);
+    secrets = json_array();
+    for (int i = 0; i < b.meta.nsecrets; i++)
+        json_array_append_new(secrets, json_string(b.meta.secrets[i]));
+    *out = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:f}", "vmid", b.vmid, "name", b.name,
+                     "node", b.node, "address", b.meta.address, "owner", b.meta.owner, "policy",
+                     b.meta.policy, "expires", expires, "secrets", secrets, "ready_seconds",
+                     (sbx_now_ms() - b.started_ms) / 1000.0);
     return 0;
 }

@@ -40,6 +40,9 @@ static json_t *describe(struct sbx *s, const struct sbx_vm *vm)
     json_object_set_new(o, "address", json_string(m.address));
     json_object_set_new(o, "created", json_string(created));
     json_object_set_new(o, "expires", json_string(expires));
+    json_object_set_new(o, "secrets", json_array());
+    for (int i = 0; i < m.nsecrets; i++)
+        json_array_append_new(json_object_get(o, "secrets"), json_string(m.secrets[i]));
     return o;
 }
 

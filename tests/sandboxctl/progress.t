@@ -85,7 +85,7 @@ run_version() {
     ok $? "PVE $v: --json create without a terminal succeeds"
     check "PVE $v: --json without a terminal: stderr is empty" test ! -s "$T/err3"
     check "PVE $v: --json without a terminal: stdout is the JSON result only" \
-        python3 -c 'import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j["name"] == "p3" and set(j) == {"vmid","name","node","address","owner","policy","expires","ready_seconds"} else 1)' "$out"
+        python3 -c 'import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j["name"] == "p3" and set(j) == {"vmid","name","node","address","owner","policy","expires","secrets","ready_seconds"} and j["secrets"] == [] else 1)' "$out"
     sbx create --name p4 --size small --owner alice --policy p >"$T/out4" 2>"$T/err4"
     ok $? "PVE $v: create without a terminal succeeds"
     check "PVE $v: without a terminal: stderr is empty" test ! -s "$T/err4"
