@@ -35,6 +35,11 @@ const char *const *sbx_config_mcp_presets(const struct sbx *s)
     return (const char *const *)s->cfg.mcp_presets;
 }
 
+const char *const *sbx_config_mcp_secrets(const struct sbx *s)
+{
+    return (const char *const *)s->cfg.mcp_secrets;
+}
+
 const char *sbx_config_mcp_token_file(const struct sbx *s)
 {
     return s->cfg.mcp_token_file;

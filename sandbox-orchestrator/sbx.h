@@ -47,6 +47,10 @@ void sbx_free(struct sbx *s);
 /* The presets the MCP server may choose (NULL-terminated; empty = none). */
 const char *const *sbx_config_mcp_presets(const struct sbx *s);
 
+/* The secrets an MCP client may give a sandbox (mcp-secrets;
+ * NULL-terminated; empty = none). */
+const char *const *sbx_config_mcp_secrets(const struct sbx *s);
+
 /* The MCP HTTP bearer token file, or NULL when not configured. */
 const char *sbx_config_mcp_token_file(const struct sbx *s);
 

@@ -18,6 +18,7 @@
 /* The orchestrator's configuration accessors (sbx.h); declared here too so
  * that this file states exactly what it relies on. */
 const char *const *sbx_config_mcp_presets(const struct sbx *s);
+const char *const *sbx_config_mcp_secrets(const struct sbx *s);
 const char *sbx_config_mcp_token_file(const struct sbx *s);
 int sbx_config_mcp_repos(const struct sbx *s);
 void sbx_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg);
@@ -151,6 +152,7 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .ntools = sbx_mcp_tools_sandbox(&real_ops, tools, sizeof tools / sizeof tools[0]),
         .sbx = s,
         .presets = sbx_config_mcp_presets(s),
+        .secrets = sbx_config_mcp_secrets(s),
         .owner = default_owner(a.owner),
         .version = EGRESSD_VERSION, /* serverInfo.version */
         .progress_set = sbx_progress_set,

@@ -239,24 +239,70 @@ static json_t *tool_result(const char *text, json_t *structured, int is_error)
     return r;
 }
 
-static int preset_permitted(const struct sbx_mcp_server *srv, const char *policy)
+/* Whether name is in the NULL-terminated list (NULL: an empty one). */
+static int listed(const char *const *list, const char *name)
 {
-    for (const char *const *p = srv->cfg.presets; policy && p && *p; p++)
-        if (strcmp(*p, policy) == 0)
+    for (const char *const *p = list; name && p && *p; p++)
+        if (strcmp(*p, name) == 0)
             return 1;
     return 0;
+}
+
+static int preset_permitted(const struct sbx_mcp_server *srv, const char *policy)
+{
+    return listed(srv->cfg.presets, policy);
+}
+
+/* The names of list as "a, b, c", or none when it is empty. */
+static void list_text(const char *const *list, const char *none, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (const char *const *p = list; p && *p && off < len; p++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", *p);
+    if (!buf[0])
+        snprintf(buf, len, "%s", none);
 }
 
 /* The permitted presets as "a, b, c" (or "none"). */
 static void presets_text(const struct sbx_mcp_server *srv, char *buf, size_t len)
 {
-    size_t off = 0;
+    list_text(srv->cfg.presets, "none (mcp-presets is empty)", buf, len);
+}
 
-    buf[0] = '\0';
-    for (const char *const *p = srv->cfg.presets; p && *p && off < len; p++)
-        off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", *p);
-    if (!buf[0])
-        snprintf(buf, len, "none (mcp-presets is empty)");
+/* "secrets" of a SBX_MCP_TOOL_MCP_SECRETS tool: only names the
+ * administrator permits over MCP (mcp-secrets), and none when none are.
+ * Checked before the schema, so that the refusal names the permitted ones
+ * (a schema without the property would only call it unknown).  0, or -1
+ * with err. */
+static int secrets_permitted(const struct sbx_mcp_server *srv, const json_t *given, char *err,
+                             size_t errlen)
+{
+    const json_t *secrets = json_object_get(given, "secrets"), *v;
+    char allowed[512];
+    size_t i;
+
+    if (!secrets)
+        return 0;
+    if (!srv->cfg.secrets || !srv->cfg.secrets[0]) {
+        snprintf(err, errlen,
+                 "arguments.secrets: no secret is permitted over MCP (the administrator lists "
+                 "none in mcp-secrets)");
+        return -1;
+    }
+    json_array_foreach(secrets, i, v)
+    {
+        if (json_is_string(v) && !listed(srv->cfg.secrets, json_string_value(v))) {
+            list_text(srv->cfg.secrets, "none", allowed, sizeof allowed);
+            snprintf(err, errlen,
+                     "arguments.secrets[%zu]: \"%.64s\" is not a secret permitted over MCP; the "
+                     "administrator permits: %s",
+                     i, json_string_value(v), allowed);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* The checks and rewrites before a tool's operation runs: schema, presets,
@@ -282,6 +328,8 @@ static json_t *tool_args(struct sbx_mcp_server *srv, size_t t, const json_t *giv
             return NULL;
         }
     }
+    if ((tool->flags & SBX_MCP_TOOL_MCP_SECRETS) && secrets_permitted(srv, given, err, errlen))
+        return NULL;
     if (sbx_mcp_args_check(srv->schemas[t], given, err, errlen) == -1)
         return NULL;
     if ((tool->flags & SBX_MCP_TOOL_PRESET_POLICY) &&
@@ -485,6 +533,31 @@ static int schema_add_presets(const struct sbx_mcp_server *srv, const struct sbx
     return 0;
 }
 
+/* The permitted secrets become the enum of properties.secrets.items; with
+ * none the property goes (an assistant is not offered what it may not
+ * use, and tool_args() refuses it). */
+static int schema_add_secrets(const struct sbx_mcp_server *srv, const struct sbx_mcp_tool *tool,
+                              json_t *schema, char *err, size_t errlen)
+{
+    json_t *props = json_object_get(schema, "properties");
+    json_t *items = json_object_get(json_object_get(props, "secrets"), "items");
+    json_t *list;
+
+    if (!json_is_object(items)) {
+        snprintf(err, errlen, "tool %s: a secrets tool needs properties.secrets.items", tool->name);
+        return -1;
+    }
+    if (!srv->cfg.secrets || !srv->cfg.secrets[0]) {
+        json_object_del(props, "secrets");
+        return 0;
+    }
+    list = json_array();
+    for (const char *const *p = srv->cfg.secrets; *p; p++)
+        json_array_append_new(list, json_string(*p));
+    json_object_set_new(items, "enum", list);
+    return 0;
+}
+
 /* One entry of the tools/list result. */
 static json_t *tool_entry(struct sbx_mcp_server *srv, size_t t, char *err, size_t errlen)
 {
@@ -494,8 +567,10 @@ static json_t *tool_entry(struct sbx_mcp_server *srv, size_t t, char *err, size_
     in = tool_json(tool, "inputSchema", tool->input_schema, 1, err, errlen);
     if (!in)
         return NULL;
-    if ((tool->flags & SBX_MCP_TOOL_PRESET_POLICY) &&
-        schema_add_presets(srv, tool, in, err, errlen) == -1) {
+    if (((tool->flags & SBX_MCP_TOOL_PRESET_POLICY) &&
+         schema_add_presets(srv, tool, in, err, errlen) == -1) ||
+        ((tool->flags & SBX_MCP_TOOL_MCP_SECRETS) &&
+         schema_add_secrets(srv, tool, in, err, errlen) == -1)) {
         json_decref(in);
         return NULL;
     }

@@ -34,6 +34,11 @@ enum {
     /* The server sets "owner" to its own configured owner: an assistant does
      * not choose whom its sandboxes are logged against. */
     SBX_MCP_TOOL_SETS_OWNER = 1u << 1,
+    /* Arguments may carry "secrets" (an array of names): each must be one
+     * of the configured MCP secrets (the inputSchema lists them as the
+     * items' enum; with none configured the property is left out of the
+     * schema and the call is refused, whatever the schema said). */
+    SBX_MCP_TOOL_MCP_SECRETS = 1u << 2,
 };
 
 /* One tool.  The JSON texts are parsed once by sbx_mcp_server_new(), which
@@ -67,6 +72,7 @@ struct sbx_mcp_config {
     size_t ntools;
     struct sbx *sbx;            /* passed to every operation, borrowed */
     const char *const *presets; /* NULL-terminated; NULL means none */
+    const char *const *secrets; /* for SBX_MCP_TOOL_MCP_SECRETS tools; as presets */
     const char *owner;          /* for SBX_MCP_TOOL_SETS_OWNER tools */
     const char *version;        /* serverInfo.version */
     FILE *log;                  /* the one line per tool call; NULL: stderr */

@@ -5,7 +5,8 @@
  * The argument keys are those of ../ops.h, with two deliberate differences:
  * create_server takes no "owner" (the server sets it) and no "allow" (extra
  * hosts would widen the sandbox's allowlist beyond the presets the
- * administrator permits for MCP).  write_file also takes plain "content".
+ * administrator permits for MCP); its "secrets" may name only those in
+ * mcp-secrets.  write_file also takes plain "content".
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -137,7 +138,12 @@ static const char create_in[] =
     "is destroyed by itself, 1h to 24h, e.g. \\\"4h\\\" or \\\"90m\\\"; the administrator's "
     "default when omitted.\"},"
     "\"policy\": {\"type\": \"string\", \"description\": \"Egress allow-list preset: which hosts "
-    "the sandbox may reach through the proxy. Only the presets listed are permitted.\"}},"
+    "the sandbox may reach through the proxy. Only the presets listed are permitted.\"},"
+    "\"secrets\": {\"type\": \"array\", \"maxItems\": 16, \"items\": {\"type\": \"string\"}, "
+    "\"description\": \"API keys the sandbox may use, by name (e.g. anthropic). The key itself "
+    "never enters the sandbox: its environment gets a placeholder (e.g. ANTHROPIC_API_KEY), which "
+    "the egress proxy replaces with the real key in requests to the hosts the key is bound to. "
+    "Only the names listed are permitted.\"}},"
     "\"required\": [\"name\", \"size\", \"policy\"], \"additionalProperties\": false}";
 
 static const char create_out[] =
@@ -146,6 +152,7 @@ static const char create_out[] =
     "\"node\": {\"type\": \"string\"}, \"address\": {\"type\": \"string\"},"
     "\"owner\": {\"type\": \"string\"}, \"policy\": {\"type\": \"string\"},"
     "\"expires\": {\"type\": \"string\", \"description\": \"RFC 3339 time of destruction\"},"
+    "\"secrets\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}},"
     "\"ready_seconds\": {\"type\": \"number\"}}, \"required\": [\"name\"]}";
 
 static const char list_in[] =
@@ -157,6 +164,7 @@ static const char list_out[] =
     "\"node\": {\"type\": \"string\"}, \"owner\": {\"type\": \"string\"},"
     "\"policy\": {\"type\": \"string\"}, \"address\": {\"type\": \"string\"},"
     "\"created\": {\"type\": \"string\"}, \"expires\": {\"type\": \"string\"},"
+    "\"secrets\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}},"
     "\"status\": {\"type\": \"string\"}}}}}, \"required\": [\"sandboxes\"]}";
 
 static const char exec_in[] =
@@ -271,7 +279,8 @@ size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool 
          "Takes about a minute; answers with its name, address and expiry time. The VM is "
          "destroyed by itself when its lifetime ends.",
          create_in, create_out, HINTS(false, false, false), ops->create,
-         SBX_MCP_TOOL_PRESET_POLICY | SBX_MCP_TOOL_SETS_OWNER, NULL, NULL},
+         SBX_MCP_TOOL_PRESET_POLICY | SBX_MCP_TOOL_SETS_OWNER | SBX_MCP_TOOL_MCP_SECRETS, NULL,
+         NULL},
         {"list_servers", "List sandbox VMs",
          "Lists the sandbox VMs with their owner, policy, address, status and expiry time.",
          list_in, list_out, HINTS(true, false, true), ops->list, 0, NULL, NULL},

@@ -5,7 +5,8 @@
 # (tests/pve-sim) with real guest-agent commands and files.  Checks that
 # the sandboxes really came and went in the simulator, that the owner was
 # set by the server, and the server-side refusal of a preset outside
-# mcp-presets.
+# mcp-presets and of a secret outside mcp-secrets (tests/sandboxctl/secrets.t
+# makes sandboxes with secrets through MCP, against egressd with secrets).
 set -u
 . "$TOP/tests/sandboxctl/lib.sh"
 . "$TOP/tests/mcp/lib.sh"
@@ -20,12 +21,14 @@ stop_mcp() {
 }
 mcp_sbx_setup || tap_stop
 trap 'stop_mcp; sbx_stop_all quiet' EXIT
+echo 'mcp-secrets anthropic' >>"$CONF"
 
 # sdk MODE NAME ARGS...: the SDK client script, its lines numbered here.
 sdk() {
     local mode=$1 name=$2 rc
     shift 2
     MCP_SANDBOX=$name MCP_PRESETS=balanced,locked MCP_DENIED_PRESET=open MCP_PROGRESS=steps \
+        MCP_SECRETS=anthropic MCP_DENIED_SECRET=github \
         "$MCP_NODE22" "$TOP/tests/mcp/sdk-client.mjs" "$mode" "$@" \
         >"$T/sdk-$mode.out" 2>"$T/sdk-$mode.log"
     rc=$?

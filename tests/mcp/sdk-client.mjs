@@ -9,7 +9,9 @@
 // (name of the sandbox to create), MCP_PRESETS (the permitted presets,
 // comma-separated; the first is used), MCP_DENIED_PRESET (one that is not
 // permitted), MCP_SIZE (default small), MCP_PROGRESS (steps: create_server
-// must send notifications/progress for each create step over stdio).
+// must send notifications/progress for each create step over stdio),
+// MCP_SECRETS (the permitted secrets, comma-separated; unset: none, and
+// create_server must not offer any) and MCP_DENIED_SECRET (one that is not).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -24,6 +26,8 @@ const name = process.env.MCP_SANDBOX || 'mcp-sdk-test';
 const presets = (process.env.MCP_PRESETS || 'balanced').split(',');
 const denied = process.env.MCP_DENIED_PRESET || 'open';
 const size = process.env.MCP_SIZE || 'small';
+const secrets = process.env.MCP_SECRETS ? process.env.MCP_SECRETS.split(',') : [];
+const deniedSecret = process.env.MCP_DENIED_SECRET || 'not-permitted';
 const expectedTools = [
   'create_server', 'list_servers', 'run_command', 'read_file', 'write_file', 'extend_server',
   'destroy_server', 'snapshot_server', 'rollback_server', 'list_snapshots',
@@ -95,9 +99,25 @@ const create = tools.find((t) => t.name === 'create_server');
 check(JSON.stringify(create?.inputSchema?.properties?.policy?.enum) === JSON.stringify(presets),
   `${mode}: create_server's policy enum is the configured mcp-presets`, create?.inputSchema);
 
+const secretsSchema = create?.inputSchema?.properties?.secrets;
+if (secrets.length) {
+  check(secretsSchema?.type === 'array' &&
+    JSON.stringify(secretsSchema?.items?.enum) === JSON.stringify(secrets),
+  `${mode}: create_server's secrets are an array of the configured mcp-secrets`, secretsSchema);
+} else {
+  check(secretsSchema === undefined, `${mode}: without mcp-secrets create_server offers no secrets`,
+    secretsSchema);
+}
+
 let r = await call(client, 'create_server', { name, size, lifetime: '1h', policy: denied });
 check(!r.thrown && r.isError === true && text(r).includes('not a preset permitted'),
   `${mode}: create_server with preset '${denied}' (not permitted) is a tool error`, r);
+r = await call(client, 'create_server',
+  { name, size, lifetime: '1h', policy: presets[0], secrets: [deniedSecret] });
+check(!r.thrown && r.isError === true &&
+  text(r).includes(secrets.length ? `"${deniedSecret}" is not a secret permitted over MCP; the administrator permits: ${secrets.join(', ')}`
+    : 'no secret is permitted over MCP'),
+`${mode}: create_server with secret '${deniedSecret}' (not permitted) is a tool error naming the permitted ones`, r);
 
 const progress = [];
 r = await call(client, 'create_server', { name, size, lifetime: '1h', policy: presets[0] }, 120000,

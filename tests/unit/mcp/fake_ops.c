@@ -71,7 +71,7 @@ static json_t *box(json_t *args, char *err, size_t errlen)
 static int fake_create(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
     static const char *const keys[] = {"name",   "size",  "lifetime", "owner",
-                                       "policy", "allow", NULL};
+                                       "policy", "allow", "secrets",  NULL};
     const char *name, *owner, *policy;
     char addr[32];
 

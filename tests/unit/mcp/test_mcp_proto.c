@@ -1,7 +1,8 @@
 /* test_mcp_proto.c - the MCP protocol layer with test-only operations:
  * JSON-RPC framing and every error code, initialize and version
  * negotiation, the tools/list schemas, tools/call results and tool errors,
- * the preset refusal, argument rewrites, the stdio framing and the token. */
+ * the preset and secrets refusals, argument rewrites, the stdio framing and
+ * the token. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,14 @@ static struct sbx_mcp_tool tools[16];
 static struct sbx_mcp_server *srv;
 static struct sbx_mcp_session sess;
 
-static struct sbx_mcp_server *server_with(const char *const *p)
+static struct sbx_mcp_server *server_with_secrets(const char *const *p, const char *const *secrets)
 {
     char err[256];
     struct sbx_mcp_config cfg = {
         .tools = tools,
         .ntools = sbx_mcp_tools_sandbox(&fake_ops, tools, 16),
         .presets = p,
+        .secrets = secrets,
         .owner = "owner-from-config",
         .version = "9.9.9",
     };
@@ -33,6 +35,11 @@ static struct sbx_mcp_server *server_with(const char *const *p)
     if (!s)
         diag("server_new: %s", err);
     return s;
+}
+
+static struct sbx_mcp_server *server_with(const char *const *p)
+{
+    return server_with_secrets(p, NULL);
 }
 
 /* Sends one message text through parse + handle; returns the reply or NULL. */
@@ -483,6 +490,84 @@ static void test_no_presets(void)
     sbx_mcp_server_free(s);
 }
 
+/* create_server's "secrets" when the administrator permits some (mcp-secrets)
+ * and when none (the server of the other tests). */
+static void test_secrets(void)
+{
+    static const char *const permitted[] = {"anthropic", "github", NULL};
+    struct sbx_mcp_server *s = server_with_secrets(presets, permitted);
+    struct sbx_mcp_session ss = {0};
+    json_t *r, *props, *want;
+    int before;
+
+    ok(s != NULL, "a server with mcp-secrets starts");
+    if (!s)
+        return;
+    json_decref(rpc_on(s, &ss,
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                       "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}"));
+    r = rpc_on(s, &ss, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+    props = json_object_get(
+        json_object_get(json_array_get(json_object_get(result_of(r), "tools"), 0), "inputSchema"),
+        "properties");
+    want = json_pack("[ss]", "anthropic", "github");
+    ok(json_equal(
+           json_object_get(json_object_get(json_object_get(props, "secrets"), "items"), "enum"),
+           want) &&
+           strcmp(json_string_value(json_object_get(json_object_get(props, "secrets"), "type")),
+                  "array") == 0,
+       "create_server's secrets: an array whose items' enum is mcp-secrets");
+    json_decref(want);
+    json_decref(r);
+    fake_reset();
+    before = fake_calls;
+    r = rpc_on(s, &ss,
+               "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"create_server\",\"arguments\":{\"name\":\"a\",\"size\":\"small\","
+               "\"policy\":\"locked\",\"secrets\":[\"github\",\"openai\"]}}}");
+    ok(is_error_result(r) &&
+           strstr(result_text(r), "arguments.secrets[1]: \"openai\" is not a secret permitted "
+                                  "over MCP; the administrator permits: anthropic, github") &&
+           fake_calls == before,
+       "a secret outside mcp-secrets: a tool error naming the permitted ones, no operation");
+    json_decref(r);
+    r = rpc_on(s, &ss,
+               "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"create_server\",\"arguments\":{\"name\":\"a\",\"size\":\"small\","
+               "\"policy\":\"locked\",\"secrets\":\"github\"}}}");
+    ok(is_error_result(r) && strstr(result_text(r), "arguments.secrets: expected an array") &&
+           fake_calls == before,
+       "secrets that are not an array: the schema's tool error");
+    json_decref(r);
+    r = rpc_on(s, &ss,
+               "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+               "\"create_server\",\"arguments\":{\"name\":\"a\",\"size\":\"small\","
+               "\"policy\":\"locked\",\"secrets\":[\"github\"]}}}");
+    want = json_pack("[s]", "github");
+    ok(r && !is_error_result(r) && json_equal(json_object_get(fake_last_args, "secrets"), want),
+       "a permitted secret reaches the operation as given");
+    json_decref(want);
+    json_decref(r);
+    sbx_mcp_server_free(s);
+
+    r = rpc("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\"}");
+    props = json_object_get(
+        json_object_get(json_array_get(json_object_get(result_of(r), "tools"), 0), "inputSchema"),
+        "properties");
+    ok(props && !json_object_get(props, "secrets"),
+       "without mcp-secrets create_server offers no secrets");
+    json_decref(r);
+    before = fake_calls;
+    r = call("create_server", "{\"name\":\"a\",\"size\":\"small\",\"policy\":\"locked\","
+                              "\"secrets\":[\"anthropic\"]}");
+    ok(is_error_result(r) &&
+           strstr(result_text(r), "arguments.secrets: no secret is permitted over MCP") &&
+           fake_calls == before,
+       "... and refuses them, saying none is permitted");
+    json_decref(r);
+    fake_reset();
+}
+
 static void test_bad_table(void)
 {
     struct sbx_mcp_tool bad[1];
@@ -757,6 +842,7 @@ int main(void)
     test_tools_list();
     test_tools_call();
     test_no_presets();
+    test_secrets();
     test_bad_table();
     test_args_check();
     test_stdio();
