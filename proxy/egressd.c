@@ -338,6 +338,8 @@ static int start_credentials(char *err, size_t errlen)
     }
     if (px_certs_init(cfg.upstream_ca_file, err, errlen) == -1)
         return -1;
+    if (cfg.state_dir[0] == '\0')
+        return 0; /* no appliance key: no secrets either (config.c sees to it) */
     appliance_key = px_appliance_key_load(cfg.state_dir, err, errlen);
     if (appliance_key == NULL ||
         px_appliance_placeholder_key(appliance_key, px_d.placeholder_key, err, errlen) == -1)
