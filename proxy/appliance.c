@@ -3,6 +3,8 @@
  */
 #include "appliance.h"
 
+#include "fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/bn.h>
@@ -94,20 +96,6 @@ static EVP_PKEY *key_read(int fd, const char *path, char *err, size_t errlen)
     return pkey;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k == -1 && errno == EINTR)
-            continue;
-        if (k == -1)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* What key_make() did. */
 enum key_made {
     KEY_MADE,   /* a new key is at path */
@@ -130,7 +118,7 @@ static enum key_made key_write(const char *state_dir, const char *path, const ch
         snprintf(err, errlen, "%s: cannot create a temporary file: %s", tmp, strerror(errno));
         return KEY_FAILED;
     }
-    bool ok = fchmod(fd, 0600) == 0 && write_all(fd, pem, len) == 0 && fsync(fd) == 0;
+    bool ok = fchmod(fd, 0600) == 0 && px_write_all(fd, pem, len) == 0 && fsync(fd) == 0;
     e = errno;
     if (close(fd) == -1 && ok)
         ok = false, e = errno;
@@ -148,15 +136,10 @@ static enum key_made key_write(const char *state_dir, const char *path, const ch
         return KEY_FAILED;
     }
     /* The rename is durable only once the directory itself is synced. */
-    int dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd == -1 || fsync(dfd) == -1) {
-        e = errno;
-        if (dfd != -1)
-            close(dfd);
-        snprintf(err, errlen, "%s: cannot sync the directory: %s", state_dir, strerror(e));
+    if (px_sync_dir(state_dir) == -1) {
+        snprintf(err, errlen, "%s: cannot sync the directory: %s", state_dir, strerror(errno));
         return KEY_FAILED;
     }
-    close(dfd);
     return KEY_MADE;
 }
 

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "denials.h"
+#include "fileio.h"
 #include "log.h"
 #include "metrics.h"
 #include "sandboxca.h"
@@ -789,20 +790,6 @@ static json_t *world_state_json(const struct world *w)
     return arr;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k == -1 && errno == EINTR)
-            continue;
-        if (k == -1)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* Write w's bindings to state-dir/sandboxes.json so that a crash at any
  * point leaves either the old file or the new one: a temp file in the same
  * directory (mode 0600: it holds tokens), fsync, rename, fsync of the
@@ -812,7 +799,7 @@ static int world_persist(const struct world *w, char *err, size_t errlen)
     char tmp[1100], path[1100];
     json_t *arr;
     char *text;
-    int fd, dfd, e;
+    int fd, e;
 
     if (g_cfg->state_dir[0] == '\0')
         return 0;
@@ -829,8 +816,8 @@ static int world_persist(const struct world *w, char *err, size_t errlen)
     if (text == NULL)
         abort();
     size_t len = strlen(text);
-    if (fchmod(fd, 0600) == -1 || write_all(fd, text, len) == -1 || write_all(fd, "\n", 1) == -1 ||
-        fsync(fd) == -1) {
+    if (fchmod(fd, 0600) == -1 || px_write_all(fd, text, len) == -1 ||
+        px_write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
         e = errno;
         explicit_bzero(text, len);
         free(text);
@@ -848,15 +835,11 @@ static int world_persist(const struct world *w, char *err, size_t errlen)
         return -1;
     }
     /* The rename is durable only once the directory itself is synced. */
-    dfd = open(g_cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd == -1 || fsync(dfd) == -1) {
-        e = errno;
-        if (dfd != -1)
-            close(dfd);
-        err_add(err, errlen, "%s: cannot sync the directory: %s", g_cfg->state_dir, strerror(e));
+    if (px_sync_dir(g_cfg->state_dir) == -1) {
+        err_add(err, errlen, "%s: cannot sync the directory: %s", g_cfg->state_dir,
+                strerror(errno));
         return -1;
     }
-    close(dfd);
     return 0;
 }
 
