@@ -250,10 +250,11 @@ static bool stray_match(const char *t, size_t len, size_t stop, struct http_view
  * takes as x-api-key or as a Bearer token). */
 static bool allowed_at(const struct scan *sc, size_t j, size_t k)
 {
+    if (k == NO_CRED)
+        return false;
     const struct http_cred *a = &sc->creds[j], *b = &sc->creds[k];
-
-    return k != NO_CRED && (j == k || (a->bound && views_same(a->placeholder, b->placeholder) &&
-                                       views_same(a->secret, b->secret)));
+    return j == k || (a->bound && views_same(a->placeholder, b->placeholder) &&
+                      views_same(a->secret, b->secret));
 }
 
 /* Search t[0..len) for every placeholder starting before t + stop; base is
