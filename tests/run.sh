@@ -14,8 +14,8 @@
 # BUILD_DIR, DATA_DIR and TOP in its environment (tests/egressd/ in a second
 # lane beside the others).
 #
-# Environment: FUZZ_SECONDS (default 25 per harness, so that the whole suite
-# stays within 15 minutes on 2 cores; half that for sandboxctl's harnesses;
+# Environment: FUZZ_SECONDS (default 15 per harness, so that the whole suite
+# stays within 20 minutes on 2 cores; half that for sandboxctl's harnesses;
 # 0 skips fuzzing, and says so),
 # DATA_DIR (default tests/data of this tree: the third-party test data, see
 # tests/data/README.md), CLIENTHELLO_DIR (default $DATA_DIR/clienthello) and
@@ -26,7 +26,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 DATA_DIR=${DATA_DIR:-$top/tests/data}
-FUZZ_SECONDS=${FUZZ_SECONDS:-25}
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 logs=$top/build/test-logs
 passed=0
 failed=0
@@ -240,9 +240,10 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
 # memory error in a real run fails the suite too.  The scripts share
 # nothing (egressd's, deploy/'s and the wall test run in network namespaces
 # of their own; the others use ports they pick), so they run in two lanes of
-# about equal length: egressd, deploy, wall and mcp in one, the Proxmox
-# simulator's and sandboxctl's (which mostly wait on the simulator) in the
-# other; the results are counted afterwards, in order.
+# about equal length: egressd's (but agents.t) and deploy's in one; the
+# Proxmox simulator's and sandboxctl's (which mostly wait on the
+# simulator), mcp's, the wall's and agents.t in the other; the results are
+# counted afterwards, in order.
 script_log() {
     local name=${1#tests/}
     name=${name%.t}
@@ -260,7 +261,11 @@ if [ -f build/asan/build.ninja ]; then
     while IFS= read -r t; do
         [ -x "$t" ] || continue
         scripts+=("$t")
-        case $t in tests/egressd/* | tests/deploy/* | tests/wall/* | tests/mcp/*) lane1+=("$t") ;; *) lane2+=("$t") ;; esac
+        case $t in
+            tests/egressd/agents.t) lane2+=("$t") ;;
+            tests/egressd/* | tests/deploy/*) lane1+=("$t") ;;
+            *) lane2+=("$t") ;;
+        esac
     done < <(find tests -name '*.t' -type f | sort)
     run_scripts "${lane1[@]}" &
     lane1_pid=$!

@@ -106,7 +106,7 @@ ok $((!$?)) "the policy check refuses the string \"false\" (it can fail)"
 
 # The same paths sandboxctl writes at create (ops_create.c), so its values
 # replace these rather than sit beside them.
-grep -o '{"/etc/[^"]*"' "$TOP/sandbox-orchestrator/ops_create.c" | tr -d '{"' | sort >"$T/sbx-paths"
+grep -o '"/etc/[^"]*"' "$TOP/sandbox-orchestrator/ops_create.c" | tr -d '"' | sort -u >"$T/sbx-paths"
 # The image's own files, which sandboxctl leaves alone.
 IMAGE_FILES='/etc/environment /etc/profile.d/npm-user-prefix.sh /etc/claude-code/managed-settings.json
 /etc/gemini-cli/settings.json /etc/codex/config.toml'
