@@ -131,7 +131,13 @@ check(good(r) && sc(r).name === name && typeof sc(r).expires === 'string',
 const steps = ['clone', 'configure', 'firewall', 'start', 'guest agent', 'guest setup', 'binding'];
 const wantMsgs = steps.flatMap((s) => [`${s}: started`, `${s}: done in`]);
 if (mode === 'stdio' && process.env.MCP_PROGRESS === 'steps') {
-  check(progress.length === wantMsgs.length &&
+  // The SDK runs notification handlers a microtask later but a response's
+  // at once, and the response drops the request's progress handler: the
+  // last notification, written just before the result, is lost when both
+  // come in one read.  (tests/mcp/sandboxctl.t reads the raw stream and
+  // checks that every one is sent.)  So: every step but at most the last
+  // notification, in order.
+  check(progress.length >= wantMsgs.length - 1 && progress.length <= wantMsgs.length &&
     progress.every((p, i) => p.message.startsWith(wantMsgs[i]) && /\(\d+\.\d s so far\)$/.test(p.message) &&
       p.progress === i + 1 && p.total === wantMsgs.length),
   `${mode}: create_server sent notifications/progress for every step, in order, with seconds`,
