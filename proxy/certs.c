@@ -101,10 +101,15 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess)
 
     if (lc == NULL || host == NULL)
         return 0;
+    /* A copy: the connection's own session is marked not resumable when
+     * libevent frees it without a close_notify. */
+    SSL_SESSION *copy = SSL_SESSION_dup(sess);
+    if (copy == NULL)
+        return 0;
     struct session_slot *s = session_slot(lc, host);
     SSL_SESSION_free(s->sess);
-    s->sess = sess; /* the reference OpenSSL handed over */
-    return 1;
+    s->sess = copy;
+    return 0; /* (OpenSSL keeps its reference to sess) */
 }
 
 void px_upstream_session(struct px_leaf_cache *lc, SSL *ssl, const char *host)
