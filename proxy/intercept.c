@@ -40,15 +40,6 @@ static const char h2_preface[] = "PRI * HTTP/2.0\r\n";
 
 /* ------------------------------------------------------------ the plan */
 
-/* Whether sandbox sb's binding lists secret `name`. */
-static bool sandbox_has_secret(const struct px_sandbox *sb, const char *name)
-{
-    for (size_t i = 0; sb != NULL && i < sb->n_secrets; i++)
-        if (strcmp(sb->secrets[i], name) == 0)
-            return true;
-    return false;
-}
-
 /* The inject rule of c's binding that binds secret `name` to host:port
  * now, or NULL. */
 static const struct policy_inject *rule_for(const struct px_conn *c, const struct policy_host *host,
@@ -73,7 +64,7 @@ bool px_intercept_wanted(const struct px_conn *c)
     size_t n =
         policy_injects_for(c->pb, &c->rq.host, c->rq.port, (int64_t)time(NULL), inj, INJECTS_MAX);
     for (size_t i = 0; i < n && i < INJECTS_MAX; i++)
-        if (sandbox_has_secret(c->sb, inj[i]->secret))
+        if (px_sandbox_has_secret(c->sb, inj[i]->secret))
             return true;
     return false;
 }

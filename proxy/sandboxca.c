@@ -25,15 +25,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shared_ca *cas; /* every CA some world holds */
 static uint64_t next_serial = 1;
 
-/* Whether sb's binding lists secret `name`. */
-static bool lists(const struct px_sandbox *sb, const char *name)
-{
-    for (size_t i = 0; i < sb->n_secrets; i++)
-        if (strcmp(sb->secrets[i], name) == 0)
-            return true;
-    return false;
-}
-
 /* The hosts of pb's inject rules for sb's secrets, each once, into names
  * (at most CA_NAMES_MAX), in rule order; how many. */
 static size_t bound_hosts(const struct px_sandbox *sb, const struct policy_binding *pb,
@@ -43,7 +34,7 @@ static size_t bound_hosts(const struct px_sandbox *sb, const struct policy_bindi
     size_t n = 0;
 
     for (size_t i = 0; (r = policy_binding_inject(pb, i)) != NULL && n < CA_NAMES_MAX; i++) {
-        if (!lists(sb, r->secret))
+        if (!px_sandbox_has_secret(sb, r->secret))
             continue;
         size_t k = 0;
         while (k < n && strcmp(names[k], r->host) != 0)

@@ -459,6 +459,14 @@ int px_sandbox_parse(const json_t *obj, const char *id, struct px_sandbox *sb, c
     return 0;
 }
 
+bool px_sandbox_has_secret(const struct px_sandbox *sb, const char *name)
+{
+    for (size_t i = 0; sb != NULL && i < sb->n_secrets; i++)
+        if (strcmp(sb->secrets[i], name) == 0)
+            return true;
+    return false;
+}
+
 struct policy_binding *px_sandbox_bind(struct policy *p, const struct px_sandbox *sb,
                                        struct policy_diag *diag)
 {

@@ -154,6 +154,9 @@ json_t *px_world_sandboxes_json(void);
 int px_sandbox_parse(const json_t *obj, const char *id, struct px_sandbox *sb, char *err,
                      size_t errlen);
 
+/* Whether sb's binding lists secret `name` (its "secrets"). */
+bool px_sandbox_has_secret(const struct px_sandbox *sb, const char *name);
+
 /* The policy binding of a parsed sandbox on snapshot p: its preset plus
  * its "allow" lines, named "sandbox ID" in rule refs.  NULL with every
  * error in diag. */
