@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -280,27 +281,35 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
     return (int)used;
 }
 
+/* The next space-separated word of *v: its start in *w and its length
+ * in *n, *v moved past it; false when none is left. */
+static bool next_word(const char **v, const char **w, size_t *n)
+{
+    while (**v == ' ')
+        (*v)++;
+    *n = strcspn(*v, " ");
+    *w = *v;
+    *v += *n;
+    return *n > 0;
+}
+
 /* Split "allow: a b c" into m->allow. */
 static int decode_allow(struct sbx_meta *m, const char *v, char *why, size_t whylen)
 {
-    while (*v) {
-        size_t n;
-        while (*v == ' ')
-            v++;
-        n = strcspn(v, " ");
-        if (n == 0)
-            break;
+    const char *w;
+    size_t n;
+
+    while (next_word(&v, &w, &n)) {
         if (m->nallow == SBX_META_MAX_ALLOW)
             return fail(why, whylen, "more than %d allow entries", SBX_META_MAX_ALLOW);
         if (n >= SBX_ALLOW_MAX)
             return fail(why, whylen, "an allow entry longer than %d bytes", SBX_ALLOW_MAX - 1);
-        memcpy(m->allow[m->nallow], v, n);
+        memcpy(m->allow[m->nallow], w, n);
         m->allow[m->nallow][n] = '\0';
         if (!sbx_meta_valid_allow(m->allow[m->nallow]))
             return fail(why, whylen, "allow entry '%s' is not HOST, *.HOST or .HOST with :PORTS",
                         m->allow[m->nallow]);
         m->nallow++;
-        v += n;
     }
     return 0;
 }
@@ -308,21 +317,17 @@ static int decode_allow(struct sbx_meta *m, const char *v, char *why, size_t why
 /* Split "secrets: a b" into m->secrets (check_values() checks the names). */
 static int decode_secrets(struct sbx_meta *m, const char *v, char *why, size_t whylen)
 {
-    while (*v) {
-        size_t n;
-        while (*v == ' ')
-            v++;
-        n = strcspn(v, " ");
-        if (n == 0)
-            break;
+    const char *w;
+    size_t n;
+
+    while (next_word(&v, &w, &n)) {
         if (m->nsecrets == SBX_META_MAX_SECRETS)
             return fail(why, whylen, "more than %d secrets", SBX_META_MAX_SECRETS);
         if (n >= SBX_SECRET_NAME_MAX)
             return fail(why, whylen, "a secret's name longer than %d bytes",
                         SBX_SECRET_NAME_MAX - 1);
-        memcpy(m->secrets[m->nsecrets], v, n);
+        memcpy(m->secrets[m->nsecrets], w, n);
         m->secrets[m->nsecrets++][n] = '\0';
-        v += n;
     }
     return 0;
 }
