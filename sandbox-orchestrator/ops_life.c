@@ -9,48 +9,31 @@
 #include "sbx.h"
 #include "vm.h"
 
-#define DIGEST_TRIES 3
+/* Moves m->expires by ms (an sbx_vm_edit_meta edit; arg is s and ms). */
+struct extension {
+    struct sbx *s;
+    long ms;
+};
 
-/* Another writer changed the config between our read and our write. */
-static int digest_conflict(const char *err)
+static int move_expiry(struct sbx_meta *m, void *arg, char *err, size_t errlen)
 {
-    return strstr(err, "digest") || strstr(err, "modified configuration");
-}
+    const struct extension *x = arg;
+    time_t now = time(NULL), limit = now + x->s->cfg.lifetime_max_ms / 1000;
+    char when[32], max[32];
 
-/* Read the VM's metadata and digest, move expires, write it back. */
-static int move_expiry(struct sbx *s, const struct sbx_vm *vm, long ms, struct sbx_meta *m,
-                       char *err, size_t errlen)
-{
-    for (int attempt = 1;; attempt++) {
-        json_t *config = NULL;
-        time_t now = time(NULL), limit = now + s->cfg.lifetime_max_ms / 1000;
-        char digest[128], when[32], max[32];
-        const char *d;
-        int rc;
-        if (sbx_vm_config(s, vm->node, vm->vmid, &config, err, errlen))
-            return -1;
-        rc = sbx_vm_meta(config, m, err, errlen);
-        d = json_string_value(json_object_get(config, "digest"));
-        snprintf(digest, sizeof digest, "%s", d ? d : "");
-        json_decref(config);
-        if (rc)
-            return -1;
-        if (m->expires < now)
-            m->expires = now;
-        if (m->expires + ms / 1000 > limit) {
-            sbx_time_format(m->expires + ms / 1000, when, sizeof when);
-            sbx_duration_format(s->cfg.lifetime_max_ms, max, sizeof max);
-            snprintf(err, errlen,
-                     "extend: the sandbox would end at %s, more than lifetime-max %s from now; "
-                     "at most %ld minutes more are possible",
-                     when, max, (long)(limit - m->expires) / 60);
-            return -1;
-        }
-        m->expires += ms / 1000;
-        rc = sbx_vm_write_meta(s, vm->node, vm->vmid, m, digest[0] ? digest : NULL, err, errlen);
-        if (rc == 0 || !digest_conflict(err) || attempt == DIGEST_TRIES)
-            return rc;
+    if (m->expires < now)
+        m->expires = now;
+    if (m->expires + x->ms / 1000 > limit) {
+        sbx_time_format(m->expires + x->ms / 1000, when, sizeof when);
+        sbx_duration_format(x->s->cfg.lifetime_max_ms, max, sizeof max);
+        snprintf(err, errlen,
+                 "extend: the sandbox would end at %s, more than lifetime-max %s from now; "
+                 "at most %ld minutes more are possible",
+                 when, max, (long)(limit - m->expires) / 60);
+        return -1;
     }
+    m->expires += x->ms / 1000;
+    return 0;
 }
 
 int sbx_op_extend(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
@@ -62,6 +45,7 @@ int sbx_op_extend(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
     long ms;
     char expires[32];
     json_t *binding;
+    struct extension x = {s, 0};
 
     *out = NULL;
     if (sbx_args_check(args, keys, err, errlen) ||
@@ -72,7 +56,9 @@ int sbx_op_extend(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
         snprintf(err, errlen, "duration: expected 30m, 2h, ... (at least 1m), got '%.40s'", dur);
         return -1;
     }
-    if (sbx_vm_find(s, name, &vm, err, errlen) || move_expiry(s, &vm, ms, &m, err, errlen))
+    x.ms = ms;
+    if (sbx_vm_find(s, name, &vm, err, errlen) ||
+        sbx_vm_edit_meta(s, &vm, move_expiry, &x, &m, err, errlen))
         return -1;
     binding = sbx_egress_binding(vm.vmid, vm.name, &m);
     if (sbx_egress_put(&s->cfg, binding, err, errlen)) {

@@ -193,6 +193,38 @@ int sbx_vm_write_meta(struct sbx *s, const char *node, int vmid, const struct sb
     return rc;
 }
 
+#define DIGEST_TRIES 3
+
+/* Another writer changed the config between our read and our write. */
+static int digest_conflict(const char *err)
+{
+    return strstr(err, "digest") || strstr(err, "modified configuration");
+}
+
+int sbx_vm_edit_meta(struct sbx *s, const struct sbx_vm *vm,
+                     int (*edit)(struct sbx_meta *m, void *arg, char *err, size_t errlen),
+                     void *arg, struct sbx_meta *m, char *err, size_t errlen)
+{
+    for (int attempt = 1;; attempt++) {
+        json_t *config = NULL;
+        char digest[128];
+        const char *d;
+        int rc;
+
+        if (sbx_vm_config(s, vm->node, vm->vmid, &config, err, errlen))
+            return -1;
+        rc = sbx_vm_meta(config, m, err, errlen);
+        d = json_string_value(json_object_get(config, "digest"));
+        snprintf(digest, sizeof digest, "%s", d ? d : "");
+        json_decref(config);
+        if (rc || edit(m, arg, err, errlen))
+            return -1;
+        rc = sbx_vm_write_meta(s, vm->node, vm->vmid, m, digest[0] ? digest : NULL, err, errlen);
+        if (rc == 0 || !digest_conflict(err) || attempt == DIGEST_TRIES)
+            return rc;
+    }
+}
+
 int sbx_vm_gone(const char *err)
 {
     return strstr(err, "does not exist") != NULL;

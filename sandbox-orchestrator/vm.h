@@ -55,6 +55,15 @@ void sbx_vm_tags(const struct sbx_meta *m, char *buf, size_t len);
 int sbx_vm_write_meta(struct sbx *s, const char *node, int vmid, const struct sbx_meta *m,
                       const char *digest, char *err, size_t errlen);
 
+/* Changes vm's metadata: reads it with the config's digest, lets
+ * edit(m, arg, err, errlen) change m (it returns 0, or -1 with err filled
+ * to write nothing), and writes it back guarded by that digest; when
+ * another writer came in between, it starts again from the read (a few
+ * times).  Returns 0 with *m as written, or -1 with err. */
+int sbx_vm_edit_meta(struct sbx *s, const struct sbx_vm *vm,
+                     int (*edit)(struct sbx_meta *m, void *arg, char *err, size_t errlen),
+                     void *arg, struct sbx_meta *m, char *err, size_t errlen);
+
 /* Stop (when running) and delete vmid with purge and its unreferenced
  * disks, waiting for both tasks.  A VM that no longer exists counts as
  * destroyed.  0 / -1 with err. */
