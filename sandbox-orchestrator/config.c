@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "access.h"
 #include "config.h"
 #include "meta.h"
 
@@ -343,6 +344,8 @@ static long *duration_slot(struct sbx_config *c, const char *dir)
         return &c->agent_timeout_ms;
     if (strcmp(dir, "exec-timeout") == 0)
         return &c->exec_timeout_ms;
+    if (strcmp(dir, "access-max") == 0)
+        return &c->access_max_ms;
     return NULL;
 }
 
@@ -544,6 +547,43 @@ static int parse_mcp_secrets(struct cursor *cur, struct sbx_config *c, char **v,
     return 0;
 }
 
+static void free_patterns(char **list)
+{
+    for (int i = 0; list[i]; i++) {
+        free(list[i]);
+        list[i] = NULL;
+    }
+}
+
+/* access-auto PATTERN... and access-owner-approves PATTERN...: host
+ * patterns (access.h); each line adds to the list (a long list may take
+ * several lines), and `none` empties it. */
+static int parse_access(struct cursor *cur, char **list, const char *dir, char **v, int n)
+{
+    int have = 0;
+
+    if (n == 0)
+        return fail(cur,
+                    "%s: expected host patterns (pypi.org .npmjs.org *.crates.io:443) or "
+                    "none",
+                    dir);
+    if (n == 1 && strcmp(v[0], "none") == 0) {
+        free_patterns(list);
+        return 0;
+    }
+    while (list[have])
+        have++;
+    for (int i = 0; i < n; i++) {
+        if (have == SBX_MAX_ACCESS)
+            return fail(cur, "%s: at most %d patterns in all", dir, SBX_MAX_ACCESS);
+        list[have] = xstrdup(v[i]);
+        if (!sbx_access_normalize(list[have++]))
+            return fail(cur, "%s: '%.200s' is not HOST, *.DOMAIN or .DOMAIN with optional :PORTS",
+                        dir, v[i]);
+    }
+    return 0;
+}
+
 static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
 {
     static const char *const one_word[] = {"pve-fingerprint",
@@ -620,6 +660,10 @@ static int directive(struct cursor *cur, struct sbx_config *c, char **v, int n)
     }
     if (strcmp(dir, "mcp-secrets") == 0)
         return parse_mcp_secrets(cur, c, v + 1, n - 1);
+    if (strcmp(dir, "access-auto") == 0)
+        return parse_access(cur, c->access_auto, dir, v + 1, n - 1);
+    if (strcmp(dir, "access-owner-approves") == 0)
+        return parse_access(cur, c->access_owner, dir, v + 1, n - 1);
     if (strcmp(dir, "size") == 0) {
         if (n != 4)
             return fail(cur, "size: expected NAME CORES MEMORY_MIB");
@@ -689,6 +733,7 @@ static void set_defaults(struct sbx_config *c)
     c->task_timeout_ms = 10 * 60 * 1000L;
     c->agent_timeout_ms = 5 * 60 * 1000L;
     c->exec_timeout_ms = 5 * 60 * 1000L;
+    c->access_max_ms = 8 * 3600 * 1000L;
     c->exec_output_max = 1024 * 1024;
     c->pull_max_bytes = 64L * 1024 * 1024;
     c->pull_max_blob_bytes = 100L * 1024 * 1024;
@@ -819,6 +864,8 @@ void sbx_config_free(struct sbx_config *c)
     }
     free_protected(c);
     free_mcp_secrets(c);
+    free_patterns(c->access_auto);
+    free_patterns(c->access_owner);
     c->nsecret_env = 0;
     for (int i = 0; i < c->nmcp_repos; i++)
         free(c->mcp_repos[i].dir);

@@ -20,6 +20,7 @@
 #define SBX_MAX_SECRET_ENV  64
 #define SBX_MAX_MCP_SECRETS 64
 #define SBX_ENV_NAME_MAX    64 /* an environment variable's name and its NUL */
+#define SBX_MAX_ACCESS      64 /* patterns of access-auto and of access-owner-approves */
 
 /* One `template [NODE:]VMID` line; node is "" when not given (any node). */
 struct sbx_template {
@@ -104,6 +105,13 @@ struct sbx_config {
     struct sbx_secret_env secret_env[SBX_MAX_SECRET_ENV];
     int nsecret_env;
     char *mcp_secrets[SBX_MAX_MCP_SECRETS + 1]; /* NULL-terminated */
+    /* Access requests (ops_access.c): the host patterns granted without
+     * anyone approving (`access-auto`), those the sandbox's owner may
+     * approve through MCP (`access-owner-approves`), both NULL-terminated
+     * (access.h), and the longest a grant may last (`access-max`). */
+    char *access_auto[SBX_MAX_ACCESS + 1];
+    char *access_owner[SBX_MAX_ACCESS + 1];
+    long access_max_ms;
 };
 
 /* Fill c from the text of a config file named name (used in messages).

@@ -30,6 +30,14 @@ json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m)
     sbx_time_format(m->expires, expires, sizeof expires);
     for (int i = 0; i < m->nallow; i++)
         json_array_append_new(allow, json_string(m->allow[i]));
+    /* A grant lapses in egressd by itself: "until" is a policy rule's. */
+    for (int i = 0; i < m->ngrants; i++) {
+        char line[SBX_ALLOW_MAX + 40], until[32];
+
+        sbx_time_format(m->grants[i].until, until, sizeof until);
+        snprintf(line, sizeof line, "%s until %s", m->grants[i].allow, until);
+        json_array_append_new(allow, json_string(line));
+    }
     b = json_pack("{s:s,s:s,s:s,s:[s],s:s,s:o,s:s}", "id", id, "name", name, "owner", m->owner,
                   "addresses", m->address, "policy", m->policy, "allow", allow, "expires", expires);
     /* Only a sandbox with secrets says so: the bindings of the others stay
@@ -335,6 +343,68 @@ int sbx_egress_credentials(const struct sbx_config *c, int vmid, json_t **creds,
             first = one;
     }
     *creds = first;
+    return 0;
+}
+
+/* Newest first: "ts" is RFC 3339 in one form, so text order is time order. */
+static int newest_first(const void *a, const void *b)
+{
+    const char *ta = json_string_value(json_object_get(*(json_t *const *)a, "ts"));
+    const char *tb = json_string_value(json_object_get(*(json_t *const *)b, "ts"));
+
+    return strcmp(tb ? tb : "", ta ? ta : "");
+}
+
+/* The denials of one answer, each marked with its egressd, onto all. */
+static void denials_add(json_t *all, json_t *answer, const char *target)
+{
+    json_t *d;
+    size_t i;
+
+    json_array_foreach(json_object_get(answer, "denials"), i, d)
+    {
+        if (!json_is_object(d))
+            continue;
+        json_object_set_new(d, "egressd", json_string(target));
+        json_array_append(all, d);
+    }
+}
+
+int sbx_egress_denials(const struct sbx_config *c, int vmid, json_t **denials, char *err,
+                       size_t errlen)
+{
+    char path[64];
+    json_t *all = json_array(), **v;
+    size_t n;
+
+    *denials = NULL;
+    snprintf(path, sizeof path, "/v1/sandboxes/%d/denials", vmid);
+    for (int i = 0; i < c->negress; i++) {
+        json_t *one = NULL;
+        long status = request(c, c->egress[i], "GET", path, NULL, &one, err, errlen);
+        if (status == 404)
+            snprintf(err, errlen, "egressd %s: GET %s: 404 (it holds no binding of sandbox %d)",
+                     c->egress[i], path, vmid);
+        if (status < 200 || status >= 300) {
+            json_decref(one);
+            json_decref(all);
+            return -1;
+        }
+        denials_add(all, one, c->egress[i]);
+        json_decref(one);
+    }
+    n = json_array_size(all);
+    v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(all, i));
+    qsort(v, n, sizeof *v, newest_first);
+    json_array_clear(all);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(all, v[i]);
+    free(v);
+    *denials = all;
     return 0;
 }
 

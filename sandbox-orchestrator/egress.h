@@ -42,6 +42,13 @@ int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, 
 int sbx_egress_credentials(const struct sbx_config *c, int vmid, json_t **creds, char *err,
                            size_t errlen);
 
+/* GET /v1/sandboxes/{vmid}/denials on every egressd: the sandbox's most
+ * recent denials (egressd's access log fields), newest first, each with
+ * "egressd" naming the instance that denied it (new array in *denials).
+ * 0, or -1 with err naming the egressd that did not answer. */
+int sbx_egress_denials(const struct sbx_config *c, int vmid, json_t **denials, char *err,
+                       size_t errlen);
+
 /* Check the egressd-admin-token-file, when one is configured: a regular
  * file of mode 0600 (or stricter) holding a token.  0, or -1 with the
  * reason and the fix in err. */

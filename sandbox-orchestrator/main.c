@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 
 #include "b64.h"
+#include "cli.h"
 #include "mcp/mcp.h"
 #include "ops.h"
 #include "review.h"
@@ -46,6 +47,9 @@ static const char usage_text[] =
     "  push NAME --repo DIR [--ref REF]... [--path GUEST_DIR]\n"
     "  pull NAME --repo DIR [--path GUEST_REPO] [--ref REF]...\n"
     "  apply NAME --repo DIR --onto BRANCH [--from BRANCH] [--accept-protected] [--yes]\n"
+    "  access request NAME HOST[:PORTS] --why TEXT [--for DURATION]\n"
+    "  access list [NAME] [--all] | access approve ID [--for DURATION] | access deny ID\n"
+    "  denials NAME              (what egressd refused it lately)\n"
     "  reap | sync | doctor\n"
     "  mcp [--http ADDR:PORT]\n"
     "config: -c FILE (default " DEFAULT_CONFIG ")\n";
@@ -667,6 +671,10 @@ static int dispatch(struct cli *c, int argc, char **argv)
         return cmd_push_pull(c, argc, argv);
     if (strcmp(cmd, "apply") == 0)
         return cmd_apply(c, argc, argv);
+    if (strcmp(cmd, "access") == 0)
+        return sbx_cli_access(c->s, c->json, argc, argv);
+    if (strcmp(cmd, "denials") == 0)
+        return sbx_cli_denials(c->s, c->json, argc, argv);
     for (size_t i = 0; i < sizeof simple_cmds / sizeof simple_cmds[0]; i++)
         if (strcmp(cmd, simple_cmds[i].name) == 0)
             return run_simple(c, &simple_cmds[i], argc, argv);
@@ -675,8 +683,8 @@ static int dispatch(struct cli *c, int argc, char **argv)
 
 static int known(const char *cmd)
 {
-    static const char *const cmds[] = {"create", "exec", "read",  "write", "mcp",
-                                       "push",   "pull", "apply", NULL};
+    static const char *const cmds[] = {"create", "exec",  "read",   "write",   "mcp", "push",
+                                       "pull",   "apply", "access", "denials", NULL};
 
     for (int i = 0; cmds[i]; i++)
         if (strcmp(cmd, cmds[i]) == 0)

@@ -14,9 +14,19 @@
 #define TIME_MAX     ((time_t)253402300799) /* 9999-12-31T23:59:59Z */
 
 /* The keys of the block, in the order the encoder writes them. */
-enum key { K_OWNER, K_CREATED, K_EXPIRES, K_POLICY, K_ADDRESS, K_ALLOW, K_SECRETS, K_COUNT };
+enum key {
+    K_OWNER,
+    K_CREATED,
+    K_EXPIRES,
+    K_POLICY,
+    K_ADDRESS,
+    K_ALLOW,
+    K_SECRETS,
+    K_GRANTS,
+    K_COUNT
+};
 static const char *const key_names[K_COUNT] = {"owner",   "created", "expires", "policy",
-                                               "address", "allow",   "secrets"};
+                                               "address", "allow",   "secrets", "grants"};
 /* Keys from K_OPTIONAL on may be missing (an empty list). */
 #define K_OPTIONAL K_ALLOW
 
@@ -234,6 +244,16 @@ static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
             if (strcmp(m->secrets[k], m->secrets[i]) == 0)
                 return fail(err, errlen, "secret '%s' is listed twice", m->secrets[i]);
     }
+    if (m->ngrants < 0 || m->ngrants > SBX_META_MAX_GRANTS)
+        return fail(err, errlen, "more than %d grants", SBX_META_MAX_GRANTS);
+    for (int i = 0; i < m->ngrants; i++) {
+        if (!sbx_meta_valid_allow(m->grants[i].allow))
+            return fail(err, errlen, "grant '%.300s' is not HOST, *.HOST or .HOST with :PORTS",
+                        m->grants[i].allow);
+        if (m->grants[i].until < 0 || m->grants[i].until > TIME_MAX)
+            return fail(err, errlen, "grant '%.300s' lapses outside 1970..9999",
+                        m->grants[i].allow);
+    }
     /* What sbx_time_parse() reads back: four-digit years from 1970 on. */
     if (m->created < 0 || m->created > TIME_MAX || m->expires < 0 || m->expires > TIME_MAX)
         return fail(err, errlen, "created or expires outside 1970..9999");
@@ -271,6 +291,16 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
         n = snprintf(buf + used, len - used, "%s %s", i ? "" : "\nsecrets:", m->secrets[i]);
         if (n < 0 || (size_t)n >= len - used)
             return fail(err, errlen, "description longer than %zu bytes (too many secrets)", len);
+        used += (size_t)n;
+    }
+    for (int i = 0; i < m->ngrants; i++) {
+        char until[32];
+
+        sbx_time_format(m->grants[i].until, until, sizeof until);
+        n = snprintf(buf + used, len - used, "%s %s@%s", i ? "" : "\ngrants:", m->grants[i].allow,
+                     until);
+        if (n < 0 || (size_t)n >= len - used)
+            return fail(err, errlen, "description longer than %zu bytes (too many grants)", len);
         used += (size_t)n;
     }
     if (used + 2 > len || used + 1 > SBX_DESC_MAX)
@@ -332,6 +362,37 @@ static int decode_secrets(struct sbx_meta *m, const char *v, char *why, size_t w
     return 0;
 }
 
+/* Split "grants: HOST@TIME ..." into m->grants (check_values() checks the
+ * entries). */
+static int decode_grants(struct sbx_meta *m, const char *v, char *why, size_t whylen)
+{
+    char word[SBX_ALLOW_MAX + 32], *at;
+    const char *w;
+    size_t n;
+
+    while (next_word(&v, &w, &n)) {
+        struct sbx_grant *g = &m->grants[m->ngrants];
+
+        if (m->ngrants == SBX_META_MAX_GRANTS)
+            return fail(why, whylen, "more than %d grants", SBX_META_MAX_GRANTS);
+        if (n >= sizeof word)
+            return fail(why, whylen, "a grant longer than %zu bytes", sizeof word - 1);
+        memcpy(word, w, n);
+        word[n] = '\0';
+        at = strrchr(word, '@');
+        if (!at || (size_t)(at - word) >= sizeof g->allow)
+            return fail(why, whylen, "grant '%.300s' is not HOST[:PORTS]@YYYY-MM-DDTHH:MM:SSZ",
+                        word);
+        *at = '\0';
+        if (sbx_time_parse(at + 1, &g->until))
+            return fail(why, whylen, "grant '%.300s': '%.40s' is not YYYY-MM-DDTHH:MM:SSZ", word,
+                        at + 1);
+        memcpy(g->allow, word, (size_t)(at - word) + 1);
+        m->ngrants++;
+    }
+    return 0;
+}
+
 /* Store one "key: value" line; unknown keys are ignored. */
 static int decode_line(struct sbx_meta *m, const char *line, int *seen, char *why, size_t whylen)
 {
@@ -373,6 +434,7 @@ static int decode_line(struct sbx_meta *m, const char *line, int *seen, char *wh
                    ? fail(why, whylen, "expires '%.40s' is not YYYY-MM-DDTHH:MM:SSZ", v)
                    : 0;
     case K_ALLOW: return decode_allow(m, v, why, whylen);
+    case K_GRANTS: return decode_grants(m, v, why, whylen);
     default: return decode_secrets(m, v, why, whylen);
     }
 }

@@ -14,11 +14,17 @@
  *     address: 10.99.0.11
  *     allow: pypi.org files.pythonhosted.org
  *     secrets: anthropic github
+ *     grants: crates.io:443@2026-11-30T09:00:00Z
  *
  * The secrets line (credential injection, docs/credentials.md) is written
  * only for a sandbox that has secrets; its names go into the binding, so
  * whoever may edit the description may also give the sandbox a secret, as
  * they may widen its allow list: the description is the binding's source.
+ * The grants line holds the approved access requests (ops_access.c): each
+ * an allow entry and the time it lapses, HOST[:PORTS]@TIME; the binding
+ * carries it as the policy line "HOST[:PORTS] until TIME", so egressd
+ * stops allowing it at that time by itself.  Written only when there are
+ * some.
  * The decoder treats the description as hostile (anyone with
  * VM.Config.Options may edit it): every value is checked as strictly as the
  * encoder writes it, a repeated key is an error, unknown keys are ignored.
@@ -34,6 +40,13 @@
 #define SBX_DESC_MAX         8192 /* Proxmox's limit on description */
 #define SBX_META_MAX_SECRETS 16   /* egressd's limit per binding */
 #define SBX_SECRET_NAME_MAX  64   /* a secret's name (63) and its NUL */
+#define SBX_META_MAX_GRANTS  16
+
+/* One approved access request: an allow entry and the time it lapses. */
+struct sbx_grant {
+    char allow[SBX_ALLOW_MAX];
+    time_t until;
+};
 
 struct sbx_meta {
     char owner[65];
@@ -44,6 +57,8 @@ struct sbx_meta {
     char allow[SBX_META_MAX_ALLOW][SBX_ALLOW_MAX];
     int nsecrets; /* the names of the secrets egressd injects for it */
     char secrets[SBX_META_MAX_SECRETS][SBX_SECRET_NAME_MAX];
+    int ngrants; /* approved access requests, lapsed ones included */
+    struct sbx_grant grants[SBX_META_MAX_GRANTS];
 };
 
 enum sbx_meta_result {

@@ -54,6 +54,19 @@
  *              it only the plan), accept_protected (bool)
  *              -> {name, onto, from, commit, old, how ("fast-forward",
  *                  "merge", "nothing"), review, applied (bool)}
+ *   access_request  name, host (HOST[:PORTS], access.h), why, duration
+ *              (optional, default 1h, at most access-max)
+ *              -> the request: {id, name, vmid, owner, host, seconds, why,
+ *                 requested, status ("pending"|"approved"), owner_may_approve
+ *                 (bool), and when granted at once (access-auto) decided, by,
+ *                 until}; the same pending request again gives the first
+ *   access_list  name (optional), all (bool: decided ones too)
+ *              -> {requests: [request]}
+ *   access_approve  id, duration (optional: the one asked), as_owner (bool:
+ *              only hosts of access-owner-approves) -> the request, approved
+ *   access_deny  id -> the request, denied
+ *   denials    name -> {name, vmid, denials: [{ts, mode, method, host, port,
+ *              sni, reason, rule, status, hint, egressd}]}, newest first
  */
 #ifndef SBX_OPS_H
 #define SBX_OPS_H
@@ -80,5 +93,10 @@ int sbx_op_push(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
 int sbx_op_pull(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_fetch_changes(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_apply(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_access_request(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_access_list(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_access_deny(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_denials(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 
 #endif

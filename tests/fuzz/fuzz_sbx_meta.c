@@ -37,8 +37,12 @@ static int same(const struct sbx_meta *a, const struct sbx_meta *b)
 {
     if (strcmp(a->owner, b->owner) || strcmp(a->policy, b->policy) ||
         strcmp(a->address, b->address) || a->created != b->created || a->expires != b->expires ||
-        a->nallow != b->nallow || a->nsecrets != b->nsecrets)
+        a->nallow != b->nallow || a->nsecrets != b->nsecrets || a->ngrants != b->ngrants)
         return 0;
+    for (int i = 0; i < a->ngrants; i++)
+        if (strcmp(a->grants[i].allow, b->grants[i].allow) != 0 ||
+            a->grants[i].until != b->grants[i].until)
+            return 0;
     for (int i = 0; i < a->nallow; i++)
         if (strcmp(a->allow[i], b->allow[i]) != 0)
             return 0;
@@ -106,6 +110,12 @@ static int valid_values(const struct sbx_meta *m)
             if (strcmp(m->secrets[k], m->secrets[i]) == 0)
                 return 0;
     }
+    if (m->ngrants < 0 || m->ngrants > SBX_META_MAX_GRANTS)
+        return 0;
+    for (int i = 0; i < m->ngrants; i++)
+        if (!sbx_meta_valid_allow(m->grants[i].allow) || m->grants[i].until < 0 ||
+            m->grants[i].until > TIME_MAX)
+            return 0;
     return m->created >= 0 && m->expires <= TIME_MAX && m->created <= m->expires;
 }
 
@@ -150,6 +160,12 @@ static void fuzz_decode(const char *text, size_t len)
     for (int i = 0; i < m.nsecrets; i++)
         CHECK(memmem(text, len, m.secrets[i], strlen(m.secrets[i])) != NULL,
               "secret '%s' not given", m.secrets[i]);
+    for (int i = 0; i < m.ngrants; i++) {
+        char g[SBX_ALLOW_MAX + 32], until[32];
+        sbx_time_format(m.grants[i].until, until, sizeof until);
+        snprintf(g, sizeof g, "%s@%s", m.grants[i].allow, until);
+        CHECK(memmem(text, len, g, strlen(g)) != NULL, "grant '%s' not given", g);
+    }
 
     int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
     if (n < 0) {
@@ -201,8 +217,19 @@ static void fuzz_encode(const char *data, size_t len)
     field(&p, end, m.address, sizeof m.address);
     m.created = time_field(&p, end);
     m.expires = time_field(&p, end);
-    while (p < end && m.nallow < SBX_META_MAX_ALLOW)
-        field(&p, end, m.allow[m.nallow++], SBX_ALLOW_MAX);
+    /* Fields that start with 'G' are grants (then their time), the
+     * others allows. */
+    while (p < end) {
+        if (*p == 'G' && m.ngrants < SBX_META_MAX_GRANTS) {
+            p++;
+            field(&p, end, m.grants[m.ngrants].allow, SBX_ALLOW_MAX);
+            m.grants[m.ngrants++].until = time_field(&p, end);
+        } else if (m.nallow < SBX_META_MAX_ALLOW) {
+            field(&p, end, m.allow[m.nallow++], SBX_ALLOW_MAX);
+        } else {
+            break;
+        }
+    }
 
     int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
     if (n < 0) {

@@ -178,6 +178,33 @@ static void test_secrets(void)
     sbx_config_free(&c);
 }
 
+/* Access requests: access-auto and access-owner-approves (lines add up,
+ * `none` empties, entries are normalized) and access-max. */
+static void test_access(void)
+{
+    struct sbx_config c;
+    const char *err = parse_with("", &c);
+
+    ok(err[0] == '\0' && !c.access_auto[0] && !c.access_owner[0] &&
+           c.access_max_ms == 8 * 3600 * 1000L,
+       "by default: nothing granted by itself, nothing an owner approves, access-max 8h");
+    sbx_config_free(&c);
+    err = parse_with("access-auto PyPI.org. .pythonhosted.org:443\naccess-auto *.crates.io:443\n"
+                     "access-owner-approves .github.com\naccess-max 2h\n",
+                     &c);
+    ok(err[0] == '\0' && strcmp(c.access_auto[0], "pypi.org") == 0 &&
+           strcmp(c.access_auto[1], ".pythonhosted.org:443") == 0 &&
+           strcmp(c.access_auto[2], "*.crates.io:443") == 0 && !c.access_auto[3],
+       "access-auto: the lines add up, normalized (%s)", err);
+    ok(strcmp(c.access_owner[0], ".github.com") == 0 && !c.access_owner[1] &&
+           c.access_max_ms == 2 * 3600 * 1000L,
+       "access-owner-approves and access-max");
+    sbx_config_free(&c);
+    err = parse_with("access-auto pypi.org\naccess-auto none\n", &c);
+    ok(err[0] == '\0' && !c.access_auto[0], "access-auto none empties the list (%s)", err);
+    sbx_config_free(&c);
+}
+
 struct bad {
     const char *extra;
     const char *want; /* a substring of the error */
@@ -187,6 +214,11 @@ static void test_bad(void)
 {
     static const struct bad bad[] = {
         {"frobnicate 1\n", "t.conf:24: unknown directive 'frobnicate'"},
+        {"access-auto\n", "t.conf:24: access-auto: expected host patterns"},
+        {"access-auto ~.*\n", "t.conf:24: access-auto: '~.*' is not HOST, *.DOMAIN or .DOMAIN"},
+        {"access-owner-approves 10.0.0.1:443\n", "'10.0.0.1:443' is not HOST"},
+        {"access-owner-approves *\n", "t.conf:24: access-owner-approves: '*' is not HOST"},
+        {"access-max 2x\n", "t.conf:24: access-max"},
         {"pool\n", "t.conf:24: pool: expected one value, got 0"},
         {"pool a b\n", "t.conf:24: pool: expected one value, got 2"},
         {"max-cores x\n", "t.conf:24: max-cores: expected an integer"},
@@ -312,6 +344,7 @@ int main(void)
     test_dns();
     test_git();
     test_secrets();
+    test_access();
     test_bad();
     test_missing();
     test_durations();

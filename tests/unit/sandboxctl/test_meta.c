@@ -129,6 +129,41 @@ static void test_secrets(void)
        "more than 16 secrets are never written: %s", err);
 }
 
+/* Access grants: a grants line only when there are some, each entry and
+ * its time read back. */
+static void test_grants(void)
+{
+    struct sbx_meta m = sample(), back;
+    char buf[SBX_DESC_MAX + 1], err[256];
+    int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+
+    ok(n > 0 && !strstr(buf, "grants"), "no grants: no grants line");
+    m.ngrants = 2;
+    strcpy(m.grants[0].allow, "crates.io:443");
+    m.grants[0].until = m.created + 3600;
+    strcpy(m.grants[1].allow, ".npmjs.org");
+    m.grants[1].until = m.created + 7200;
+    n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+    ok(n > 0 &&
+           strstr(buf,
+                  "\ngrants: crates.io:443@2026-11-30T08:00:00Z .npmjs.org@2026-11-30T09:00:00Z\n"),
+       "the grants line: HOST@TIME each (%s)", n > 0 ? "ok" : err);
+    ok(sbx_meta_decode(buf, (size_t)n, &back, err, sizeof err) == SBX_META_OK &&
+           back.ngrants == 2 && strcmp(back.grants[0].allow, "crates.io:443") == 0 &&
+           back.grants[0].until == m.created + 3600 &&
+           strcmp(back.grants[1].allow, ".npmjs.org") == 0 &&
+           back.grants[1].until == m.created + 7200 && back.nallow == 3,
+       "grants survive, with their times and the allows (%s)", err);
+    strcpy(m.grants[1].allow, "~evil");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 &&
+           strstr(err, "grant '~evil' is not HOST"),
+       "a grant that is no allow entry is never written: %s", err);
+    m.ngrants = SBX_META_MAX_GRANTS + 1;
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 &&
+           strstr(err, "more than 16 grants"),
+       "more than 16 grants are never written: %s", err);
+}
+
 struct hostile {
     const char *what;
     const char *block; /* after the marker line */
@@ -208,6 +243,38 @@ static void test_hostile(void)
          "p\naddress: 10.0.0.1\nsecrets: "
          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
          "a secret's name longer than 63 bytes"},
+        {"a grant without its time",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: crates.io\n",
+         "grant 'crates.io' is not HOST[:PORTS]@"},
+        {"a grant with a time that is none",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: crates.io@tomorrow\n",
+         "'tomorrow' is not YYYY-MM-DDTHH:MM:SSZ"},
+        {"a grant that is a regex",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: ~.*@2026-11-30T08:00:00Z\n",
+         "grant '~.*' is not HOST"},
+        {"a grant smuggling a rule option",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a.org:22,raw@2026-11-30T08:00:00Z\n",
+         "grant 'a.org:22,raw' is not HOST"},
+        {"two grants lines (the later one must not win)",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a.org@2026-11-30T08:00:00Z\ngrants: "
+         "b.org@2026-11-30T08:00:00Z\n",
+         "key 'grants' given twice"},
+        {"seventeen grants",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a@2026-11-30T08:00:00Z b@2026-11-30T08:00:00Z "
+         "c@2026-11-30T08:00:00Z d@2026-11-30T08:00:00Z e@2026-11-30T08:00:00Z "
+         "f@2026-11-30T08:00:00Z "
+         "g@2026-11-30T08:00:00Z h@2026-11-30T08:00:00Z i@2026-11-30T08:00:00Z "
+         "j@2026-11-30T08:00:00Z "
+         "k@2026-11-30T08:00:00Z l@2026-11-30T08:00:00Z m@2026-11-30T08:00:00Z "
+         "n@2026-11-30T08:00:00Z "
+         "o@2026-11-30T08:00:00Z p@2026-11-30T08:00:00Z q@2026-11-30T08:00:00Z\n",
+         "more than 16 grants"},
     };
     char text[2048], err[256];
     struct sbx_meta m;
@@ -333,6 +400,7 @@ int main(void)
     test_round_trip();
     test_no_allow();
     test_secrets();
+    test_grants();
     test_surroundings();
     test_hostile();
     test_hostile_bytes();

@@ -1,0 +1,186 @@
+/* cli_access.c - `sandboxctl access ...` and `sandboxctl denials`: the
+ * command line of ops_access.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ops.h"
+
+#define EXIT_FAILED 1
+#define EXIT_USAGE  2
+
+static const char access_usage[] =
+    "usage: sandboxctl access request NAME HOST[:PORTS] --why TEXT [--for DURATION]\n"
+    "       sandboxctl access list [NAME] [--all]\n"
+    "       sandboxctl access approve ID [--for DURATION]\n"
+    "       sandboxctl access deny ID\n"
+    "       sandboxctl denials NAME\n";
+
+static int usage(const char *why)
+{
+    fprintf(stderr, "sandboxctl: %s\n%s", why, access_usage);
+    return EXIT_USAGE;
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+
+    return v ? v : "-";
+}
+
+/* A request's duration as "2h". */
+static const char *asked_for(const json_t *r, char *buf, size_t len)
+{
+    sbx_duration_format((long)json_integer_value(json_object_get(r, "seconds")) * 1000, buf, len);
+    return buf;
+}
+
+static void print_request(const json_t *r)
+{
+    char d[32];
+
+    if (strcmp(str(r, "status"), "approved") == 0)
+        printf("request %s: %s may reach %s until %s (%s)\n", str(r, "id"), str(r, "name"),
+               str(r, "host"), str(r, "until"), str(r, "by"));
+    else if (strcmp(str(r, "status"), "denied") == 0)
+        printf("request %s: %s denied %s (%s)\n", str(r, "id"), str(r, "name"), str(r, "host"),
+               str(r, "by"));
+    else
+        printf("request %s: %s asks for %s for %s: pending; an administrator decides with "
+               "`sandboxctl access approve %s` or `sandboxctl access deny %s`%s\n",
+               str(r, "id"), str(r, "name"), str(r, "host"), asked_for(r, d, sizeof d),
+               str(r, "id"), str(r, "id"),
+               json_is_true(json_object_get(r, "owner_may_approve"))
+                   ? " (its owner may also approve it through MCP)"
+                   : "");
+}
+
+static void print_list(const json_t *o)
+{
+    const json_t *r;
+    size_t i;
+    char d[32];
+
+    printf("%-8s %-24s %-32s %-6s %-9s %-20s %s\n", "ID", "NAME", "HOST", "FOR", "STATUS",
+           "REQUESTED", "WHY");
+    json_array_foreach(json_object_get(o, "requests"), i, r)
+    {
+        printf("%-8s %-24s %-32s %-6s %-9s %-20s %s\n", str(r, "id"), str(r, "name"),
+               str(r, "host"), asked_for(r, d, sizeof d), str(r, "status"), str(r, "requested"),
+               str(r, "why"));
+    }
+}
+
+static void print_denials(const json_t *o)
+{
+    const json_t *d;
+    size_t i;
+    char where[300];
+
+    printf("%-24s %-40s %-24s %s\n", "TIME", "HOST:PORT", "REASON", "RULE / HINT");
+    json_array_foreach(json_object_get(o, "denials"), i, d)
+    {
+        snprintf(where, sizeof where, "%s:%d", str(d, "host"),
+                 (int)json_integer_value(json_object_get(d, "port")));
+        printf("%-24s %-40s %-24s %s%s%s\n", str(d, "ts"), where, str(d, "reason"), str(d, "rule"),
+               json_is_string(json_object_get(d, "hint")) ? " / " : "",
+               json_is_string(json_object_get(d, "hint")) ? str(d, "hint") : "");
+    }
+}
+
+/* Runs op on args (consumed) and prints its result: JSON, or human(). */
+static int run(struct sbx *s, int json, sbx_op_fn op, json_t *args, void (*human)(const json_t *))
+{
+    char err[4096];
+    json_t *out = NULL;
+    int rc = op(s, args, &out, err, sizeof err);
+
+    json_decref(args);
+    if (rc) {
+        fprintf(stderr, "sandboxctl: %s\n", err);
+        return EXIT_FAILED;
+    }
+    if (json) {
+        char *text = json_dumps(out, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(text);
+        free(text);
+    } else {
+        human(out);
+    }
+    json_decref(out);
+    return 0;
+}
+
+/* Splits argv (after the subcommand) into positional words and the options
+ * --for D, --why T, --all and --json.  Returns how many positional words
+ * went into pos (at most npos), or -1 on a usage error. */
+static int split_args(int argc, char **argv, const char **pos, int npos, json_t *args, int *json)
+{
+    int n = 0;
+
+    for (int i = 0; i < argc; i++) {
+        const char *key = strcmp(argv[i], "--for") == 0   ? "duration"
+                          : strcmp(argv[i], "--why") == 0 ? "why"
+                                                          : NULL;
+        if (key) {
+            if (i + 1 >= argc || json_object_get(args, key))
+                return -1;
+            json_object_set_new(args, key, json_string(argv[++i]));
+        } else if (strcmp(argv[i], "--all") == 0) {
+            json_object_set_new(args, "all", json_true());
+        } else if (strcmp(argv[i], "--json") == 0) {
+            *json = 1;
+        } else if (argv[i][0] == '-' || n == npos) {
+            return -1;
+        } else {
+            pos[n++] = argv[i];
+        }
+    }
+    return n;
+}
+
+int sbx_cli_access(struct sbx *s, int json, int argc, char **argv)
+{
+    const char *sub = argc > 1 ? argv[1] : "", *pos[2];
+    json_t *args = json_object();
+    int n = split_args(argc - 2, argv + 2, pos, 2, args, &json);
+
+    if (argc < 2 || n < 0) {
+        json_decref(args);
+        return usage(argc < 2 ? "access: expected request, list, approve or deny"
+                              : "access: bad arguments");
+    }
+    if (strcmp(sub, "request") == 0 && n == 2) {
+        json_object_set_new(args, "name", json_string(pos[0]));
+        json_object_set_new(args, "host", json_string(pos[1]));
+        return run(s, json, sbx_op_access_request, args, print_request);
+    }
+    if (strcmp(sub, "list") == 0 && n <= 1) {
+        if (n == 1)
+            json_object_set_new(args, "name", json_string(pos[0]));
+        return run(s, json, sbx_op_access_list, args, print_list);
+    }
+    if ((strcmp(sub, "approve") == 0 || strcmp(sub, "deny") == 0) && n == 1) {
+        json_object_set_new(args, "id", json_string(pos[0]));
+        return run(s, json, sub[0] == 'a' ? sbx_op_access_approve : sbx_op_access_deny, args,
+                   print_request);
+    }
+    json_decref(args);
+    return usage("access: expected request NAME HOST, list [NAME], approve ID or deny ID");
+}
+
+int sbx_cli_denials(struct sbx *s, int json, int argc, char **argv)
+{
+    const char *pos[1];
+    json_t *args = json_object();
+    int n = split_args(argc - 1, argv + 1, pos, 1, args, &json);
+
+    if (n != 1 || json_object_size(args) != 0) {
+        json_decref(args);
+        return usage("denials: expected NAME");
+    }
+    json_object_set_new(args, "name", json_string(pos[0]));
+    return run(s, json, sbx_op_denials, args, print_denials);
+}

@@ -1,0 +1,600 @@
+/* ops_access.c - access requests, and the denials that prompt them.
+ *
+ * A sandbox that was denied a host asks for it (access request); an
+ * administrator approves or denies (access approve, access deny), or, for
+ * the hosts of `access-owner-approves`, the sandbox's owner does through
+ * MCP; hosts of `access-auto` are granted at once.  An approved request
+ * becomes a grant: an allow entry with the time it lapses, written into
+ * the sandbox's description (meta.h, the one truth, which `sync` and
+ * `reap` read back) and pushed to every egressd in its binding as
+ * "HOST until TIME", so that it lapses by itself.
+ *
+ * Requests wait in STATE_DIR/access.json, changed only under
+ * STATE_DIR/access.lock:
+ *   [{"id": "3f9a0c1b", "name": "agent-1", "vmid": 101, "owner": "alice",
+ *     "host": "crates.io:443", "seconds": 7200, "why": "...",
+ *     "requested": TIME, "status": "pending" | "approved" | "denied",
+ *     "owner_may_approve": BOOL, and once decided: "decided": TIME,
+ *     "by": "admin" | "owner" | "access-auto PATTERN", "until": TIME}]
+ * A decided request is kept for a day (access list --all), a pending one
+ * for a week.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "access.h"
+#include "egress.h"
+#include "guard.h"
+#include "ops.h"
+#include "sbx.h"
+#include "vm.h"
+
+#define STORE_FILE       "access.json"
+#define STORE_LOCK       "access.lock"
+#define MAX_REQUESTS     1024 /* in the store, pending and decided */
+#define MAX_PENDING      16   /* per sandbox: an agent cannot flood the admin */
+#define WHY_MAX          500
+#define DEFAULT_DURATION "1h"
+#define MIN_DURATION_MS  60000L
+#define KEEP_DECIDED_S   (24 * 3600)
+#define KEEP_PENDING_S   (7 * 24 * 3600)
+#define STATUS_PENDING   "pending"
+#define STATUS_APPROVED  "approved"
+#define STATUS_DENIED    "denied"
+
+/* The requests, loaded under the lock. */
+struct store {
+    int fd; /* the lock; -1 when not held */
+    char path[4200];
+    json_t *requests; /* array of request objects */
+};
+
+static void store_close(struct store *st)
+{
+    if (st->fd >= 0)
+        close(st->fd);
+    st->fd = -1;
+    json_decref(st->requests);
+    st->requests = NULL;
+}
+
+/* Takes the lock and reads the requests.  A file that cannot be read is
+ * an error, not an empty store: the requests in it would be lost. */
+static int store_open(struct sbx *s, struct store *st, char *err, size_t errlen)
+{
+    json_error_t jerr;
+
+    st->requests = NULL;
+    st->fd = sbx_state_lock(s->cfg.state_dir, STORE_LOCK, err, errlen);
+    if (st->fd == -1)
+        return -1;
+    snprintf(st->path, sizeof st->path, "%s/%s", s->cfg.state_dir, STORE_FILE);
+    if (access(st->path, F_OK) == -1 && errno == ENOENT) {
+        st->requests = json_array();
+        return 0;
+    }
+    st->requests = json_load_file(st->path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_array(st->requests)) {
+        snprintf(err, errlen,
+                 "%s: %s at line %d: not the access requests' JSON array; fix it or move it "
+                 "away (the requests in it are lost then)",
+                 st->path, st->requests ? "not an array" : jerr.text, jerr.line);
+        store_close(st);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes the requests whole (a temporary file renamed over the old). */
+static int store_save(struct store *st, char *err, size_t errlen)
+{
+    char tmp[4300];
+
+    snprintf(tmp, sizeof tmp, "%s.tmp", st->path);
+    if (json_dump_file(st->requests, tmp, JSON_INDENT(1)) == -1 || rename(tmp, st->path) == -1) {
+        snprintf(err, errlen, "state-dir: cannot write %s: %s", st->path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int is_status(const json_t *r, const char *status)
+{
+    const char *v = json_string_value(json_object_get(r, "status"));
+
+    return v && strcmp(v, status) == 0;
+}
+
+/* After an attempt (rc) to change r: saves the store when it succeeded,
+ * and also when a grant failed half-way (the description holds it, so the
+ * store must say so too), keeping the first error in err. */
+static int store_keep(struct store *st, const json_t *r, int rc, char *err, size_t errlen)
+{
+    char why[512];
+
+    if (rc != 0 && !is_status(r, STATUS_APPROVED))
+        return 0;
+    if (store_save(st, why, sizeof why) == 0)
+        return 0;
+    if (rc == 0)
+        snprintf(err, errlen, "%s", why);
+    return -1;
+}
+
+/* The time member key of r, or 0. */
+static time_t time_of(const json_t *r, const char *key)
+{
+    const char *v = json_string_value(json_object_get(r, key));
+    time_t t;
+
+    return v && sbx_time_parse(v, &t) == 0 ? t : 0;
+}
+
+/* Drops decided requests older than a day and pending ones older than a
+ * week (their sandbox has most likely gone). */
+static void store_prune(struct store *st, time_t now)
+{
+    size_t i = 0;
+
+    while (i < json_array_size(st->requests)) {
+        const json_t *r = json_array_get(st->requests, i);
+        int pending = is_status(r, STATUS_PENDING);
+        time_t at = time_of(r, pending ? "requested" : "decided");
+
+        if (!json_is_object(r) || now - at > (pending ? KEEP_PENDING_S : KEEP_DECIDED_S))
+            json_array_remove(st->requests, i);
+        else
+            i++;
+    }
+}
+
+static json_t *store_find(struct store *st, const char *id)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(st->requests, i, r)
+    {
+        const char *v = json_string_value(json_object_get(r, "id"));
+        if (v && strcmp(v, id) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ grants */
+
+struct grant {
+    const char *entry;
+    time_t until, now;
+};
+
+/* An sbx_vm_edit_meta edit: drops lapsed grants, then adds g's (or
+ * lengthens the same entry's). */
+static int add_grant(struct sbx_meta *m, void *arg, char *err, size_t errlen)
+{
+    const struct grant *g = arg;
+    int n = 0;
+
+    for (int i = 0; i < m->ngrants; i++)
+        if (m->grants[i].until > g->now)
+            m->grants[n++] = m->grants[i];
+    m->ngrants = n;
+    for (int i = 0; i < m->ngrants; i++) {
+        if (strcmp(m->grants[i].allow, g->entry) == 0) {
+            if (m->grants[i].until < g->until)
+                m->grants[i].until = g->until;
+            return 0;
+        }
+    }
+    if (m->ngrants == SBX_META_MAX_GRANTS) {
+        snprintf(err, errlen,
+                 "the sandbox holds %d grants already: wait for one to lapse, or give the host "
+                 "for good with an allow line",
+                 SBX_META_MAX_GRANTS);
+        return -1;
+    }
+    snprintf(m->grants[m->ngrants].allow, sizeof m->grants[0].allow, "%s", g->entry);
+    m->grants[m->ngrants++].until = g->until;
+    return 0;
+}
+
+/* The sandbox a request was made for: its VMID, and still its name (a
+ * VMID a destroyed sandbox left may be given to a new one). */
+static int request_vm(struct sbx *s, const json_t *r, struct sbx_vm *vm, char *err, size_t errlen)
+{
+    char vmid[16];
+    const char *name = json_string_value(json_object_get(r, "name"));
+
+    snprintf(vmid, sizeof vmid, "%d", (int)json_integer_value(json_object_get(r, "vmid")));
+    if (sbx_vm_find(s, vmid, vm, err, errlen))
+        return -1;
+    if (!name || strcmp(vm->name, name) != 0) {
+        snprintf(err, errlen, "VM %s is no longer the sandbox '%.64s' the request was made for",
+                 vmid, name ? name : "?");
+        return -1;
+    }
+    return 0;
+}
+
+/* Grants request r for seconds: the description, then every egressd.
+ * Marks r approved by `by`. */
+static int grant(struct sbx *s, json_t *r, long seconds, const char *by, char *err, size_t errlen)
+{
+    struct grant g = {json_string_value(json_object_get(r, "host")), 0, time(NULL)};
+    struct sbx_vm vm;
+    struct sbx_meta m;
+    char until[32], now[32], why[1024];
+    json_t *binding;
+    int rc;
+
+    g.until = g.now + seconds;
+    if (request_vm(s, r, &vm, err, errlen) ||
+        sbx_vm_edit_meta(s, &vm, add_grant, &g, &m, err, errlen))
+        return -1;
+    sbx_time_format(g.until, until, sizeof until);
+    sbx_time_format(g.now, now, sizeof now);
+    json_object_set_new(r, "status", json_string(STATUS_APPROVED));
+    json_object_set_new(r, "decided", json_string(now));
+    json_object_set_new(r, "by", json_string(by));
+    json_object_set_new(r, "until", json_string(until));
+    binding = sbx_egress_binding(vm.vmid, vm.name, &m);
+    rc = sbx_egress_put(&s->cfg, binding, why, sizeof why);
+    json_decref(binding);
+    if (rc)
+        snprintf(err, errlen,
+                 "granted in VM %d's description until %s, but egressd was not told (%s): run "
+                 "sandboxctl sync",
+                 vm.vmid, until, why);
+    return rc;
+}
+
+/* ---------------------------------------------------------- arguments */
+
+/* "duration" of args (default def) in seconds, 1m..access-max. */
+static int duration_arg(struct sbx *s, json_t *args, const char *def, long *seconds, char *err,
+                        size_t errlen)
+{
+    const char *d = json_string_value(json_object_get(args, "duration"));
+    char max[32];
+    long ms;
+
+    if (json_object_get(args, "duration") && !d) {
+        snprintf(err, errlen, "duration: expected a string such as 30m or 2h");
+        return -1;
+    }
+    if (!d)
+        d = def;
+    sbx_duration_format(s->cfg.access_max_ms, max, sizeof max);
+    if (sbx_duration_parse(d, &ms) || ms < MIN_DURATION_MS || ms > s->cfg.access_max_ms) {
+        snprintf(err, errlen, "duration: expected 1m .. %s (access-max), got '%.40s'", max, d);
+        return -1;
+    }
+    *seconds = ms / 1000;
+    return 0;
+}
+
+/* The boolean member key of args (absent: 0); -1 when it is not one. */
+static int bool_arg(json_t *args, const char *key, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(args, key);
+
+    if (v && !json_is_boolean(v)) {
+        snprintf(err, errlen, "%s: expected true or false", key);
+        return -1;
+    }
+    return json_is_true(v);
+}
+
+/* A reason: 1..WHY_MAX bytes, no control characters (it reaches a
+ * terminal). */
+static int why_valid(const char *why, char *err, size_t errlen)
+{
+    size_t n = strlen(why);
+
+    if (n == 0 || n > WHY_MAX) {
+        snprintf(err, errlen, "why: expected 1 to %d bytes saying what the host is needed for",
+                 WHY_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)why[i] < 0x20 || why[i] == 0x7f) {
+            snprintf(err, errlen, "why: control characters are not allowed");
+            return -1;
+        }
+    return 0;
+}
+
+/* A new request id: 32 random bits in hex. */
+static int new_id(char id[9], char *err, size_t errlen)
+{
+    unsigned char rnd[4];
+
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        snprintf(err, errlen, "no random request id could be drawn: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(id, 9, "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
+    return 0;
+}
+
+/* The store's pending request of vmid for entry, and how many vmid has. */
+static json_t *pending_for(struct store *st, int vmid, const char *entry, int *count)
+{
+    json_t *r, *same = NULL;
+    size_t i;
+
+    *count = 0;
+    json_array_foreach(st->requests, i, r)
+    {
+        if (json_integer_value(json_object_get(r, "vmid")) != vmid || !is_status(r, STATUS_PENDING))
+            continue;
+        (*count)++;
+        if (strcmp(json_string_value(json_object_get(r, "host")), entry) == 0)
+            same = r;
+    }
+    return same;
+}
+
+/* The owner in vm's description into owner (65 bytes). */
+static int vm_owner(struct sbx *s, const struct sbx_vm *vm, char *owner, char *err, size_t errlen)
+{
+    json_t *config = NULL;
+    struct sbx_meta m;
+    int rc;
+
+    if (sbx_vm_config(s, vm->node, vm->vmid, &config, err, errlen))
+        return -1;
+    rc = sbx_vm_meta(config, &m, err, errlen);
+    json_decref(config);
+    if (rc)
+        return -1;
+    snprintf(owner, 65, "%s", m.owner);
+    return 0;
+}
+
+/* --------------------------------------------------------- operations */
+
+/* A new request record for vm (status pending). */
+static json_t *request_new(const char *id, const struct sbx_vm *vm, const char *owner,
+                           const char *entry, long seconds, const char *why, int owner_may)
+{
+    char now[32];
+
+    sbx_time_format(time(NULL), now, sizeof now);
+    return json_pack("{s:s,s:s,s:i,s:s,s:s,s:I,s:s,s:s,s:s,s:b}", "id", id, "name", vm->name,
+                     "vmid", vm->vmid, "owner", owner, "host", entry, "seconds",
+                     (json_int_t)seconds, "why", why, "requested", now, "status", STATUS_PENDING,
+                     "owner_may_approve", owner_may);
+}
+
+/* Files the request (or finds the same one pending) and grants it at once
+ * when access-auto covers it.  Store held. */
+static int request_file(struct sbx *s, struct store *st, const struct sbx_vm *vm, const char *owner,
+                        const char *entry, long seconds, const char *why, json_t **out, char *err,
+                        size_t errlen)
+{
+    const char *autop = sbx_access_match((const char *const *)s->cfg.access_auto, entry);
+    char id[9], by[SBX_ALLOW_MAX + 16];
+    json_t *r;
+    int count, rc;
+
+    r = pending_for(st, vm->vmid, entry, &count);
+    if (r && !autop) {
+        *out = json_deep_copy(r);
+        return 0;
+    }
+    if (count >= MAX_PENDING && !autop) {
+        snprintf(err, errlen,
+                 "sandbox %s has %d requests waiting already: an administrator must decide "
+                 "them first (sandboxctl access list)",
+                 vm->name, count);
+        return -1;
+    }
+    if (json_array_size(st->requests) >= MAX_REQUESTS) {
+        snprintf(err, errlen, "%d access requests are kept already: decide some first",
+                 MAX_REQUESTS);
+        return -1;
+    }
+    if (new_id(id, err, errlen))
+        return -1;
+    r = request_new(id, vm, owner, entry, seconds, why,
+                    sbx_access_match((const char *const *)s->cfg.access_owner, entry) != NULL);
+    json_array_append_new(st->requests, r);
+    snprintf(by, sizeof by, "access-auto %s", autop ? autop : "");
+    rc = autop ? grant(s, r, seconds, by, err, errlen) : 0;
+    if (store_keep(st, r, rc, err, errlen))
+        rc = -1;
+    if (rc == 0)
+        *out = json_deep_copy(r);
+    return rc;
+}
+
+int sbx_op_access_request(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "host", "duration", "why", NULL};
+    const char *name, *host, *why;
+    char entry[SBX_ALLOW_MAX], owner[65];
+    struct sbx_vm vm;
+    struct store st;
+    long seconds;
+    int rc;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
+        !(host = sbx_args_string(args, "host", 1, err, errlen)) ||
+        !(why = sbx_args_string(args, "why", 1, err, errlen)) || why_valid(why, err, errlen) ||
+        duration_arg(s, args, DEFAULT_DURATION, &seconds, err, errlen))
+        return -1;
+    snprintf(entry, sizeof entry, "%s", host);
+    if (strlen(host) >= sizeof entry || !sbx_access_normalize(entry)) {
+        snprintf(err, errlen,
+                 "host: expected HOST, *.DOMAIN or .DOMAIN with optional :PORTS (crates.io:443), "
+                 "got '%.200s'",
+                 host);
+        return -1;
+    }
+    if (sbx_vm_find(s, name, &vm, err, errlen) || vm_owner(s, &vm, owner, err, errlen) ||
+        store_open(s, &st, err, errlen))
+        return -1;
+    store_prune(&st, time(NULL));
+    rc = request_file(s, &st, &vm, owner, entry, seconds, why, out, err, errlen);
+    store_close(&st);
+    return rc;
+}
+
+/* Whether r may be seen and decided by the caller: every request without
+ * an owner scope, else only those of the scope's owner. */
+static int in_scope(const struct sbx *s, const json_t *r)
+{
+    const char *owner = json_string_value(json_object_get(r, "owner"));
+
+    return !s->owner_scope[0] || (owner && strcmp(owner, s->owner_scope) == 0);
+}
+
+int sbx_op_access_list(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "all", NULL};
+    const char *name;
+    struct store st;
+    json_t *list, *r;
+    size_t i;
+    int all;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) || (all = bool_arg(args, "all", err, errlen)) < 0)
+        return -1;
+    name = sbx_args_string(args, "name", 0, err, errlen);
+    if (store_open(s, &st, err, errlen))
+        return -1;
+    store_prune(&st, time(NULL));
+    list = json_array();
+    json_array_foreach(st.requests, i, r)
+    {
+        const char *rn = json_string_value(json_object_get(r, "name"));
+        if (in_scope(s, r) && (all || is_status(r, STATUS_PENDING)) &&
+            (!name || (rn && strcmp(rn, name) == 0)))
+            json_array_append(list, r);
+    }
+    store_close(&st);
+    *out = json_pack("{s:o}", "requests", list);
+    return 0;
+}
+
+/* The pending request id of the store, in the caller's scope. */
+static json_t *pending_request(const struct sbx *s, struct store *st, const char *id, char *err,
+                               size_t errlen)
+{
+    json_t *r = store_find(st, id);
+
+    if (!r || !in_scope(s, r)) {
+        snprintf(err, errlen, "no access request '%.40s' (sandboxctl access list --all)", id);
+        return NULL;
+    }
+    if (!is_status(r, STATUS_PENDING)) {
+        snprintf(err, errlen, "access request %s is %s already", id,
+                 json_string_value(json_object_get(r, "status")));
+        return NULL;
+    }
+    return r;
+}
+
+/* Approve as the sandbox's owner: only hosts of access-owner-approves. */
+static int owner_may_approve(struct sbx *s, const json_t *r, char *err, size_t errlen)
+{
+    const char *host = json_string_value(json_object_get(r, "host"));
+
+    if (sbx_access_match((const char *const *)s->cfg.access_owner, host))
+        return 0;
+    snprintf(err, errlen,
+             "%s is not among the hosts a sandbox's owner may approve (access-owner-approves): "
+             "an administrator decides it with sandboxctl access approve %s",
+             host, json_string_value(json_object_get(r, "id")));
+    return -1;
+}
+
+int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"id", "duration", "as_owner", NULL};
+    const char *id;
+    char asked[32];
+    struct store st;
+    long seconds;
+    json_t *r;
+    int as_owner, rc = -1;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(id = sbx_args_string(args, "id", 1, err, errlen)) ||
+        (as_owner = bool_arg(args, "as_owner", err, errlen)) < 0 || store_open(s, &st, err, errlen))
+        return -1;
+    store_prune(&st, time(NULL));
+    r = pending_request(s, &st, id, err, errlen);
+    if (r) {
+        sbx_duration_format(json_integer_value(json_object_get(r, "seconds")) * 1000, asked,
+                            sizeof asked);
+        rc = (as_owner && owner_may_approve(s, r, err, errlen)) ||
+                     duration_arg(s, args, asked, &seconds, err, errlen) ||
+                     grant(s, r, seconds, as_owner ? "owner" : "admin", err, errlen)
+                 ? -1
+                 : 0;
+        if (store_keep(&st, r, rc, err, errlen))
+            rc = -1;
+        if (rc == 0)
+            *out = json_deep_copy(r);
+    }
+    store_close(&st);
+    return rc;
+}
+
+int sbx_op_access_deny(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"id", NULL};
+    const char *id;
+    char now[32];
+    struct store st;
+    json_t *r;
+    int rc = -1;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(id = sbx_args_string(args, "id", 1, err, errlen)) || store_open(s, &st, err, errlen))
+        return -1;
+    store_prune(&st, time(NULL));
+    r = pending_request(s, &st, id, err, errlen);
+    if (r) {
+        sbx_time_format(time(NULL), now, sizeof now);
+        json_object_set_new(r, "status", json_string(STATUS_DENIED));
+        json_object_set_new(r, "decided", json_string(now));
+        json_object_set_new(r, "by", json_string("admin"));
+        rc = store_save(&st, err, errlen);
+        if (rc == 0)
+            *out = json_deep_copy(r);
+    }
+    store_close(&st);
+    return rc;
+}
+
+int sbx_op_denials(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", NULL};
+    const char *name;
+    struct sbx_vm vm;
+    json_t *denials;
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
+        sbx_vm_find(s, name, &vm, err, errlen) ||
+        sbx_egress_denials(&s->cfg, vm.vmid, &denials, err, errlen))
+        return -1;
+    *out = json_pack("{s:s,s:i,s:o}", "name", vm.name, "vmid", vm.vmid, "denials", denials);
+    return 0;
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# tests/sandboxctl/access.t - access requests end to end, against two real
+# egressd: a sandbox denied b.test sees the denial (sandboxctl denials,
+# from both egressd), asks for it (access request), waits while nobody
+# decides, and reaches it once an administrator approves, on both egressd,
+# by a grant that is in its Proxmox description and its binding; a grant
+# lapses in egressd by itself; access-auto grants at once only what its
+# patterns cover; deny, list, and every bad input gets its error and
+# changes nothing.  Sandboxes on 127.0.0.40-49, origins a.test and b.test
+# (127.0.0.16, .17, port 8000), in a network namespace of its own.
+set -u
+if [ -z "${SBX_IN_NETNS:-}" ]; then
+    export SBX_IN_NETNS=1
+    exec unshare -n -- bash "$0" "$@"
+fi
+. "$TOP/tests/sandboxctl/lib.sh"
+ip link set lo up || {
+    ok 1 "ip link set lo up in the new network namespace"
+    tap_end
+    exit 1
+}
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY \
+    CURL_CA_BUNDLE SSL_CERT_FILE CURL_HOME
+
+ORIGIN_PID=
+sbx_start 9 || {
+    ok 1 "the simulator and both egressd start"
+    tap_end
+    exit 1
+}
+trap '[ -n "$ORIGIN_PID" ] && kill "$ORIGIN_PID" 2>/dev/null; sbx_stop_all quiet' EXIT
+config() {
+    sbx_write_config
+    sed -i -e 's|^ip-pool .*|ip-pool 127.0.0.40-127.0.0.49/24|' -e 's|^gateway .*|gateway 127.0.0.1|' \
+        -e "s|^proxy .*|proxy $SBX_EGD1_PROXY|" "$CONF"
+}
+config </dev/null
+
+python3 -S -u -c '
+import http.server, sys, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("origin %s\n" % self.server.name).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+for spec in sys.argv[1:]:
+    name, addr = spec.split("=")
+    s = http.server.ThreadingHTTPServer((addr, 8000), H)
+    s.name = name
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print("ready")
+threading.Event().wait()' a.test=127.0.0.16 b.test=127.0.0.17 >"$T/origin.out" 2>&1 &
+ORIGIN_PID=$!
+for ((i = 0; i < 100; i++)); do
+    grep -q '^ready' "$T/origin.out" && break
+    sleep 0.05
+done
+check "the origins a.test and b.test listen" grep -q '^ready' "$T/origin.out"
+
+# via N ADDR HOST: the status of GET http://HOST:8000/ through egressd N
+# from ADDR (000 when there was none).
+via() {
+    local proxy
+    eval "proxy=\$SBX_EGD$1_PROXY"
+    curl -q -sS -m 10 --interface "$2" -x "http://$proxy" -o /dev/null -w '%{http_code}' \
+        "http://$3:8000/" 2>/dev/null || true
+}
+
+# description VMID: the VM's Proxmox description.
+description() {
+    sim_state '[v["config"]["description"] for v in s["vms"] if v["vmid"] == '"$1"'][0]'
+}
+
+out=$(sbx --json create --name s1 --size small --owner alice --policy p 2>&1)
+ok $? "create s1 (policy p: a.test:8000 only) ($(tr -d "\n" <<<"$out" | head -c 160))"
+s1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+a1=$(json_get "$out" 'j["address"]' 2>/dev/null)
+check "s1 reaches a.test through egressd 1 (200)" test "$(via 1 "$a1" a.test)" = 200
+check "s1 is refused b.test through egressd 1 (403)" test "$(via 1 "$a1" b.test)" = 403
+check "  and through egressd 2 (403)" test "$(via 2 "$a1" b.test)" = 403
+
+# --- denials: what egressd refused, from both
+out=$(sbx --json denials s1 2>&1)
+ok $? "denials s1 ($(tr -d "\n" <<<"$out" | head -c 160))"
+check "  holds the b.test:8000 denial of each egressd, reason not_allowed, newest first" test "$(json_get "$out" 'd = [x for x in j["denials"] if x["host"] == "b.test" and x["port"] == 8000 and x["reason"] == "not_allowed"]; ts = [x["ts"] for x in j["denials"]]; sorted({x["egressd"] for x in d}) == sorted(["'"$SBX_EGD1_ADMIN"'", "'"$SBX_EGD2_ADMIN"'"]) and ts == sorted(ts, reverse=True) and j["vmid"] == '"$s1"'' 2>&1)" = True
+out=$(sbx denials s1 2>&1)
+check "  the table names b.test:8000 and not_allowed" grep -qE 'b\.test:8000 +not_allowed' <<<"$out"
+out=$(sbx denials nosuch 2>&1)
+ok "$([ $? -eq 1 ] && grep -q "no sandbox called 'nosuch'" <<<"$out"; echo $?)" "denials of a sandbox that does not exist: exit 1, named ($out)"
+
+# --- request, and nothing changes while it waits
+out=$(sbx --json access request s1 b.test:8000 --for 30m --why "the crate mirror" 2>&1)
+ok $? "access request s1 b.test:8000 --for 30m ($(tr -d "\n" <<<"$out" | head -c 200))"
+id=$(json_get "$out" 'j["id"]' 2>/dev/null)
+check "  pending, 1800 s, not one the owner may approve (no access-owner-approves)" test "$(json_get "$out" 'j["status"] == "pending" and j["seconds"] == 1800 and j["owner_may_approve"] is False and j["owner"] == "alice" and j["vmid"] == '"$s1"'' 2>&1)" = True
+out=$(sbx --json access request s1 B.TEST.:8000 --why "again" 2>&1)
+check "  the same host again (B.TEST.:8000) is the same request $id" test "$(json_get "$out" 'j["id"]' 2>/dev/null)" = "$id"
+out=$(sbx access request s1 b.test:8000 --why "x" 2>&1)
+check "  the human form says how an administrator decides it" grep -q "sandboxctl access approve $id" <<<"$out"
+check "while it waits s1 is still refused b.test (403)" test "$(via 1 "$a1" b.test)" = 403
+check "  and the description holds no grant" bash -c '! grep -q "^grants:" <<<"$1"' _ "$(description "$s1")"
+out=$(sbx --json access list 2>&1)
+check "access list shows the one pending request" test "$(json_get "$out" '[r["id"] for r in j["requests"]] == ["'"$id"'"]' 2>&1)" = True
+out=$(sbx --json access list nosuch 2>&1)
+check "access list of another name shows none" test "$(json_get "$out" 'len(j["requests"])' 2>&1)" = 0
+out=$(sbx access list 2>&1)
+check "  the table has its id, host, 30m and the reason" grep -qE "^$id +s1 +b\.test:8000 +30m +pending .*the crate mirror" <<<"$out"
+
+# --- approve: the grant in the description, both bindings, both egressd
+before=$(date +%s)
+out=$(sbx --json access approve "$id" 2>&1)
+ok $? "access approve $id ($(tr -d "\n" <<<"$out" | head -c 200))"
+until=$(json_get "$out" 'j["until"]' 2>/dev/null)
+check "  approved by admin, until about 30 minutes from now ($until)" test "$(json_get "$out" 'import calendar, time; u = calendar.timegm(time.strptime(j["until"], "%Y-%m-%dT%H:%M:%SZ")); j["status"] == "approved" and j["by"] == "admin" and '"$before"' + 1790 <= u <= '"$before"' + 1810' 2>&1)" = True
+check "  s1's description holds the grant b.test:8000@$until" grep -qx "grants: b.test:8000@$until" <<<"$(description "$s1")"
+check "  egressd 1's binding allows it until then" test "$(egressd_state 1 'b["'"$s1"'"]["allow"]' 2>&1)" = "[\"b.test:8000 until $until\"]"
+check "  and egressd 2's" test "$(egressd_state 2 'b["'"$s1"'"]["allow"]' 2>&1)" = "[\"b.test:8000 until $until\"]"
+check "s1 now reaches b.test through egressd 1 (200)" test "$(via 1 "$a1" b.test)" = 200
+check "  and through egressd 2 (200)" test "$(via 2 "$a1" b.test)" = 200
+out=$(sbx access approve "$id" 2>&1)
+ok "$([ $? -eq 1 ] && grep -q "access request $id is approved already" <<<"$out"; echo $?)" "approving it again: exit 1, says it is approved already ($out)"
+out=$(sbx --json sync 2>&1)
+check "sync keeps the grant in both bindings (the description is the truth)" test "$(egressd_state 1 'b["'"$s1"'"]["allow"]' 2>&1)$(egressd_state 2 'b["'"$s1"'"]["allow"]' 2>&1)" = "[\"b.test:8000 until $until\"][\"b.test:8000 until $until\"]"
+sbx extend s1 30m >/dev/null
+check "extend keeps the grant in the description" grep -qx "grants: b.test:8000@$until" <<<"$(description "$s1")"
+
+# --- deny, list --all
+out=$(sbx --json access request s1 a.test:9999 --why "a port it lacks" 2>&1)
+id2=$(json_get "$out" 'j["id"]' 2>/dev/null)
+out=$(sbx --json access deny "$id2" 2>&1)
+ok $? "access deny $id2 ($(tr -d "\n" <<<"$out" | head -c 160))"
+check "  denied by admin" test "$(json_get "$out" 'j["status"] == "denied" and j["by"] == "admin" and "until" not in j' 2>&1)" = True
+check "  the description still holds the b.test grant only" test "$(grep '^grants:' <<<"$(description "$s1")")" = "grants: b.test:8000@$until"
+out=$(sbx --json access list 2>&1)
+check "access list shows nothing pending now" test "$(json_get "$out" 'len(j["requests"])' 2>&1)" = 0
+out=$(sbx --json access list --all 2>&1)
+check "access list --all shows the approved and the denied" test "$(json_get "$out" 'sorted(r["status"] for r in j["requests"])' 2>&1)" = '["approved", "denied"]'
+out=$(sbx access deny "$id2" 2>&1)
+ok "$([ $? -eq 1 ] && grep -q "is denied already" <<<"$out"; echo $?)" "denying it again: exit 1 ($out)"
+
+# --- a grant lapses in egressd by itself (the description's time, 3 s on)
+desc=$(description "$s1")
+soon=$(date -u -d '@'"$(($(date +%s) + 3))" +%Y-%m-%dT%H:%M:%SZ)
+new=$(sed "s|^grants: .*|grants: b.test:8000@$soon|" <<<"$desc")
+curl -sS --cacert "$PVE_SIM_CA" -X PUT -H "Authorization: PVEAPIToken=$SBX_TOKEN_ID=$SBX_SECRET" \
+    -H 'Content-Type: application/json' --data "$(python3 -c 'import json,sys; print(json.dumps({"description": sys.argv[1]}))' "$new")" \
+    "$PVE_SIM_URL/nodes/$(sim_state '[v for v in s["vms"] if v["vmid"] == '"$s1"'][0]["node"]')/qemu/$s1/config" >/dev/null
+sbx sync >/dev/null
+check "a grant that lapses at $soon: egressd 1's binding says so after sync" test "$(egressd_state 1 'b["'"$s1"'"]["allow"]' 2>&1)" = "[\"b.test:8000 until $soon\"]"
+check "  s1 reaches b.test before it lapses (200)" test "$(via 1 "$a1" b.test)" = 200
+while [ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \< "$soon" ] || [ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" = "$soon" ]; do sleep 0.2; done
+sleep 0.5
+check "  and is refused once it lapsed, with no one telling egressd (403)" test "$(via 1 "$a1" b.test)" = 403
+check "  on egressd 2 too (403)" test "$(via 2 "$a1" b.test)" = 403
+out=$(sbx --json access request s1 b.test:8000 --for 10m --why "once more" 2>&1)
+id3=$(json_get "$out" 'j["id"]' 2>/dev/null)
+sbx access approve "$id3" >/dev/null
+check "a new grant of the same host replaces the lapsed one in the description" test "$(grep -c 'b.test:8000@' <<<"$(description "$s1")")" = 1
+
+# --- access-auto: granted at once, only what the patterns cover
+printf '%s\n' 'access-auto .b.test:8000 a.test:443' 'access-max 2h' | config
+out=$(sbx --json create --name s2 --size small --owner bob --policy p 2>&1)
+ok $? "create s2 with access-auto .b.test:8000 a.test:443 in the config"
+s2=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+a2=$(json_get "$out" 'j["address"]' 2>/dev/null)
+check "s2 is refused b.test before it asks (403)" test "$(via 1 "$a2" b.test)" = 403
+out=$(sbx --json access request s2 b.test:8000 --why "the registry" 2>&1)
+ok $? "access request s2 b.test:8000 ($(tr -d "\n" <<<"$out" | head -c 200))"
+check "  granted at once, for the default 1h, by access-auto .b.test:8000" test "$(json_get "$out" 'j["status"] == "approved" and j["by"] == "access-auto .b.test:8000" and j["seconds"] == 3600' 2>&1)" = True
+check "  s2 reaches b.test at once (200)" test "$(via 1 "$a2" b.test)" = 200
+out=$(sbx --json access request s2 b.test --why "default ports" 2>&1)
+check "b.test without a port (443 and 80) is not covered by .b.test:8000: pending" test "$(json_get "$out" 'j["status"]' 2>&1)" = pending
+out=$(sbx --json access request s2 '*.a.test:443' --why "subdomains" 2>&1)
+check "*.a.test:443 is not covered by a.test:443: pending" test "$(json_get "$out" 'j["status"]' 2>&1)" = pending
+
+# --- bad input: an error naming the cause, nothing filed
+cp "$T/state/access.json" "$T/access.before"
+bad() { # TEXT WANT ARGS...: exit 1 and WANT in the message
+    local text=$1 want=$2 out rc
+    shift 2
+    out=$(sbx "$@" 2>&1)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -qF -- "$want" <<<"$out"; echo $?)" "$text: exit 1, '$want' ($(head -c 160 <<<"$out"))"
+}
+bad "a host that is not one" "host: expected HOST" access request s2 'no host!' --why x
+bad "a regex host" "host: expected HOST" access request s2 '~.*' --why x
+bad "an IP address" "host: expected HOST" access request s2 127.0.0.17:8000 --why x
+bad "longer than access-max 2h" "duration: expected 1m .. 2h (access-max)" access request s2 b.test:8000 --for 3h --why x
+bad "an empty reason" "why: expected 1 to 500 bytes" access request s2 b.test:8000 --why ''
+bad "a reason with a control character" "why: control characters" access request s2 b.test:8000 --why "$(printf 'a\033[2Jb')"
+bad "no reason" "missing" access request s2 b.test:8000
+bad "a sandbox that does not exist" "no sandbox called 'ghost'" access request ghost b.test:8000 --why x
+bad "approve an unknown id" "no access request 'feedbeef'" access approve feedbeef
+bad "deny an unknown id" "no access request 'feedbeef'" access deny feedbeef
+check "  none of them filed or changed a request" cmp -s "$T/state/access.json" "$T/access.before"
+out=$(sbx access frobnicate 2>&1)
+ok "$([ $? -eq 2 ]; echo $?)" "access frobnicate: a usage error (exit 2)"
+for ((i = 0; i < 16; i++)); do
+    sbx access request s2 "h$i.example:443" --why "flood $i" >/dev/null 2>&1
+done
+bad "a 17th waiting request of one sandbox" "has 16 requests waiting already" access request s2 h99.example:443 --why x
+printf '%s\n' 'access-auto ???' | config
+out=$(sbx access list 2>&1)
+ok "$([ $? -eq 2 ] && grep -qF ":20: access-auto: '???' is not HOST" <<<"$out"; echo $?)" "an access-auto pattern that is not one: exit 2, names the line ($out)"
+printf '%s\n' 'access-owner-approves 10.0.0.1' | config
+out=$(sbx access list 2>&1)
+ok "$([ $? -eq 2 ] && grep -qF ":20: access-owner-approves: '10.0.0.1' is not HOST" <<<"$out"; echo $?)" "an address as access-owner-approves pattern: exit 2, names the line ($out)"
+config </dev/null
+echo '[{"id": ' >"$T/state/access.json"
+cp "$T/state/access.json" "$T/access.broken"
+bad "a broken access.json" "access.json: " access list
+check "  it is named and left as it was, not emptied" cmp -s "$T/state/access.json" "$T/access.broken"
+
+sbx destroy s1 >/dev/null
+sbx destroy s2 >/dev/null
+sbx_stop_all
+tap_end
