@@ -24,7 +24,8 @@
  *              -> {vmid, name, node, address, owner, policy, expires,
  *                  secrets, ready_seconds (number)}
  *   list       (none) -> {sandboxes: [{vmid, name, node, owner, policy,
- *              address, created, expires, secrets, status}]}
+ *              address, created, expires, secrets, grants: [{host, until}]
+ *              (access grants not lapsed yet), status}]}
  *   exec       name, command (array of strings), timeout (integer seconds,
  *              optional), input (string, optional)
  *              -> {exitcode, stdout, stderr, stdout_truncated (bool),

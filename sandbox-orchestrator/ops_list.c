@@ -10,6 +10,22 @@
 /* One sandbox as list shows it; a VM whose description cannot be read is
  * listed with the problem instead of its metadata.  NULL: another owner's
  * sandbox while the operations are scoped to one owner. */
+/* The access grants of m that have not lapsed at now: [{host, until}]. */
+static json_t *grants_json(const struct sbx_meta *m, time_t now)
+{
+    json_t *list = json_array();
+    char until[32];
+
+    for (int i = 0; i < m->ngrants; i++) {
+        if (m->grants[i].until <= now)
+            continue;
+        sbx_time_format(m->grants[i].until, until, sizeof until);
+        json_array_append_new(list,
+                              json_pack("{s:s,s:s}", "host", m->grants[i].allow, "until", until));
+    }
+    return list;
+}
+
 static json_t *describe(struct sbx *s, const struct sbx_vm *vm)
 {
     json_t *config = NULL, *o;
@@ -43,6 +59,7 @@ static json_t *describe(struct sbx *s, const struct sbx_vm *vm)
     json_object_set_new(o, "secrets", json_array());
     for (int i = 0; i < m.nsecrets; i++)
         json_array_append_new(json_object_get(o, "secrets"), json_string(m.secrets[i]));
+    json_object_set_new(o, "grants", grants_json(&m, time(NULL)));
     return o;
 }
 

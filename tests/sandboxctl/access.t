@@ -119,6 +119,8 @@ check "  approved by admin, until about 30 minutes from now ($until)" test "$(js
 check "  s1's description holds the grant b.test:8000@$until" grep -qx "grants: b.test:8000@$until" <<<"$(description "$s1")"
 check "  egressd 1's binding allows it until then" test "$(egressd_state 1 'b["'"$s1"'"]["allow"]' 2>&1)" = "[\"b.test:8000 until $until\"]"
 check "  and egressd 2's" test "$(egressd_state 2 'b["'"$s1"'"]["allow"]' 2>&1)" = "[\"b.test:8000 until $until\"]"
+out=$(sbx --json list 2>&1)
+check "  list shows s1's grant and when it lapses" test "$(json_get "$out" '[x["grants"] for x in j["sandboxes"] if x["name"] == "s1"]' 2>&1)" = "[[{\"host\": \"b.test:8000\", \"until\": \"$until\"}]]"
 check "s1 now reaches b.test through egressd 1 (200)" test "$(via 1 "$a1" b.test)" = 200
 check "  and through egressd 2 (200)" test "$(via 2 "$a1" b.test)" = 200
 out=$(sbx access approve "$id" 2>&1)
