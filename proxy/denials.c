@@ -227,6 +227,10 @@ static const char *hint_of(const char *reason)
                "{\"EncryptedClientHelloEnabled\": false} in /etc/chromium/policies/managed/ "
                "(or /etc/opt/chrome/policies/managed/), or start the browser with "
                "--disable-features=EncryptedClientHello";
+    if (strcmp(reason, "not_allowed") == 0)
+        return "the host is not on this sandbox's allowlist: ask for it rather than work around "
+               "it (the MCP tool request_access, or the operator's sandboxctl access request "
+               "SANDBOX HOST:PORT --why TEXT)";
     if (strcmp(reason, "credential_host_mismatch") == 0)
         return "a credential's placeholder (egressd-ph-NAME-...) works only in the header its "
                "inject rule names, in a request to a host that rule binds it to; this request "

@@ -59,7 +59,9 @@ l, d = json.loads(sys.argv[1]), json.loads(sys.argv[2])["denials"][0]
 sys.exit(0 if all(l[k] == d[k] for k in ("host", "port", "mode", "reason", "rule", "status", "sni")) else 1)
 ' "$line" "$body"
 denials 402 '[x["host"] for x in d["denials"]] == ["other.test"]' "402 has its own"
-denials 401 'all(x["hint"] is None for x in d["denials"])' "a denial by a rule has no hint"
+denials 401 'd["denials"][0]["hint"] is None' "a deny rule's denial has no hint (asking would not help)"
+denials 401 '"request_access" in d["denials"][1]["hint"] and "sandboxctl access request" in d["denials"][1]["hint"]' \
+    "a not_allowed denial says how to ask for the host"
 
 # --- an ECH ClientHello: the TLS alert carries no text, the denial says what to change
 raw hello "$EGD_HELLOS/curl.bin" "$T/ech.bin" --sni a.test --ech || egm_bail "an ECH hello"
