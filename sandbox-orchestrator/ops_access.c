@@ -97,7 +97,7 @@ static int store_save(struct store *st, char *err, size_t errlen)
 
     snprintf(tmp, sizeof tmp, "%s.tmp", st->path);
     if (json_dump_file(st->requests, tmp, JSON_INDENT(1)) == -1 || rename(tmp, st->path) == -1) {
-        snprintf(err, errlen, "state-dir: cannot write %s: %s", st->path, strerror(errno));
+        snprintf(err, errlen, "state-dir: cannot write %.300s: %s", st->path, strerror(errno));
         unlink(tmp);
         return -1;
     }
