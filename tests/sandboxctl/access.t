@@ -7,7 +7,8 @@
 # lapses in egressd by itself; access-auto grants at once only what its
 # patterns cover; deny, list, and every bad input gets its error and
 # changes nothing.  Sandboxes on 127.0.0.40-49, origins a.test and b.test
-# (127.0.0.16, .17, port 8000), in a network namespace of its own.
+# (127.0.0.16, .17, port 8000), in a network namespace of its own; the
+# whole of it against the simulator of each schema, PVE 8.4 and 9.1.
 set -u
 if [ -z "${SBX_IN_NETNS:-}" ]; then
     export SBX_IN_NETNS=1
@@ -23,19 +24,8 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy
     CURL_CA_BUNDLE SSL_CERT_FILE CURL_HOME
 
 ORIGIN_PID=
-sbx_start 9 || {
-    ok 1 "the simulator and both egressd start"
-    tap_end
-    exit 1
-}
-trap '[ -n "$ORIGIN_PID" ] && kill "$ORIGIN_PID" 2>/dev/null; sbx_stop_all quiet' EXIT
-config() {
-    sbx_write_config
-    sed -i -e 's|^ip-pool .*|ip-pool 127.0.0.40-127.0.0.49/24|' -e 's|^gateway .*|gateway 127.0.0.1|' \
-        -e "s|^proxy .*|proxy $SBX_EGD1_PROXY|" "$CONF"
-}
-config </dev/null
-
+ORIGIN_OUT=$(mktemp "${TMPDIR:-/tmp}/access-origin.XXXXXX")
+trap '[ -n "$ORIGIN_PID" ] && kill "$ORIGIN_PID" 2>/dev/null; rm -f "$ORIGIN_OUT"; sbx_stop_all quiet' EXIT
 python3 -S -u -c '
 import http.server, sys, threading
 class H(http.server.BaseHTTPRequestHandler):
@@ -53,13 +43,29 @@ for spec in sys.argv[1:]:
     s.name = name
     threading.Thread(target=s.serve_forever, daemon=True).start()
 print("ready")
-threading.Event().wait()' a.test=127.0.0.16 b.test=127.0.0.17 >"$T/origin.out" 2>&1 &
+threading.Event().wait()' a.test=127.0.0.16 b.test=127.0.0.17 >"$ORIGIN_OUT" 2>&1 &
 ORIGIN_PID=$!
 for ((i = 0; i < 100; i++)); do
-    grep -q '^ready' "$T/origin.out" && break
+    grep -q '^ready' "$ORIGIN_OUT" && break
     sleep 0.05
 done
-check "the origins a.test and b.test listen" grep -q '^ready' "$T/origin.out"
+ok "$(grep -q '^ready' "$ORIGIN_OUT"; echo $?)" "the origins a.test and b.test listen"
+
+# suite VERSION: every check against the simulator of PVE VERSION's schema.
+suite() {
+local v=$1
+sbx_start "$v" || {
+    ok 1 "PVE $v: the simulator and both egressd start"
+    tap_end
+    exit 1
+}
+trap '[ -n "$ORIGIN_PID" ] && kill "$ORIGIN_PID" 2>/dev/null; rm -f "$ORIGIN_OUT"; sbx_stop_all quiet' EXIT
+config() {
+    sbx_write_config
+    sed -i -e 's|^ip-pool .*|ip-pool 127.0.0.40-127.0.0.49/24|' -e 's|^gateway .*|gateway 127.0.0.1|' \
+        -e "s|^proxy .*|proxy $SBX_EGD1_PROXY|" "$CONF"
+}
+config </dev/null
 
 # via N ADDR HOST: the status of GET http://HOST:8000/ through egressd N
 # from ADDR (000 when there was none).
@@ -76,7 +82,7 @@ description() {
 }
 
 out=$(sbx --json create --name s1 --size small --owner alice --policy p 2>&1)
-ok $? "create s1 (policy p: a.test:8000 only) ($(tr -d "\n" <<<"$out" | head -c 160))"
+ok $? "PVE $v: create s1 (policy p: a.test:8000 only) ($(tr -d "\n" <<<"$out" | head -c 160))"
 s1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
 a1=$(json_get "$out" 'j["address"]' 2>/dev/null)
 check "s1 reaches a.test through egressd 1 (200)" test "$(via 1 "$a1" a.test)" = 200
@@ -166,7 +172,7 @@ check "a new grant of the same host replaces the lapsed one in the description" 
 # --- access-auto: granted at once, only what the patterns cover
 printf '%s\n' 'access-auto .b.test:8000 a.test:443' 'access-max 2h' | config
 out=$(sbx --json create --name s2 --size small --owner bob --policy p 2>&1)
-ok $? "create s2 with access-auto .b.test:8000 a.test:443 in the config"
+ok $? "PVE $v: create s2 with access-auto .b.test:8000 a.test:443 in the config"
 s2=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
 a2=$(json_get "$out" 'j["address"]' 2>/dev/null)
 check "s2 is refused b.test before it asks (403)" test "$(via 1 "$a2" b.test)" = 403
@@ -220,4 +226,9 @@ check "  it is named and left as it was, not emptied" cmp -s "$T/state/access.js
 sbx destroy s1 >/dev/null
 sbx destroy s2 >/dev/null
 sbx_stop_all
+}
+
+for v in 8 9; do
+    suite "$v"
+done
 tap_end
