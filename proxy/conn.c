@@ -229,7 +229,7 @@ static void log_entry(const struct px_conn *c, struct px_log_entry *e, struct li
         .method = rq->method[0] ? rq->method : NULL,
         .host = rq->host.len ? rq->host.text : (!relaying ? c->raw_host : NULL),
         .port = rq->port,
-        .sni = rq->have_sni ? rq->sni : NULL,
+        .sni = rq->sni,
         .decision = policy_decision_str(rq->decision),
         .reason = px_reason_str(rq->reason),
         .rule = px_conn_rule_text(c, t->rule, sizeof(t->rule)),
@@ -241,7 +241,7 @@ static void log_entry(const struct px_conn *c, struct px_log_entry *e, struct li
         .duration_ms = (uint64_t)(px_now_ms() - c->t_start_ms),
         .status = rq->status,
         .termination = termination(c, t->end, sizeof(t->end)),
-        .inject = rq->inject[0] ? rq->inject : NULL,
+        .inject = rq->inject,
         .path = c->ex != NULL && c->ex->path[0] ? c->ex->path : NULL,
     };
 }
@@ -323,6 +323,45 @@ const char *px_conn_upstream_text(const struct px_conn *c, char buf[PX_SOCKADDR_
     return buf;
 }
 
+void px_request_clear_sni(struct px_request *rq)
+{
+    free(rq->sni_own);
+    rq->sni_own = NULL;
+    rq->sni = NULL;
+}
+
+void px_request_set_sni(struct px_request *rq, const char *name, size_t n)
+{
+    px_request_clear_sni(rq);
+    if (n > 0 && n == rq->host.len && memcmp(name, rq->host.text, n) == 0) {
+        rq->sni = rq->host.text;
+        return;
+    }
+    rq->sni_own = malloc(n + 1);
+    if (rq->sni_own == NULL)
+        abort();
+    memcpy(rq->sni_own, name, n);
+    rq->sni_own[n] = '\0';
+    rq->sni = rq->sni_own;
+}
+
+void px_request_set_inject(struct px_request *rq, const char *text)
+{
+    free(rq->inject);
+    rq->inject = NULL;
+    if (text != NULL && text[0] != '\0' && (rq->inject = strdup(text)) == NULL)
+        abort();
+}
+
+void px_request_share_sni(struct px_request *rq)
+{
+    if (rq->sni_own != NULL && strcmp(rq->sni_own, rq->host.text) == 0) {
+        free(rq->sni_own);
+        rq->sni_own = NULL;
+        rq->sni = rq->host.text;
+    }
+}
+
 void px_conn_keep_raw_host(struct px_conn *c, const char *p, size_t n)
 {
     if (n > PX_RAW_HOST_MAX)
@@ -383,6 +422,8 @@ void px_conn_close(struct px_conn *c, const char *why)
     px_conn_drop_exchange(c);
     px_intercept_free(c);
     free(c->raw_host);
+    px_request_clear_sni(&c->rq);
+    px_request_set_inject(&c->rq, NULL);
     if (c->up != NULL)
         bufferevent_free(c->up);
     if (c->cli != NULL)

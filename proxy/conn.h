@@ -109,8 +109,12 @@ struct px_request {
     char method[24];
     struct policy_host host;
     uint16_t port;
-    char sni[SNI_HOST_MAX + 1];
-    bool have_sni;
+    /* The ClientHello's server name as it was sent, or NULL (none, or no
+     * hello yet): host.text itself when the bytes are the same (most
+     * hellos; an idle tunnel keeps no second copy of its name), else
+     * sni_own.  Set with px_request_set_sni(). */
+    const char *sni;
+    char *sni_own;
     struct policy_verdict v; /* name phase, then the address that decided */
     enum policy_decision decision;
     enum px_reason reason;
@@ -118,7 +122,7 @@ struct px_request {
     unsigned status; /* HTTP status sent or received */
     bool logged;     /* this request's log line is written */
     bool intercept; /* a CONNECT egressd terminates: an inject rule binds a secret of its sandbox */
-    char inject[96]; /* the secrets added to (or, denied, misplaced in) this request: "a,b" */
+    char *inject; /* the secrets added to (or, denied, misplaced in) this request, "a,b"; or NULL */
 };
 
 /* An intercepted CONNECT (intercept.c): the host both legs are for, and
@@ -218,6 +222,17 @@ struct px_conn {
 };
 
 /* conn.c */
+/* Note the n bytes at name (a server name, not NUL-terminated) as rq's
+ * SNI; rq->host is compared as it is now. */
+void px_request_set_sni(struct px_request *rq, const char *name, size_t n);
+/* Forget rq's SNI (and free its copy). */
+void px_request_clear_sni(struct px_request *rq);
+/* Note text ("a,b": secrets' names; NULL or "": none) as rq's inject
+ * field, a copy of its own (a connection without secrets carries none). */
+void px_request_set_inject(struct px_request *rq, const char *text);
+/* rq->host changed: when it now holds the SNI's bytes, the SNI uses them
+ * instead of its copy. */
+void px_request_share_sni(struct px_request *rq);
 void px_conn_set_state(struct px_conn *c, enum px_conn_state s);
 /* The state's word in the log's termination field ("head", "relay", ...). */
 const char *px_state_str(enum px_conn_state s);

@@ -62,7 +62,7 @@ static enum px_reason connect_hello_check(struct px_conn *c, enum sni_result r)
  * (or the listener's upstream port); judge it. */
 static void judge_sni(struct px_conn *c)
 {
-    if (!c->rq.have_sni) {
+    if (c->rq.sni == NULL) {
         px_conn_deny(c, PX_R_NO_SNI);
         return;
     }
@@ -73,6 +73,7 @@ static void judge_sni(struct px_conn *c)
         px_conn_deny(c, PX_R_BAD_HOST);
         return;
     }
+    px_request_share_sni(&c->rq);
     px_conn_judge(c, NULL, 0);
 }
 
@@ -84,9 +85,7 @@ static void hello_done(struct px_conn *c, enum sni_result r)
     enum px_reason why = px_hello_refused(c->hello, r);
 
     if (r == SNI_OK) { /* also for a hello refused for ECH: the log names its outer name */
-        memcpy(c->rq.sni, h->host.ptr, h->host.len);
-        c->rq.sni[h->host.len] = '\0';
-        c->rq.have_sni = true;
+        px_request_set_sni(&c->rq, (const char *)h->host.ptr, h->host.len);
     }
     c->hello_len = h->record_bytes; /* the relay watches what follows (rehello.c) */
     if (why == PX_R_ALLOWED && c->mode == PX_MODE_CONNECT)

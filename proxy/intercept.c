@@ -245,18 +245,19 @@ static bool start_client_tls(struct px_conn *c)
  * its i-th), "a,b". */
 static void note_secrets(struct px_conn *c, uint32_t mask)
 {
+    char names[96] = "";
     size_t off = 0;
 
-    c->rq.inject[0] = '\0';
     for (size_t i = 0; i < c->sb->n_secrets && i < 32; i++) {
         if (!(mask & (1u << i)))
             continue;
-        int k = snprintf(c->rq.inject + off, sizeof(c->rq.inject) - off, "%s%s", off ? "," : "",
-                         c->sb->secrets[i]);
-        if (k < 0 || (size_t)k >= sizeof(c->rq.inject) - off)
+        int k =
+            snprintf(names + off, sizeof(names) - off, "%s%s", off ? "," : "", c->sb->secrets[i]);
+        if (k < 0 || (size_t)k >= sizeof(names) - off)
             break;
         off += (size_t)k;
     }
+    px_request_set_inject(&c->rq, names);
 }
 
 /* Note in c->rq.inject the names of the secrets bound to the CONNECT's
@@ -304,13 +305,10 @@ void px_intercept_free(struct px_conn *c)
  * the log lines of those refused before their Host is read). */
 static void take_tunnel_target(struct px_conn *c)
 {
-    size_t n = c->ic->host.len < sizeof(c->rq.sni) ? c->ic->host.len : sizeof(c->rq.sni) - 1;
-
     c->rq.host = c->ic->host;
     c->rq.port = c->ic->port;
-    memcpy(c->rq.sni, c->ic->host.text, n); /* (a name: hello.c checked the SNI names it) */
-    c->rq.sni[n] = '\0';
-    c->rq.have_sni = true;
+    /* (a name: hello.c checked the SNI names it) */
+    px_request_set_sni(&c->rq, c->ic->host.text, c->ic->host.len);
 }
 
 bool px_intercept_target(struct px_conn *c, const struct http_request *req)
@@ -378,7 +376,7 @@ static void refuse(struct px_conn *c, const struct cred_table *t, enum http_cred
         px_log_info("conn %llu: sandbox %s sent the placeholder of secret '%s' where it does not "
                     "go (%s): denied",
                     (unsigned long long)c->id, c->sb->id, name, c->ic->host.text);
-        snprintf(c->rq.inject, sizeof(c->rq.inject), "%s", name);
+        px_request_set_inject(&c->rq, name);
         px_metrics_injection(name, PX_INJ_MISMATCH);
         px_conn_deny_unruled(c, PX_R_CREDENTIAL_HOST_MISMATCH);
         return;

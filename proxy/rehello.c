@@ -68,8 +68,8 @@ static enum px_reason judge_hello(const struct px_conn *c, enum sni_result r,
     if (why != PX_R_ALLOWED)
         return why;
     if (r == SNI_NO_SNI)
-        return c->rq.have_sni ? PX_R_SNI_MISMATCH : PX_R_ALLOWED;
-    if (!c->rq.have_sni ||
+        return c->rq.sni != NULL ? PX_R_SNI_MISMATCH : PX_R_ALLOWED;
+    if (c->rq.sni == NULL ||
         !px_conn_names_host(c, (const char *)p->hello.host.ptr, p->hello.host.len))
         return PX_R_SNI_MISMATCH;
     return PX_R_ALLOWED;

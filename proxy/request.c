@@ -139,13 +139,13 @@ void px_request_reset(struct px_conn *c)
     c->rq.host.len = 0;
     c->rq.host.text[0] = '\0';
     c->rq.port = 0;
-    c->rq.have_sni = false;
+    px_request_clear_sni(&c->rq);
     memset(&c->rq.v, 0, sizeof(c->rq.v));
     c->rq.decision = POLICY_ALLOW;
     c->rq.reason = PX_R_ALLOWED;
     c->rq.decided = c->rq.logged = false;
     c->rq.status = 0;
-    c->rq.inject[0] = '\0';
+    px_request_set_inject(&c->rq, NULL);
     c->ex->path[0] = '\0';
     c->bytes_up = c->bytes_down = 0;
     c->ex->resp_head_done = false;

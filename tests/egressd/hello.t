@@ -32,6 +32,7 @@ hello same --sni retry.test
 hello other --sni b.test
 hello nosni --no-sni
 hello ech --sni retry.test --ech
+hello upper --sni Retry.TEST
 # split IN OUT: the one record of IN as two records (payload cut in the middle).
 split() {
     py - "$1" "$2" <<'EOF'
@@ -137,6 +138,20 @@ attempt tls "file:$T/h1.bin" "read:$HRR_LEN" "file:$T/same.bin" sleep:0.3
 ok_json "transparent TLS, a retry naming the same host: it reaches the server" "$H" \
     'l["hellos"] == ["retry.test"]'
 
+# --- the log's sni is the name as the hello sent it, the host as judged
+egd_log_mark
+attempt connect "file:$T/upper.bin" sleep:0.3
+ok_json "CONNECT retry.test with a hello naming Retry.TEST: it reaches the server" "$H" 'l["first"] == "Retry.TEST"'
+egd_log_ok "  logged allow, host retry.test, sni Retry.TEST as sent" 'l["host"] == "retry.test"' \
+    'l["decision"] == "allow" and l["sni"] == "Retry.TEST"'
+egd_log_mark
+attempt tls "file:$T/upper.bin" sleep:0.3
+egd_log_ok "transparent TLS, a hello naming Retry.TEST: host retry.test, sni Retry.TEST" \
+    'l["host"] == "retry.test" and l["mode"] == "tls"' 'l["decision"] == "allow" and l["sni"] == "Retry.TEST"'
+egd_log_mark
+attempt tls "file:$T/h1.bin" sleep:0.3
+egd_log_ok "transparent TLS, a hello naming retry.test: sni retry.test" \
+    'l["host"] == "retry.test" and l["mode"] == "tls"' 'l["decision"] == "allow" and l["sni"] == "retry.test"'
 # --- a real retry: s_server takes P-256 only, the clients offer X25519 first.
 egd_log_mark
 body=$(egd_curl -x "http://$EGD_PROXY" --curves X25519:P-256 "https://real.test:4443/" 2>"$T/curl.err")
