@@ -183,16 +183,15 @@ static int exec_start(struct sbx *s, const char *node, int vmid, json_t *argv, c
     return rc;
 }
 
-int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, const char *input,
-                   size_t len, long timeout_ms, json_t **status, char *err, size_t errlen)
+/* Polls exec-status for pid until it exits, the deadline passes or the
+ * user interrupts; with tick, each poll may tick the progress step "run"
+ * (the steps of create count their notifications and get no ticks). */
+static int exec_wait(struct sbx *s, const char *node, int vmid, json_int_t pid, long timeout_ms,
+                     int tick, json_t **status, char *err, size_t errlen)
 {
     char path[256];
-    json_int_t pid;
     long wait = POLL_FIRST_MS, deadline = sbx_now_ms() + timeout_ms;
 
-    *status = NULL;
-    if (exec_start(s, node, vmid, argv, input, len, &pid, err, errlen))
-        return -1;
     sbx_vm_path(path, sizeof path, node, vmid, "/agent/exec-status");
     for (;;) {
         json_t *params = json_pack("{s:I}", "pid", pid), *st = NULL;
@@ -218,9 +217,33 @@ int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, cons
                      pid, timeout_ms / 1000);
             return -1;
         }
+        if (tick)
+            sbx_progress_tick(&s->progress);
         sbx_msleep(wait);
         wait = wait * 2 > POLL_MAX_MS ? POLL_MAX_MS : wait * 2;
     }
+}
+
+/* A command run outside any step (run_command's) is a step "run" of its
+ * own, when the front end asked for ticks (the MCP server; the command
+ * line does not, so `sandboxctl exec` prints nothing new); inside a step
+ * (create's guest setup) it is part of that step. */
+int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, const char *input,
+                   size_t len, long timeout_ms, json_t **status, char *err, size_t errlen)
+{
+    int own_step = s->progress.fn && !s->progress.step && s->progress.tick_ms > 0;
+    json_int_t pid;
+    int rc;
+
+    *status = NULL;
+    if (own_step)
+        sbx_progress_begin(&s->progress, "run");
+    rc = exec_start(s, node, vmid, argv, input, len, &pid, err, errlen);
+    if (rc == 0)
+        rc = exec_wait(s, node, vmid, pid, timeout_ms, own_step, status, err, errlen);
+    if (own_step)
+        sbx_progress_end(&s->progress, rc != 0);
+    return rc;
 }
 
 int sbx_guest_exit_code(json_t *st, int *signal)

@@ -54,8 +54,23 @@ void sbx_progress_begin(struct sbx_progress *p, const char *step)
         sbx_progress_reset(p, 0);
     p->step = step;
     p->index++;
-    p->step_start_ms = now_ms();
+    p->step_start_ms = p->tick_last_ms = now_ms();
     emit(p, SBX_PROGRESS_START, 0, 0);
+}
+
+void sbx_progress_tick(struct sbx_progress *p)
+{
+    long long now = now_ms();
+
+    if (!p->fn || !p->step || p->tick_ms <= 0 || now - p->tick_last_ms < p->tick_ms)
+        return;
+    p->tick_last_ms = now;
+    emit(p, SBX_PROGRESS_TICK, 0, 0);
+}
+
+void sbx_progress_ticks(struct sbx_progress *p, int every_ms)
+{
+    p->tick_ms = every_ms;
 }
 
 void sbx_progress_bytes(struct sbx_progress *p, long long done, long long total)
@@ -84,6 +99,7 @@ void sbx_progress_print(void *arg, const struct sbx_progress_event *ev)
         break;
     case SBX_PROGRESS_END: fprintf(f, " %.1f s\n", ev->seconds); break;
     case SBX_PROGRESS_FAIL: fprintf(f, " failed after %.1f s\n", ev->seconds); break;
+    case SBX_PROGRESS_TICK: return;
     }
     fflush(f);
 }
