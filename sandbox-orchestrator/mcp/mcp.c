@@ -36,6 +36,17 @@ static struct sbx_mcp_ops real_ops = {
     .snapshots = sbx_op_snapshots,
 };
 
+/* A guest command of run_command reports that it still runs this often. */
+#define RUN_TICK_MS 3000
+
+/* The server's progress hook: sbx_progress_set, and ticks for run_command
+ * (the command line sets none, so `sandboxctl exec` stays quiet). */
+static void progress_set(struct sbx *s, sbx_progress_fn fn, void *arg)
+{
+    sbx_progress_set(s, fn, arg);
+    sbx_progress_ticks(&s->progress, fn ? RUN_TICK_MS : 0);
+}
+
 struct mcp_args {
     const char *http, *port_file, *owner;
 };
@@ -155,7 +166,8 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .secrets = sbx_config_mcp_secrets(s),
         .owner = default_owner(a.owner),
         .version = EGRESSD_VERSION, /* serverInfo.version */
-        .progress_set = sbx_progress_set,
+        .progress_set = progress_set,
+        .ops = &real_ops, /* resources and completion: list (denials: when bound) */
     };
     /* The assistant sees and touches its owner's sandboxes only. */
     sbx_scope_owner(s, cfg.owner);

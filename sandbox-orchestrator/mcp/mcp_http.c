@@ -1,11 +1,17 @@
 /* mcp_http.c - the Streamable HTTP transport (MCP 2025-11-25, basic/transports).
  *
  * One endpoint, /mcp.  A POST carries one JSON-RPC message: a request is
- * answered 200 with an application/json body; a notification or a response
- * gets 202 and no body.  initialize opens a session whose id comes back in
- * Mcp-Session-Id and must accompany every later request (400 without it, 404
- * for one that ended); DELETE ends it.  There is no server-to-client stream:
- * GET answers 405, as the specification allows.
+ * answered 200 with an application/json body, or, when its Accept lists
+ * text/event-stream and the server sends notifications while handling it
+ * (progress, log messages), with a text/event-stream of those and then the
+ * answer, in chunks so that the connection stays open (mcp_sse.c); a
+ * notification or a response gets 202 and no body.  initialize opens a
+ * session (mcp_http_session.c) whose id comes back in Mcp-Session-Id and
+ * must accompany every later request (400 without it, 404 for one that
+ * ended); DELETE ends it.  GET with the session id opens the session's
+ * standalone stream, which carries the notifications tied to no request
+ * (resources/updated, list_changed): one per session, a comment every
+ * KEEPALIVE_MS, ending with the session or the server.
  *
  * In front of that, for every request: the Host (when we listen on loopback)
  * and the Origin (when sent) must be loopback names, else 403 - a web page
@@ -35,6 +41,7 @@
 
 #include "http.h"
 #include "mcp_http.h"
+#include "mcp_http_session.h"
 #include "mcp_server.h"
 
 #define HEAD_MAX       SBX_MCP_HTTP_HEAD_MAX
@@ -47,12 +54,8 @@
 #define BODY_MS        30000 /* and its body in this */
 #define WRITE_S        10    /* a response must be taken in this (SO_SNDTIMEO) */
 #define SESSION_IDLE_S (24 * 3600)
-
-struct session {
-    char id[33]; /* 128 random bits in hex; "" for a free slot */
-    struct sbx_mcp_session s;
-    time_t last_used;
-};
+#define KEEPALIVE_MS   15000 /* a GET stream sends a comment this often when idle */
+#define STREAM_POLL_MS 1000  /* and looks at the session, the client and the server this often */
 
 struct http {
     struct sbx_mcp_server *srv;
@@ -63,7 +66,7 @@ struct http {
     pthread_cond_t drained;
     int conn_fds[MAX_CONNS]; /* -1 for a free slot; shut down on stop */
     int nconns;
-    struct session sessions[MAX_SESSIONS];
+    struct sbx_mcp_http_sessions *sessions;
 };
 
 struct conn {
@@ -81,7 +84,19 @@ struct response {
     char *body; /* malloc'd or NULL */
     size_t body_len;
     int close; /* close the connection after it */
+    int fd;    /* the connection, for a streamed answer */
+    int sent;  /* the answer went out already (a stream) */
 };
+
+/* The text/event-stream answer of the POST this thread handles, while it
+ * does: the session's notify writes the request's notifications to it. */
+struct post_stream {
+    struct sbx_mcp_http_session *se;
+    int fd, close;
+    int started, failed;
+};
+
+static __thread struct post_stream *current_stream;
 
 static volatile sig_atomic_t stopping;
 
@@ -148,6 +163,7 @@ static const char *status_text(int status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 406: return "Not Acceptable";
+    case 409: return "Conflict";
     case 408: return "Request Timeout";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
@@ -361,6 +377,24 @@ static int accepts_json(const char *accept)
     return 0;
 }
 
+/* Accept lists text/event-stream itself (a wildcard is not taken as asking
+ * for a stream). */
+static int accepts_sse(const char *accept)
+{
+    char copy[512], *item, *save = NULL;
+
+    if (!accept)
+        return 0;
+    snprintf(copy, sizeof copy, "%s", accept);
+    for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ' || *item == '\t')
+            item++;
+        if (media_is(item, "text/event-stream"))
+            return 1;
+    }
+    return 0;
+}
+
 /* Bearer token check (RFC 6750 section 2.1). */
 static int auth_ok(const struct http *h, const char *auth)
 {
@@ -373,96 +407,112 @@ static int auth_ok(const struct http *h, const char *auth)
     return sbx_mcp_token_equal(t, strlen(t), h->token, strlen(h->token));
 }
 
-static struct session *session_find(struct http *h, const char *id)
+/* The head of a text/event-stream answer, in chunks. */
+static int stream_head(int fd, int close)
 {
-    for (int i = 0; i < MAX_SESSIONS; i++)
-        if (h->sessions[i].id[0] && strcmp(h->sessions[i].id, id) == 0)
-            return &h->sessions[i];
-    return NULL;
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     "Cache-Control: no-store\r\nTransfer-Encoding: chunked\r\n"
+                     "Connection: %s\r\n\r\n",
+                     close ? "close" : "keep-alive");
+
+    return write_all(fd, head, (size_t)n);
 }
 
-/* Stores a new session (under h->lock): a free slot, else the one unused for
- * longest.  Returns 0, or -1 when no random id could be had. */
-static int session_add(struct http *h, const struct sbx_mcp_session *s, char id[33])
+/* Writes msg (borrowed) as one event of ps, starting the answer first. */
+static void stream_send(struct post_stream *ps, const json_t *msg)
 {
-    unsigned char rnd[16];
-    struct session *slot = &h->sessions[0];
-    time_t now = time(NULL);
+    size_t n;
+    char *ev;
 
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        return -1;
-    for (size_t i = 0; i < sizeof rnd; i++)
-        snprintf(id + 2 * i, 3, "%02x", rnd[i]);
-    for (int i = 0; i < MAX_SESSIONS; i++) {
-        struct session *c = &h->sessions[i];
-
-        if (c->id[0] && now - c->last_used > SESSION_IDLE_S)
-            c->id[0] = '\0';
-        if (!c->id[0] || (slot->id[0] && c->last_used < slot->last_used))
-            slot = c;
+    if (ps->failed)
+        return;
+    if (!ps->started && stream_head(ps->fd, ps->close) == -1) {
+        ps->failed = 1;
+        return;
     }
-    if (slot->id[0])
-        fprintf(stderr, "sandboxctl mcp: %d sessions open: ending the least recent\n",
-                MAX_SESSIONS);
-    memcpy(slot->id, id, 33);
-    slot->s = *s;
-    slot->last_used = now;
-    return 0;
+    ps->started = 1;
+    ev = sbx_mcp_sse_event(msg, &n);
+    if (!ev || write_all(ps->fd, ev, n) == -1)
+        ps->failed = 1;
+    free(ev);
+}
+
+/* A session's notify: the request's notifications go to the stream of the
+ * POST this thread handles for that session; without one (the client
+ * asked for JSON) they are dropped. */
+static void post_notify(void *arg, json_t *msg)
+{
+    struct post_stream *ps = current_stream;
+
+    if (ps && ps->se == arg)
+        stream_send(ps, msg);
+    json_decref(msg);
+}
+
+/* A new session object whose notify writes to its POST streams. */
+static struct sbx_mcp_http_session *session_new(struct http *h)
+{
+    struct sbx_mcp_http_session *se = sbx_mcp_http_session_new(h->sessions);
+    struct sbx_mcp_session *s = sbx_mcp_http_session_mcp(se);
+
+    s->notify = post_notify;
+    s->notify_arg = se;
+    return se;
 }
 
 /* initialize: a fresh session, kept only when the answer is a result. */
 static void post_initialize(struct http *h, json_t *msg, struct response *r)
 {
-    struct sbx_mcp_session s = {0};
-    json_t *reply = sbx_mcp_handle(h->srv, &s, msg);
-    char id[33];
+    struct sbx_mcp_http_session *se = session_new(h);
+    json_t *reply = sbx_mcp_handle(h->srv, sbx_mcp_http_session_mcp(se), msg);
+    char id[SBX_MCP_HTTP_SESSION_ID_LEN + 1];
     int ok = reply && json_object_get(reply, "result");
 
-    if (ok) {
-        pthread_mutex_lock(&h->lock);
-        ok = session_add(h, &s, id) == 0;
-        pthread_mutex_unlock(&h->lock);
-        if (!ok) {
-            json_decref(reply);
-            set_error(r, 503, "no random session id could be drawn");
-            return;
-        }
-        snprintf(r->extra, sizeof r->extra, "Mcp-Session-Id: %s\r\n", id);
+    if (ok && sbx_mcp_http_session_add(h->sessions, se, id) == -1) {
+        sbx_mcp_http_session_release(h->sessions, se);
+        json_decref(reply);
+        set_error(r, 503, "no random session id could be drawn");
+        return;
     }
+    if (ok)
+        snprintf(r->extra, sizeof r->extra, "Mcp-Session-Id: %s\r\n", id);
+    sbx_mcp_http_session_release(h->sessions, se);
     set_json(r, 200, reply);
 }
 
-/* Any other message: within its session. */
+/* Any other message: within its session.  With text/event-stream in
+ * Accept, the request's notifications are streamed before its answer;
+ * when there are none the answer is plain JSON all the same. */
 static void post_in_session(struct http *h, const struct sbx_mcp_http_request *q, json_t *msg,
                             struct response *r)
 {
-    struct sbx_mcp_session s;
-    struct session *found;
+    struct sbx_mcp_http_session *se = sbx_mcp_http_session_find(h->sessions, q->session_id);
+    struct post_stream ps = {.se = se, .fd = r->fd, .close = r->close};
     json_t *reply;
 
-    pthread_mutex_lock(&h->lock);
-    found = session_find(h, q->session_id);
-    if (found) {
-        s = found->s; /* work on a copy: the slot may be reused meanwhile */
-        found->last_used = time(NULL);
-    }
-    pthread_mutex_unlock(&h->lock);
-    if (!found) {
+    if (!se) {
         set_error(r, 404, "unknown session: it ended or expired; send initialize again");
         return;
     }
-    reply = sbx_mcp_handle(h->srv, &s, msg);
-    if (s.initialized) {
-        pthread_mutex_lock(&h->lock);
-        found = session_find(h, q->session_id);
-        if (found)
-            found->s.initialized = 1;
-        pthread_mutex_unlock(&h->lock);
-    }
-    if (reply)
+    if (accepts_sse(q->accept))
+        current_stream = &ps;
+    reply = sbx_mcp_handle(h->srv, sbx_mcp_http_session_mcp(se), msg);
+    current_stream = NULL;
+    sbx_mcp_http_session_release(h->sessions, se);
+    if (ps.started && reply) {
+        stream_send(&ps, reply);
+        if (!ps.failed && write_all(r->fd, SBX_MCP_CHUNK_END, sizeof SBX_MCP_CHUNK_END - 1) == -1)
+            ps.failed = 1;
+        json_decref(reply);
+        r->sent = 1;
+        r->close |= ps.failed;
+    } else if (reply) {
         set_json(r, 200, reply);
-    else
+    } else {
         r->status = 202;
+    }
 }
 
 static void on_post(struct http *h, const struct sbx_mcp_http_request *q, struct response *r)
@@ -502,21 +552,100 @@ static void on_post(struct http *h, const struct sbx_mcp_http_request *q, struct
 
 static void on_delete(struct http *h, const struct sbx_mcp_http_request *q, struct response *r)
 {
-    struct session *found;
-
-    if (!q->session_id) {
+    if (!q->session_id)
         set_error(r, 400, "Mcp-Session-Id is required");
-        return;
-    }
-    pthread_mutex_lock(&h->lock);
-    found = session_find(h, q->session_id);
-    if (found)
-        memset(found, 0, sizeof *found);
-    pthread_mutex_unlock(&h->lock);
-    if (found)
+    else if (sbx_mcp_http_session_delete(h->sessions, q->session_id) == 0)
         r->status = 200;
     else
         set_error(r, 404, "unknown session");
+}
+
+/* The client went away (or the server shuts the connection down). */
+static int peer_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Writes each of msgs (an array, stolen) as an event; -1 when the client
+ * stopped taking them. */
+static int stream_all(int fd, json_t *msgs)
+{
+    size_t i, n;
+    json_t *m;
+    int rc = 0;
+
+    json_array_foreach(msgs, i, m)
+    {
+        char *ev = sbx_mcp_sse_event(m, &n);
+
+        if (ev && rc == 0)
+            rc = write_all(fd, ev, n);
+        free(ev);
+    }
+    json_decref(msgs);
+    return rc;
+}
+
+/* The standalone stream of an open GET: what the session is delivered, a
+ * comment when idle, until the session ends, the client goes or the
+ * server stops. */
+static void stream_session(struct http *h, struct sbx_mcp_http_session *se, struct response *r)
+{
+    int64_t quiet_since = now_ms();
+    int ended = 0, failed = stream_head(r->fd, r->close) == -1;
+
+    while (!failed && !ended && !stopping && !peer_gone(r->fd)) {
+        json_t *msgs = sbx_mcp_http_session_stream_wait(h->sessions, se, STREAM_POLL_MS, &ended);
+        size_t n, got = json_array_size(msgs);
+
+        failed = stream_all(r->fd, msgs) == -1;
+        if (got)
+            quiet_since = now_ms();
+        if (!failed && now_ms() - quiet_since >= KEEPALIVE_MS) {
+            char *c = sbx_mcp_sse_comment("keep-alive", &n);
+
+            failed = write_all(r->fd, c, n) == -1;
+            free(c);
+            quiet_since = now_ms();
+        }
+    }
+    if (!failed && write_all(r->fd, SBX_MCP_CHUNK_END, sizeof SBX_MCP_CHUNK_END - 1) == -1)
+        failed = 1;
+    r->sent = 1;
+    r->close |= failed || stopping || !ended;
+}
+
+/* GET: the session's standalone stream (one at a time per session). */
+static void on_get(struct http *h, const struct sbx_mcp_http_request *q, struct response *r)
+{
+    struct sbx_mcp_http_session *se;
+
+    if (!accepts_sse(q->accept)) {
+        set_error(r, 406, "a GET opens an event stream: Accept must include text/event-stream");
+        return;
+    }
+    if (!q->session_id) {
+        set_error(r, 400, "Mcp-Session-Id is required: send initialize first");
+        return;
+    }
+    if (q->protocol_version && !sbx_mcp_version_supported(q->protocol_version)) {
+        set_error(r, 400, "unsupported MCP-Protocol-Version");
+        return;
+    }
+    se = sbx_mcp_http_session_find(h->sessions, q->session_id);
+    if (!se) {
+        set_error(r, 404, "unknown session: it ended or expired; send initialize again");
+        return;
+    }
+    if (sbx_mcp_http_session_stream_open(h->sessions, se) == -1) {
+        set_error(r, 409, "this session has an event stream open already");
+    } else {
+        stream_session(h, se, r);
+        sbx_mcp_http_session_stream_close(h->sessions, se);
+    }
+    sbx_mcp_http_session_release(h->sessions, se);
 }
 
 /* Everything a request must pass before its method is looked at. */
@@ -540,11 +669,13 @@ static void on_request(struct http *h, const struct sbx_mcp_http_request *q, str
         on_post(h, q, r);
     } else if (strcmp(q->method, "DELETE") == 0) {
         on_delete(h, q, r);
+    } else if (strcmp(q->method, "GET") == 0) {
+        on_get(h, q, r);
     } else {
         set_error(r, 405,
-                  "method not allowed: POST a JSON-RPC message; DELETE ends a session "
-                  "(no server-sent event stream)");
-        snprintf(r->extra, sizeof r->extra, "Allow: POST, DELETE\r\n");
+                  "method not allowed: POST a JSON-RPC message, GET the session's event "
+                  "stream, DELETE the session");
+        snprintf(r->extra, sizeof r->extra, "Allow: GET, POST, DELETE\r\n");
     }
 }
 
@@ -615,7 +746,7 @@ static void set_refusal(struct response *r, const struct sbx_mcp_http_request *q
 static int serve_one(struct conn *c)
 {
     struct sbx_mcp_http_request q;
-    struct response r = {0};
+    struct response r = {.fd = c->fd};
     int rc;
 
     if (!read_head(c, &q))
@@ -626,11 +757,11 @@ static int serve_one(struct conn *c)
         free(q.body);
         return -1; /* the client stopped sending: nobody to answer */
     } else {
-        on_request(c->h, &q, &r);
         r.close = !q.keep_alive;
+        on_request(c->h, &q, &r);
         free(q.body);
     }
-    rc = send_response(c->fd, &r) == -1 || r.close ? -1 : 0;
+    rc = (!r.sent && send_response(c->fd, &r) == -1) || r.close ? -1 : 0;
     free(r.body);
     return rc;
 }
@@ -853,6 +984,7 @@ int sbx_mcp_http_run(struct sbx_mcp_server *srv, const struct sbx_mcp_http_opts 
     }
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->drained, NULL);
+    h->sessions = sbx_mcp_http_sessions_new(srv, MAX_SESSIONS, SESSION_IDLE_S);
     stopping = 0;
     sigemptyset(&sa.sa_mask); /* no SA_RESTART: poll() returns at once */
     sigaction(SIGINT, &sa, &old_int);
@@ -863,6 +995,7 @@ int sbx_mcp_http_run(struct sbx_mcp_server *srv, const struct sbx_mcp_http_opts 
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     fprintf(stderr, "sandboxctl mcp: stopped\n");
+    sbx_mcp_http_sessions_free(h->sessions);
     pthread_mutex_destroy(&h->lock);
     pthread_cond_destroy(&h->drained);
     free(h);

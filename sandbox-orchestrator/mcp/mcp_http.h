@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #define SBX_MCP_HTTP_HEAD_MAX    16384 /* request line + headers + blank line */
 #define SBX_MCP_HTTP_MAX_HEADERS 64
 #define SBX_MCP_HTTP_BODY_MAX    (8u << 20) /* one JSON-RPC message */
@@ -53,5 +55,18 @@ struct sbx_mcp_http_request {
  * Never reads past buf[len). */
 enum sbx_mcp_http_head sbx_mcp_http_parse_head(const char *buf, size_t len,
                                                struct sbx_mcp_http_request *q);
+
+/* Server-sent events in chunks (mcp_sse.c). */
+
+/* The last chunk of a chunked body (no trailers). */
+#define SBX_MCP_CHUNK_END "0\r\n\r\n"
+
+/* msg (borrowed) as one SSE event ("data: JSON" and a blank line) in one
+ * chunk: a new buffer of *len bytes, or NULL when msg cannot be written. */
+char *sbx_mcp_sse_event(const json_t *msg, size_t *len);
+
+/* An SSE comment (": text" and a blank line; clients ignore it, proxies
+ * see traffic) in one chunk: a new buffer of *len bytes. */
+char *sbx_mcp_sse_comment(const char *text, size_t *len);
 
 #endif

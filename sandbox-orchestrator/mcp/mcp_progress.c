@@ -6,11 +6,13 @@
  * progress value that grows with every notification, the total when the
  * operation knows its number of steps (a start and an end per step), and
  * a message naming the step and the seconds so far.  All are sent before
- * the request's answer, from the thread that runs the operation.
+ * the request's answer, from the thread that runs the operation.  The same
+ * text goes out as a debug notifications/message when the session's log
+ * level lets it through (mcp_logging.c), token or not.
  */
 #include <stdio.h>
 
-#include "mcp_server.h"
+#include "mcp_internal.h"
 
 /* The message of ev: "clone: done in 3.2 s (5.1 s so far)". */
 static void describe(const struct sbx_progress_event *ev, char *buf, size_t len)
@@ -31,6 +33,10 @@ static void describe(const struct sbx_progress_event *ev, char *buf, size_t len)
         snprintf(buf, len, "%s: failed after %.1f s (%.1f s so far)", ev->step, ev->seconds,
                  ev->total_seconds);
         break;
+    case SBX_PROGRESS_TICK:
+        snprintf(buf, len, "%s: running for %.1f s (%.1f s so far)", ev->step, ev->seconds,
+                 ev->total_seconds);
+        break;
     }
 }
 
@@ -40,7 +46,7 @@ static double value(const struct sbx_mcp_progress *p, const struct sbx_progress_
 {
     double v = p->last + 1;
 
-    if (ev->steps > 0 && ev->phase != SBX_PROGRESS_BYTES)
+    if (ev->steps > 0 && ev->phase != SBX_PROGRESS_BYTES && ev->phase != SBX_PROGRESS_TICK)
         v = 2.0 * ev->index + (ev->phase == SBX_PROGRESS_START ? 1 : 2);
     return v > p->last ? v : p->last + 1;
 }
@@ -52,6 +58,9 @@ void sbx_mcp_progress_event(void *arg, const struct sbx_progress_event *ev)
     json_t *params;
 
     describe(ev, msg, sizeof msg);
+    sbx_mcp_log(p->srv, p->sess, SBX_MCP_LOG_DEBUG, "%s: %s", p->tool ? p->tool : "operation", msg);
+    if (!p->token)
+        return;
     p->last = value(p, ev);
     params = json_pack("{s:O, s:f, s:s}", "progressToken", (json_t *)p->token, "progress", p->last,
                        "message", msg);

@@ -1,9 +1,10 @@
 /* mcp_server.c - JSON-RPC 2.0 framing and the MCP methods over a tool table.
  *
- * Implements the parts of MCP 2025-11-25 a tools-only server needs:
- * lifecycle (initialize, notifications/initialized, version negotiation),
- * ping, tools/list and tools/call (with notifications/progress when the
- * call carries a progressToken: mcp_progress.c).  Errors follow JSON-RPC 2.0 section 5.1;
+ * Implements lifecycle (initialize, notifications/initialized, version
+ * negotiation), ping, tools/list and tools/call (with notifications/progress
+ * when the call carries a progressToken: mcp_progress.c; log messages:
+ * mcp_logging.c; resource updates after a change: mcp_resources.c), and
+ * hands the other methods to their files (mcp_internal.h).  Errors follow JSON-RPC 2.0 section 5.1;
  * a failing operation or arguments that do not fit the tool's inputSchema are
  * a tool result with isError (MCP "tool execution errors", SEP-1303), so the
  * assistant reads the reason and can correct itself.
@@ -15,29 +16,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcp_server.h"
-
-/* JSON-RPC 2.0 error codes (section 5.1). */
-enum {
-    RPC_PARSE_ERROR = -32700,
-    RPC_INVALID_REQUEST = -32600,
-    RPC_METHOD_NOT_FOUND = -32601,
-    RPC_INVALID_PARAMS = -32602,
-    RPC_INTERNAL_ERROR = -32603,
-};
+#include "mcp_internal.h"
 
 /* Newest first; initialize answers the first when the client's is unknown. */
 static const char *const versions[] = {SBX_MCP_PROTOCOL_LATEST, "2025-06-18", "2025-03-26",
                                        "2024-11-05"};
-
-struct sbx_mcp_server {
-    struct sbx_mcp_config cfg;
-    json_t *tools_list; /* the tools/list result, built once */
-    json_t **schemas;   /* per tool: its inputSchema (owned by tools_list) */
-    /* The operations share one Proxmox client: one call at a time. */
-    pthread_mutex_t op_lock;
-    FILE *log;
-};
 
 static const char server_instructions[] =
     "Sandboxes are disposable Proxmox VMs whose only way out is an egress allow-list proxy. "
@@ -97,7 +80,7 @@ static size_t utf8_len(const unsigned char *p)
  * message cut at its buffer's end may end inside a character the client
  * sent, and an operation's reason may carry any bytes; jansson refuses to
  * make a string of either, and the request would get no answer at all. */
-static void utf8_clean(char *s)
+void sbx_mcp_utf8_clean(char *s)
 {
     unsigned char *p = (unsigned char *)s;
 
@@ -111,12 +94,8 @@ static void utf8_clean(char *s)
     }
 }
 
-static json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* A JSON-RPC error response; id NULL means "null" (the request's id could not
- * be read). */
-static json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
+/* Contract in mcp_internal.h; id NULL: the request's id could not be read. */
+json_t *sbx_mcp_rpc_error(const json_t *id, int code, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -124,13 +103,12 @@ static json_t *rpc_error(const json_t *id, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    utf8_clean(msg);
+    sbx_mcp_utf8_clean(msg);
     return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                      "error", "code", code, "message", msg);
 }
 
-/* A JSON-RPC result response; steals result. */
-static json_t *rpc_result(const json_t *id, json_t *result)
+json_t *sbx_mcp_rpc_result(const json_t *id, json_t *result)
 {
     return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
 }
@@ -151,36 +129,40 @@ int sbx_mcp_parse(const char *buf, size_t len, json_t **msg, json_t **reply)
     *reply = NULL;
     j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     if (!j) {
-        *reply = rpc_error(NULL, RPC_PARSE_ERROR, "parse error at line %d column %d: %s", e.line,
-                           e.column, e.text);
+        *reply = sbx_mcp_rpc_error(NULL, RPC_PARSE_ERROR, "parse error at line %d column %d: %s",
+                                   e.line, e.column, e.text);
         return -1;
     }
     if (json_is_array(j)) {
-        *reply = rpc_error(NULL, RPC_INVALID_REQUEST,
-                           "invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 "
-                           "removed them); send one message at a time");
+        *reply =
+            sbx_mcp_rpc_error(NULL, RPC_INVALID_REQUEST,
+                              "invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 "
+                              "removed them); send one message at a time");
         json_decref(j);
         return -1;
     }
     if (!json_is_object(j)) {
-        *reply = rpc_error(NULL, RPC_INVALID_REQUEST,
-                           "invalid request: a JSON-RPC message is a JSON object");
+        *reply = sbx_mcp_rpc_error(NULL, RPC_INVALID_REQUEST,
+                                   "invalid request: a JSON-RPC message is a JSON object");
         json_decref(j);
         return -1;
     }
     id = json_object_get(j, "id");
     method = json_object_get(j, "method");
     if (id && !id_valid(id)) {
-        *reply = rpc_error(NULL, RPC_INVALID_REQUEST,
-                           "invalid request: \"id\" must be a string or an integer");
+        *reply = sbx_mcp_rpc_error(NULL, RPC_INVALID_REQUEST,
+                                   "invalid request: \"id\" must be a string or an integer");
     } else if (!json_is_string(json_object_get(j, "jsonrpc")) ||
                strcmp(json_string_value(json_object_get(j, "jsonrpc")), "2.0") != 0) {
-        *reply = rpc_error(id, RPC_INVALID_REQUEST, "invalid request: \"jsonrpc\" must be \"2.0\"");
+        *reply = sbx_mcp_rpc_error(id, RPC_INVALID_REQUEST,
+                                   "invalid request: \"jsonrpc\" must be \"2.0\"");
     } else if (method && !json_is_string(method)) {
-        *reply = rpc_error(id, RPC_INVALID_REQUEST, "invalid request: \"method\" must be a string");
+        *reply = sbx_mcp_rpc_error(id, RPC_INVALID_REQUEST,
+                                   "invalid request: \"method\" must be a string");
     } else if (!method && !(id && (json_object_get(j, "result") || json_object_get(j, "error")))) {
-        *reply = rpc_error(id, RPC_INVALID_REQUEST,
-                           "invalid request: neither a request (\"method\") nor a response");
+        *reply =
+            sbx_mcp_rpc_error(id, RPC_INVALID_REQUEST,
+                              "invalid request: neither a request (\"method\") nor a response");
     }
     if (*reply) {
         json_decref(j);
@@ -190,8 +172,21 @@ int sbx_mcp_parse(const char *buf, size_t len, json_t **msg, json_t **reply)
     return 0;
 }
 
-/* initialize (lifecycle): negotiate the version, declare the tools
- * capability. */
+/* The capabilities initialize declares: tools, logging, prompts and
+ * completions always; resources when there are operations to read. */
+static json_t *server_capabilities(const struct sbx_mcp_server *srv)
+{
+    json_t *caps = json_pack("{s:{s:b}, s:{}, s:{s:b}, s:{}}", "tools", "listChanged", 0, "logging",
+                             "prompts", "listChanged", 0, "completions");
+
+    if (sbx_mcp_resources_offered(srv))
+        json_object_set_new(caps, "resources",
+                            json_pack("{s:b, s:b}", "subscribe", 1, "listChanged", 1));
+    return caps;
+}
+
+/* initialize (lifecycle): negotiate the version, declare the capabilities,
+ * keep the client's, and put the session in the registry. */
 static json_t *on_initialize(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
                              const json_t *id, const json_t *params)
 {
@@ -201,31 +196,36 @@ static json_t *on_initialize(struct sbx_mcp_server *srv, struct sbx_mcp_session 
     const char *v;
 
     if (!json_is_string(asked))
-        return rpc_error(id, RPC_INVALID_PARAMS,
-                         "invalid params: initialize needs \"protocolVersion\" (a string)");
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: initialize needs \"protocolVersion\" (a string)");
     if ((caps && !json_is_object(caps)) || (info && !json_is_object(info)))
-        return rpc_error(id, RPC_INVALID_PARAMS,
-                         "invalid params: \"capabilities\" and \"clientInfo\" are objects");
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: \"capabilities\" and \"clientInfo\" are objects");
     if (sess->initialize_seen)
-        return rpc_error(id, RPC_INVALID_REQUEST,
-                         "invalid request: this session is already initialized");
+        return sbx_mcp_rpc_error(id, RPC_INVALID_REQUEST,
+                                 "invalid request: this session is already initialized");
     v = sbx_mcp_version_negotiate(json_string_value(asked));
     snprintf(sess->version, sizeof sess->version, "%s", v);
     sess->initialize_seen = 1;
-    return rpc_result(id,
-                      json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", v,
-                                "capabilities", "tools", "listChanged", 0, "serverInfo", "name",
-                                "sandboxctl", "title", "sandboxctl: disposable Proxmox sandboxes",
-                                "version", srv->cfg.version ? srv->cfg.version : "0",
-                                "instructions", server_instructions));
+    pthread_mutex_lock(&srv->sessions_lock);
+    json_decref(sess->client_caps);
+    sess->client_caps = caps ? json_deep_copy(caps) : json_object();
+    pthread_mutex_unlock(&srv->sessions_lock);
+    sbx_mcp_session_attach(srv, sess);
+    return sbx_mcp_rpc_result(id, json_pack("{s:s, s:o, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
+                                            v, "capabilities", server_capabilities(srv),
+                                            "serverInfo", "name", "sandboxctl", "title",
+                                            "sandboxctl: disposable Proxmox sandboxes", "version",
+                                            srv->cfg.version ? srv->cfg.version : "0",
+                                            "instructions", server_instructions));
 }
 
 static json_t *on_tools_list(struct sbx_mcp_server *srv, const json_t *id, const json_t *params)
 {
     if (json_object_get(params, "cursor"))
-        return rpc_error(id, RPC_INVALID_PARAMS,
-                         "invalid params: unknown cursor (tools/list has a single page)");
-    return rpc_result(id, json_deep_copy(srv->tools_list));
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: unknown cursor (tools/list has a single page)");
+    return sbx_mcp_rpc_result(id, json_deep_copy(srv->tools_list));
 }
 
 /* A tools/call result; steals structured (NULL on error). */
@@ -239,8 +239,7 @@ static json_t *tool_result(const char *text, json_t *structured, int is_error)
     return r;
 }
 
-/* Whether name is in the NULL-terminated list (NULL: an empty one). */
-static int listed(const char *const *list, const char *name)
+int sbx_mcp_listed(const char *const *list, const char *name)
 {
     for (const char *const *p = list; name && p && *p; p++)
         if (strcmp(*p, name) == 0)
@@ -250,7 +249,7 @@ static int listed(const char *const *list, const char *name)
 
 static int preset_permitted(const struct sbx_mcp_server *srv, const char *policy)
 {
-    return listed(srv->cfg.presets, policy);
+    return sbx_mcp_listed(srv->cfg.presets, policy);
 }
 
 /* The names of list as "a, b, c", or none when it is empty. */
@@ -293,7 +292,7 @@ static int secrets_permitted(const struct sbx_mcp_server *srv, const json_t *giv
     }
     json_array_foreach(secrets, i, v)
     {
-        if (json_is_string(v) && !listed(srv->cfg.secrets, json_string_value(v))) {
+        if (json_is_string(v) && !sbx_mcp_listed(srv->cfg.secrets, json_string_value(v))) {
             list_text(srv->cfg.secrets, "none", allowed, sizeof allowed);
             snprintf(err, errlen,
                      "arguments.secrets[%zu]: \"%.64s\" is not a secret permitted over MCP; the "
@@ -355,14 +354,26 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+int sbx_mcp_op_call(struct sbx_mcp_server *srv, sbx_op_fn op, json_t *args, json_t **out, char *err,
+                    size_t errlen)
+{
+    int rc;
+
+    pthread_mutex_lock(&srv->op_lock);
+    rc = op(srv->cfg.sbx, args, out, err, errlen);
+    pthread_mutex_unlock(&srv->op_lock);
+    return rc;
+}
+
 /* Runs the operation of tool t under the operation lock; with a progress
- * token (and a transport and an sbx that can tell) its steps go to the
- * client as notifications/progress while it runs. */
+ * token, or a session that wants debug log messages (and a transport and
+ * an sbx that can tell), its steps go to the client while it runs. */
 static int op_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, size_t t,
                   const json_t *token, json_t *args, json_t **out, char *err, size_t errlen)
 {
-    struct sbx_mcp_progress progress = {sess, token, 0};
-    int wants = token && sess->notify && srv->cfg.progress_set;
+    struct sbx_mcp_progress progress = {sess, token, 0, srv->cfg.tools[t].name, srv};
+    int wants = (token || sbx_mcp_log_wanted(srv, sess, SBX_MCP_LOG_DEBUG)) && sess->notify &&
+                srv->cfg.progress_set;
     int rc;
 
     pthread_mutex_lock(&srv->op_lock);
@@ -375,7 +386,8 @@ static int op_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, size
     return rc;
 }
 
-/* Runs tool t; every failure is a tool result with isError. */
+/* Runs tool t; every failure is a tool result with isError.  The session
+ * hears of its start and its end as info log messages (a failure: error). */
 static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, size_t t,
                         const json_t *given, const json_t *token)
 {
@@ -388,13 +400,14 @@ static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess
 
     args = tool_args(srv, t, given, err, sizeof err);
     if (!args) {
-        utf8_clean(err);
+        sbx_mcp_utf8_clean(err);
         fprintf(srv->log, "sandboxctl mcp: %s refused: %s\n", tool->name, err);
+        sbx_mcp_log(srv, sess, SBX_MCP_LOG_ERROR, "%s refused: %s", tool->name, err);
         return tool_result(err, NULL, 1);
     }
+    sbx_mcp_log(srv, sess, SBX_MCP_LOG_INFO, "%s started", tool->name);
     start = now_seconds();
     rc = op_run(srv, sess, t, token, args, &out, err, sizeof err);
-    json_decref(args);
     if (rc == 0 && !json_is_object(out)) {
         json_decref(out);
         snprintf(err, sizeof err, "%s: the operation returned no result object", tool->name);
@@ -403,7 +416,13 @@ static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess
     fprintf(srv->log, "sandboxctl mcp: %s %s after %.1fs%s%s\n", tool->name,
             rc == 0 ? "done" : "failed", now_seconds() - start, rc == 0 ? "" : ": ",
             rc == 0 ? "" : err);
-    utf8_clean(err);
+    sbx_mcp_utf8_clean(err);
+    sbx_mcp_log(srv, sess, rc == 0 ? SBX_MCP_LOG_INFO : SBX_MCP_LOG_ERROR, "%s %s after %.1f s%s%s",
+                tool->name, rc == 0 ? "done" : "failed", now_seconds() - start, rc == 0 ? "" : ": ",
+                rc == 0 ? "" : err);
+    if (rc == 0)
+        sbx_mcp_resources_changed(srv, tool, args);
+    json_decref(args);
     if (rc != 0)
         return tool_result(err[0] ? err : "the operation failed and gave no reason", NULL, 1);
     if (tool->finish)
@@ -429,10 +448,11 @@ static json_t *on_tools_call(struct sbx_mcp_server *srv, struct sbx_mcp_session 
     json_t *empty = NULL, *r;
 
     if (!json_is_string(name))
-        return rpc_error(id, RPC_INVALID_PARAMS,
-                         "invalid params: tools/call needs \"name\" (a string)");
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: tools/call needs \"name\" (a string)");
     if (args && !json_is_object(args))
-        return rpc_error(id, RPC_INVALID_PARAMS, "invalid params: \"arguments\" must be an object");
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: \"arguments\" must be an object");
     for (size_t t = 0; t < srv->cfg.ntools; t++) {
         if (strcmp(srv->cfg.tools[t].name, json_string_value(name)) != 0)
             continue;
@@ -440,10 +460,10 @@ static json_t *on_tools_call(struct sbx_mcp_server *srv, struct sbx_mcp_session 
             args = empty = json_object();
         r = tool_run(srv, sess, t, args, id_valid(token) ? token : NULL);
         json_decref(empty);
-        return rpc_result(id, r);
+        return sbx_mcp_rpc_result(id, r);
     }
-    return rpc_error(id, RPC_INVALID_PARAMS, "invalid params: unknown tool \"%s\"",
-                     json_string_value(name));
+    return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS, "invalid params: unknown tool \"%s\"",
+                             json_string_value(name));
 }
 
 /* Notifications get no answer, whatever they are (JSON-RPC 2.0 section 4.1). */
@@ -467,22 +487,32 @@ json_t *sbx_mcp_handle(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
         return NULL;
     }
     if (params && !json_is_object(params))
-        return rpc_error(id, RPC_INVALID_PARAMS, "invalid params: \"params\" must be an object");
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: \"params\" must be an object");
     if (!params)
         params = empty = json_object();
     if (strcmp(method, "initialize") == 0)
         r = on_initialize(srv, sess, id, params);
     else if (strcmp(method, "ping") == 0)
-        r = rpc_result(id, json_object());
+        r = sbx_mcp_rpc_result(id, json_object());
     else if (!sess->initialize_seen)
-        r = rpc_error(id, RPC_INVALID_REQUEST,
-                      "invalid request: not initialized (the first request must be initialize)");
+        r = sbx_mcp_rpc_error(
+            id, RPC_INVALID_REQUEST,
+            "invalid request: not initialized (the first request must be initialize)");
     else if (strcmp(method, "tools/list") == 0)
         r = on_tools_list(srv, id, params);
     else if (strcmp(method, "tools/call") == 0)
         r = on_tools_call(srv, sess, id, params);
+    else if (strcmp(method, "logging/setLevel") == 0)
+        r = sbx_mcp_on_set_level(srv, sess, id, params);
+    else if (strncmp(method, "resources/", 10) == 0 && sbx_mcp_resources_offered(srv))
+        r = sbx_mcp_on_resources(srv, sess, method, id, params);
+    else if (strncmp(method, "prompts/", 8) == 0)
+        r = sbx_mcp_on_prompts(srv, method, id, params);
+    else if (strcmp(method, "completion/complete") == 0)
+        r = sbx_mcp_on_complete(srv, id, params);
     else
-        r = rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
+        r = sbx_mcp_rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
     json_decref(empty);
     /* Every request is answered, even when an answer could not be built. */
     return r ? r
@@ -602,6 +632,7 @@ struct sbx_mcp_server *sbx_mcp_server_new(const struct sbx_mcp_config *cfg, char
     srv->cfg = *cfg;
     srv->log = cfg->log ? cfg->log : stderr;
     pthread_mutex_init(&srv->op_lock, NULL);
+    pthread_mutex_init(&srv->sessions_lock, NULL);
     list = json_array();
     srv->tools_list = json_pack("{s:o}", "tools", list);
     for (size_t t = 0; t < cfg->ntools; t++) {
@@ -628,5 +659,6 @@ void sbx_mcp_server_free(struct sbx_mcp_server *srv)
     json_decref(srv->tools_list);
     free(srv->schemas);
     pthread_mutex_destroy(&srv->op_lock);
+    pthread_mutex_destroy(&srv->sessions_lock);
     free(srv);
 }

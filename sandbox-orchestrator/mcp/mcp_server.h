@@ -1,13 +1,17 @@
 /* mcp_server.h - the MCP protocol layer of `sandboxctl mcp` (private to mcp/).
  *
- * Three layers, one file each:
+ * Three layers:
  *   mcp_server.c  JSON-RPC 2.0 framing and the MCP methods (initialize, ping,
- *                 tools/list, tools/call) over a table of tools; no I/O.
+ *                 tools/list, tools/call) over a table of tools; no I/O; with
+ *                 mcp_logging.c, mcp_resources.c, mcp_prompts.c,
+ *                 mcp_complete.c (the other methods) and mcp_sessions.c (the
+ *                 registry of live sessions), sharing mcp_internal.h.
  *   mcp_tools.c   the sandbox tools: names, descriptions, JSON Schemas and
  *                 annotations, bound to a set of operation functions.
  *   mcp_progress.c  an operation's steps as notifications/progress.
  *   mcp_stdio.c,  the transports: newline-delimited JSON on stdin/stdout, and
- *   mcp_http.c    Streamable HTTP on one loopback address.
+ *   mcp_http.c    Streamable HTTP on one loopback address (its sessions:
+ *                 mcp_http_session.c; event streams: mcp_sse.c).
  * mcp.c binds the tools to the real sbx_op_* functions and the configuration.
  * The unit tests bind the same tools to test-only operations.
  */
@@ -39,6 +43,13 @@ enum {
      * items' enum; with none configured the property is left out of the
      * schema and the call is refused, whatever the schema said). */
     SBX_MCP_TOOL_MCP_SECRETS = 1u << 2,
+    /* Changes the sandbox its "name" argument names (its list entry):
+     * after a success, notifications/resources/updated for
+     * sandbox://NAME/info goes to every session subscribed to it. */
+    SBX_MCP_TOOL_CHANGES = 1u << 3,
+    /* Makes or removes a sandbox: after a success,
+     * notifications/resources/list_changed goes to every session. */
+    SBX_MCP_TOOL_CHANGES_SET = 1u << 4,
 };
 
 /* One tool.  The JSON texts are parsed once by sbx_mcp_server_new(), which
@@ -65,6 +76,10 @@ struct sbx_mcp_ops {
     /* Offered only when set: mcp.c sets it when the administrator
      * configured an mcp-repo (push_repo is never offered). */
     sbx_op_fn fetch_changes;
+    /* Optional: {"name"} -> {"name", "vmid", "denials": [...]}, egressd's
+     * recent denials of that sandbox.  NULL: no sandbox://{name}/denials
+     * resource (the template is not listed and reading one is an error). */
+    sbx_op_fn denials;
 };
 
 struct sbx_mcp_config {
@@ -80,33 +95,76 @@ struct sbx_mcp_config {
      * NULL: no one); mcp.c sets sbx_progress_set.  Without it no tool
      * sends notifications/progress. */
     void (*progress_set)(struct sbx *s, sbx_progress_fn fn, void *arg);
+    /* Optional: the operations behind resources and completion (list,
+     * denials; borrowed).  NULL: no resources are offered. */
+    const struct sbx_mcp_ops *ops;
+};
+
+/* logging/setLevel's levels (RFC 5424 severities, least severe first);
+ * a session's log_level is one of them plus one, or 0 (the default) for
+ * "send no notifications/message". */
+enum sbx_mcp_log_level {
+    SBX_MCP_LOG_DEBUG,
+    SBX_MCP_LOG_INFO,
+    SBX_MCP_LOG_NOTICE,
+    SBX_MCP_LOG_WARNING,
+    SBX_MCP_LOG_ERROR,
+    SBX_MCP_LOG_CRITICAL,
+    SBX_MCP_LOG_ALERT,
+    SBX_MCP_LOG_EMERGENCY,
 };
 
 /* What one client connection has negotiated (one per stdio run, one per
- * HTTP session). */
+ * HTTP session).  The transport owns it and keeps it at one address from
+ * initialize until it calls sbx_mcp_session_end() (it is never copied);
+ * starts zeroed but for the transport's functions. */
+struct sbx_mcp_server;
+
 struct sbx_mcp_session {
     char version[16];    /* negotiated protocol version; "" before initialize */
     int initialize_seen; /* an initialize request was answered */
     int initialized;     /* notifications/initialized arrived */
     /* Optional, set by the transport: sends msg (stolen), a notification,
-     * to the client before the answer to the request being handled.  NULL
-     * when the transport cannot (then no notifications/progress). */
+     * to the client before the answer to the request being handled, from
+     * the thread handling it.  NULL when the transport cannot (then no
+     * notifications/progress or notifications/message). */
     void (*notify)(void *arg, json_t *msg);
     void *notify_arg;
+    /* Optional, set by the transport: sends msg (stolen), a notification
+     * tied to no request (resources/updated, resources/list_changed), from
+     * any thread.  Called under the server's session lock: it must not
+     * block for long nor call back into the server.  NULL: dropped. */
+    void (*deliver)(void *arg, json_t *msg);
+    void *deliver_arg;
+    /* Kept by the server under its session lock (mcp_sessions.c): */
+    int log_level;                /* enum sbx_mcp_log_level + 1; 0: no log messages */
+    json_t *subscriptions;        /* object: subscribed URI -> true; NULL: none */
+    json_t *client_caps;          /* initialize's params.capabilities, or NULL */
+    struct sbx_mcp_session *next; /* the server's registry of live sessions */
+    int attached;                 /* in the registry (from initialize) */
 };
 
-struct sbx_mcp_server;
+/* Ends sess: takes it out of the server's registry (no more notifications
+ * reach it) and frees what the server kept in it.  The transport calls it
+ * once when the session ends (stdin's end, DELETE, eviction), before the
+ * memory goes; a session never initialized is fine. */
+void sbx_mcp_session_end(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess);
 
 /* One request's notifications/progress (mcp_progress.c): the session they
- * go to, the request's progressToken (borrowed) and the last value sent. */
+ * go to, the request's progressToken (borrowed; NULL: none asked) and the
+ * last value sent; each step also goes out as a debug notifications/message
+ * when the session's level lets it through. */
 struct sbx_mcp_progress {
     struct sbx_mcp_session *sess;
     const json_t *token;
     double last;
+    const char *tool; /* the tool running, for the log messages */
+    struct sbx_mcp_server *srv;
 };
 
 /* An sbx_progress_fn: arg is a struct sbx_mcp_progress whose session has
- * a notify function; sends one notifications/progress for ev. */
+ * a notify function; sends one notifications/progress for ev (with a
+ * token) and one debug notifications/message (at that level). */
 void sbx_mcp_progress_event(void *arg, const struct sbx_progress_event *ev);
 
 /* Builds a server over cfg->tools (copied by reference: the table and the

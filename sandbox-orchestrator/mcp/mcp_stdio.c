@@ -1,7 +1,11 @@
 /* mcp_stdio.c - the stdio transport: one JSON-RPC message per line on the
  * input, one per line on the output (MCP "stdio" transport).  Messages carry
  * no embedded newlines; JSON_COMPACT output never has one.  Logs go to
- * stderr only.
+ * stderr only.  Every notification goes to the output: a request's
+ * (progress, log messages) before its answer, and the ones tied to no
+ * request (resources/updated, list_changed) when they happen - which,
+ * with one thread reading and handling, is while a tool call of this
+ * session runs, before its answer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -83,7 +87,8 @@ static int send_too_long(int out_fd)
 
 int sbx_mcp_stdio_run(struct sbx_mcp_server *srv, int in_fd, int out_fd)
 {
-    struct sbx_mcp_session sess = {.notify = notify, .notify_arg = &out_fd};
+    struct sbx_mcp_session sess = {
+        .notify = notify, .notify_arg = &out_fd, .deliver = notify, .deliver_arg = &out_fd};
     size_t cap = 64 * 1024, len = 0, scan = 0, start;
     char *buf = malloc(cap), *nl;
     int skipping = 0, rc = 0;
@@ -127,6 +132,7 @@ int sbx_mcp_stdio_run(struct sbx_mcp_server *srv, int in_fd, int out_fd)
         scan = len;
     }
 out:
+    sbx_mcp_session_end(srv, &sess);
     free(buf);
     return rc;
 }

@@ -279,8 +279,9 @@ size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool 
          "Takes about a minute; answers with its name, address and expiry time. The VM is "
          "destroyed by itself when its lifetime ends.",
          create_in, create_out, HINTS(false, false, false), ops->create,
-         SBX_MCP_TOOL_PRESET_POLICY | SBX_MCP_TOOL_SETS_OWNER | SBX_MCP_TOOL_MCP_SECRETS, NULL,
-         NULL},
+         SBX_MCP_TOOL_PRESET_POLICY | SBX_MCP_TOOL_SETS_OWNER | SBX_MCP_TOOL_MCP_SECRETS |
+             SBX_MCP_TOOL_CHANGES | SBX_MCP_TOOL_CHANGES_SET,
+         NULL, NULL},
         {"list_servers", "List sandbox VMs",
          "Lists the sandbox VMs with their owner, policy, address, status and expiry time.",
          list_in, list_out, HINTS(true, false, true), ops->list, 0, NULL, NULL},
@@ -300,19 +301,23 @@ size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool 
         {"extend_server", "Extend a sandbox's lifetime",
          "Pushes back the time at which a sandbox is destroyed by itself, up to the "
          "administrator's maximum lifetime. Answers with the new expiry time.",
-         extend_in, extend_out, HINTS(false, false, false), ops->extend, 0, NULL, NULL},
+         extend_in, extend_out, HINTS(false, false, false), ops->extend, SBX_MCP_TOOL_CHANGES, NULL,
+         NULL},
         {"destroy_server", "Destroy a sandbox VM",
          "Stops and deletes a sandbox VM with its disks, and removes its binding from the "
          "egress proxy. Everything inside it is lost.",
-         name_in, destroy_out, HINTS(false, true, true), ops->destroy, 0, NULL, NULL},
+         name_in, destroy_out, HINTS(false, true, true), ops->destroy,
+         SBX_MCP_TOOL_CHANGES | SBX_MCP_TOOL_CHANGES_SET, NULL, NULL},
         {"snapshot_server", "Snapshot a sandbox",
          "Takes a snapshot of a sandbox's disks (not its memory) that rollback_server can go "
          "back to. The administrator caps how many a sandbox may keep.",
-         snapshot_in, label_out, HINTS(false, false, false), ops->snapshot, 0, NULL, NULL},
+         snapshot_in, label_out, HINTS(false, false, false), ops->snapshot, SBX_MCP_TOOL_CHANGES,
+         NULL, NULL},
         {"rollback_server", "Roll a sandbox back to a snapshot",
          "Hard-stops a sandbox and returns its disks to a snapshot, then starts it again. "
          "Everything written since the snapshot is lost.",
-         rollback_in, label_out, HINTS(false, true, true), ops->rollback, 0, NULL, NULL},
+         rollback_in, label_out, HINTS(false, true, true), ops->rollback, SBX_MCP_TOOL_CHANGES,
+         NULL, NULL},
         {"list_snapshots", "List a sandbox's snapshots",
          "Lists the snapshots of a sandbox that rollback_server can go back to.", name_in,
          snapshots_out, HINTS(true, false, true), ops->snapshots, 0, NULL, NULL},

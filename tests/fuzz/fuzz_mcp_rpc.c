@@ -212,6 +212,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         start = end + 1;
     }
+    /* The session leaves the server's registry before its memory goes. */
+    sbx_mcp_session_end(srv, &sess);
     if (n < MAX_LINES) /* stdio sees every line; compare only when we saw them all */
         check_stdio(input, len, ids, due, n);
     for (int i = 0; i < n; i++)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # tests/mcp/http.t - the Streamable HTTP transport of the MCP server: the
 # transport's rules checked with curl (bearer token, Origin and Host,
-# sessions, protocol version, methods, caps and deadlines), then the official
-# MCP SDK client over HTTP and over stdio, calling every tool.
+# sessions, protocol version, methods, caps and deadlines), event streams
+# with raw sockets (a POST's notifications before its answer, in chunks on a
+# kept-alive connection; the session's GET stream with the notifications of
+# other sessions' changes), then the official MCP SDK client over HTTP and
+# over stdio, calling every tool.
 #
 # Runs the MCP server's protocol layer and transports over the test-only
 # operations of tests/unit/mcp/fake_ops.c (mcp_fake_server), so it needs no
@@ -142,8 +145,18 @@ code=$(req accept "${auth[@]}" -H 'Content-Type: application/json' -H 'Accept: t
 [ "$code" = 406 ]
 tap_ok $? "Accept without application/json: 406 (got $code)"
 code=$(req get "${auth[@]}" "${s[@]}" "$url")
-[ "$code" = 405 ] && header get Allow | grep -q POST
-tap_ok $? "GET /mcp (no SSE stream offered): 405 with Allow (got $code)"
+[ "$code" = 406 ]
+tap_ok $? "GET /mcp without text/event-stream in Accept: 406 (got $code)"
+code=$(req getnosid "${auth[@]}" -H 'Accept: text/event-stream' "$url")
+[ "$code" = 400 ]
+tap_ok $? "GET /mcp without Mcp-Session-Id: 400 (got $code)"
+code=$(req getbadsid "${auth[@]}" -H 'Accept: text/event-stream' \
+    -H 'Mcp-Session-Id: 00000000000000000000000000000000' "$url")
+[ "$code" = 404 ]
+tap_ok $? "GET /mcp with an unknown session: 404 (got $code)"
+code=$(req put "${auth[@]}" "${s[@]}" -X PUT "$url")
+[ "$code" = 405 ] && header put Allow | grep -q 'GET, POST, DELETE'
+tap_ok $? "PUT /mcp: 405 with Allow: GET, POST, DELETE (got $code)"
 code=$(req path "${auth[@]}" "${json[@]}" -d "$init" "http://127.0.0.1:$port/other")
 [ "$code" = 404 ]
 tap_ok $? "POST /other: 404 (got $code)"
@@ -208,13 +221,13 @@ report(st == "400", "two Content-Length headers: 400 (got %s)" % st)
 s.close()
 # Headers without a blank after the colon are well formed (RFC 9110 5.6.3).
 s = conn()
-s.sendall(b"GET /mcp HTTP/1.1\r\nHost:127.0.0.1\r\nAuthorization:Bearer %s\r\n\r\n" % token.encode())
+s.sendall(b"PUT /mcp HTTP/1.1\r\nHost:127.0.0.1\r\nAuthorization:Bearer %s\r\n\r\n" % token.encode())
 st = status(s)
 report(st == "405", "headers written 'Name:value' are read (got %s)" % st)
 s.close()
 # A blank before the colon is refused (RFC 9112 5.1).
 s = conn()
-s.sendall(b"GET /mcp HTTP/1.1\r\nHost : 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n" % token.encode())
+s.sendall(b"PUT /mcp HTTP/1.1\r\nHost : 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n" % token.encode())
 st = status(s)
 report(st == "400", "a blank between a header name and its colon: 400 (got %s)" % st)
 s.close()
@@ -231,7 +244,7 @@ slow = conn()
 slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0")
 t0 = time.time()
 other = conn()
-other.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n" % token.encode())
+other.sendall(b"PUT /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n" % token.encode())
 st = status(other)
 report(st == "405", "another client is served while one is stalled (got %s)" % st)
 other.close()
@@ -254,12 +267,18 @@ for s in idle:
     s.close()
 time.sleep(0.5)
 s = conn()
-s.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n" % token.encode())
+s.sendall(b"PUT /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n" % token.encode())
 st = status(s)
 report(st == "405", "once they are gone, connections are taken again (got %s)" % st)
 s.close()
 EOF
 tap_relay <"$tmp/raw.out"
+
+# Event streams, with raw sockets: tests/mcp/sse.py.
+python3 "$TOP/tests/mcp/sse.py" "$port" "$token" >"$tmp/sse.out" 2>&1
+rc=$?
+tap_relay <"$tmp/sse.out"
+tap_ok $rc "the event stream checks ran to their end (exit $rc)"
 
 # The MCP SDK client over Streamable HTTP, then over stdio.
 if mcp_node_setup 2>"$tmp/npm.log"; then

@@ -28,6 +28,7 @@ sdk() {
     local mode=$1 name=$2 rc
     shift 2
     MCP_SANDBOX=$name MCP_PRESETS=balanced,locked MCP_DENIED_PRESET=open MCP_PROGRESS=steps \
+        MCP_RUN_SECONDS=4 \
         MCP_SECRETS=anthropic MCP_DENIED_SECRET=github \
         "$MCP_NODE22" "$TOP/tests/mcp/sdk-client.mjs" "$mode" "$@" \
         >"$T/sdk-$mode.out" 2>"$T/sdk-$mode.log"
@@ -87,7 +88,8 @@ tap_ok $? "the command line destroys it again"
 tap_ok $? "a create_server without _meta.progressToken gets no notifications/progress"
 
 # Progress over raw JSON-RPC: the request's token on every notification,
-# a start and an end per step in order, all before the result.
+# a start and an end per step in order, all before the result (stdio also
+# carries the notifications tied to no request, such as list_changed).
 printf '%s\n' \
     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}' \
     '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
@@ -107,14 +109,15 @@ ok = (len(p) == 14 and all(x["progressToken"] == "tok-7" for x in p)
       and all(x["message"].startswith(w) and re.search(r"\(\d+\.\d s so far\)$", x["message"])
               for x, w in zip(p, want))
       and msgs[at]["result"]["isError"] is False
-      and not any(m.get("method") for m in msgs[at + 1:]))
+      and not any(m.get("method") == "notifications/progress" for m in msgs[at + 1:])
+      and [m.get("method") for m in msgs[:at]].count("notifications/resources/list_changed") == 1)
 if not ok:
     print("# " + json.dumps(p)[-600:])
     print("# result: " + json.dumps(msgs[at])[:600])
     print("# after: " + json.dumps(msgs[at + 1:])[:800])
 sys.exit(0 if ok else 1)
 PY
-tap_ok $? "create_server with _meta.progressToken: 14 notifications/progress with the token, in step order, then the result; destroy_server sends none"
+tap_ok $? "create_server with _meta.progressToken: 14 notifications/progress with the token, in step order, and resources/list_changed, then the result; destroy_server sends no progress"
 
 # Owner scope: another owner's sandbox does not exist for the MCP server.
 sbx create --name other-owner-1 --size small --lifetime 1h --owner someone-else \

@@ -9,9 +9,16 @@
 // (name of the sandbox to create), MCP_PRESETS (the permitted presets,
 // comma-separated; the first is used), MCP_DENIED_PRESET (one that is not
 // permitted), MCP_SIZE (default small), MCP_PROGRESS (steps: create_server
-// must send notifications/progress for each create step over stdio),
+// must send notifications/progress for each create step),
 // MCP_SECRETS (the permitted secrets, comma-separated; unset: none, and
-// create_server must not offer any) and MCP_DENIED_SECRET (one that is not).
+// create_server must not offer any), MCP_DENIED_SECRET (one that is not)
+// and MCP_RUN_SECONDS (run_command's progress is checked with `sleep N`,
+// which must tick; unset: with echo, whose fake reports a tick itself).
+//
+// Beyond tools: log messages at the level set, resources (list, templates,
+// read, an update after extend_server of a subscribed sandbox), prompts and
+// completion; over HTTP the notifications come on the POST's event stream
+// and, for the update, on the session's GET stream.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -21,6 +28,7 @@ const sdk = (p) => import(pathToFileURL(join(nm, '@modelcontextprotocol/sdk/dist
 const { Client } = await sdk('client/index.js');
 const { StdioClientTransport } = await sdk('client/stdio.js');
 const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
+const { LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema } = await sdk('types.js');
 
 const name = process.env.MCP_SANDBOX || 'mcp-sdk-test';
 const presets = (process.env.MCP_PRESETS || 'balanced').split(',');
@@ -81,9 +89,29 @@ try {
   check(false, `${mode}: initialize handshake with the SDK client`, String(e));
   process.exit(1);
 }
+const logs = [];
+const updates = [];
+client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.push(n.params));
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => updates.push(n.params.uri));
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+// Waits up to ms for cond() (notification handlers run a little later).
+async function until(cond, ms = 3000) {
+  for (let t = 0; t < ms && !cond(); t += 50) await sleep(50);
+  return cond();
+}
 const info = client.getServerVersion();
 check(info && info.name === 'sandboxctl', `${mode}: serverInfo names sandboxctl`, info);
 check(client.getServerCapabilities()?.tools !== undefined, `${mode}: tools capability declared`);
+const caps = client.getServerCapabilities() || {};
+check(caps.logging && caps.prompts && caps.completions && caps.resources?.subscribe === true &&
+  caps.resources?.listChanged === true,
+`${mode}: logging, prompts, completions and resources (subscribe, listChanged) declared`, caps);
+try {
+  await client.setLoggingLevel('info');
+  check(true, `${mode}: logging/setLevel info`);
+} catch (e) {
+  check(false, `${mode}: logging/setLevel info`, String(e));
+}
 if (mode === 'http') {
   check(transport.protocolVersion === '2025-11-25', 'http: protocol version 2025-11-25 negotiated',
     transport.protocolVersion);
@@ -124,13 +152,13 @@ r = await call(client, 'create_server', { name, size, lifetime: '1h', policy: pr
   (p) => progress.push(p));
 check(good(r) && sc(r).name === name && typeof sc(r).expires === 'string',
   `${mode}: create_server makes ${name} (structuredContent passes the outputSchema)`, r);
-// Progress (MCP_PROGRESS=steps: the real server): over stdio a start and an
-// end per step, in order, values growing to the total; the HTTP transport
-// answers in one JSON body and sends none, nor does a server whose
-// operations report no steps (mcp_fake_server).
+// Progress (MCP_PROGRESS=steps: the real server): a start and an end per
+// step, in order, values growing to the total, over stdio and over HTTP
+// (the POST's event stream); none from a server whose create reports no
+// steps (mcp_fake_server).
 const steps = ['clone', 'configure', 'firewall', 'start', 'guest agent', 'guest setup', 'binding'];
 const wantMsgs = steps.flatMap((s) => [`${s}: started`, `${s}: done in`]);
-if (mode === 'stdio' && process.env.MCP_PROGRESS === 'steps') {
+if (process.env.MCP_PROGRESS === 'steps') {
   // The SDK runs notification handlers a microtask later but a response's
   // at once, and the response drops the request's progress handler: the
   // last notification, written just before the result, is lost when both
@@ -143,8 +171,70 @@ if (mode === 'stdio' && process.env.MCP_PROGRESS === 'steps') {
   `${mode}: create_server sent notifications/progress for every step, in order, with seconds`,
   progress);
 } else {
-  check(progress.length === 0, `${mode}: no notifications/progress (JSON responses, or no steps)`,
+  check(progress.length === 0, `${mode}: no notifications/progress (create reports no steps)`,
     progress);
+}
+await until(() => logs.some((l) => l.data.startsWith('create_server done')));
+check(logs.some((l) => l.level === 'info' && l.logger === 'sandboxctl' &&
+  l.data === 'create_server started') &&
+  logs.some((l) => l.level === 'info' && l.data.startsWith('create_server done after')) &&
+  !logs.some((l) => l.level === 'debug'),
+`${mode}: log messages at info: create_server started and done, no debug steps`, logs);
+
+// Resources.
+const infoUri = `sandbox://${name}/info`;
+try {
+  const { resources } = await client.listResources();
+  check(resources.some((x) => x.uri === infoUri && x.mimeType === 'application/json'),
+    `${mode}: resources/list has ${infoUri}`, resources);
+  const { resourceTemplates } = await client.listResourceTemplates();
+  check(resourceTemplates.some((x) => x.uriTemplate === 'sandbox://{name}/info'),
+    `${mode}: resources/templates/list has sandbox://{name}/info`, resourceTemplates);
+  const rd = await client.readResource({ uri: infoUri });
+  const entry = JSON.parse(rd.contents[0].text);
+  check(rd.contents[0].uri === infoUri && entry.name === name && typeof entry.owner === 'string',
+    `${mode}: resources/read ${infoUri}: its list entry as JSON`, rd);
+  await client.subscribeResource({ uri: infoUri });
+  check(true, `${mode}: resources/subscribe ${infoUri}`);
+} catch (e) {
+  check(false, `${mode}: resources list, templates, read and subscribe`, String(e));
+}
+try {
+  await client.readResource({ uri: 'sandbox://no-such-sandbox/info' });
+  check(false, `${mode}: resources/read of an unknown sandbox: -32002`);
+} catch (e) {
+  check(e.code === -32002, `${mode}: resources/read of an unknown sandbox: -32002`, String(e));
+}
+
+// Prompts and completion.
+try {
+  const { prompts } = await client.listPrompts();
+  check(prompts.map((x) => x.name).join() === 'sandbox_task,review_changes',
+    `${mode}: prompts/list: sandbox_task, review_changes`, prompts);
+  const pr = await client.getPrompt({ name: 'sandbox_task',
+    arguments: { task: 'count the primes below 100', policy: presets[presets.length - 1] } });
+  const ptext = pr.messages[0].content.text;
+  check(ptext.includes('count the primes below 100') &&
+    ptext.includes(`policy "${presets[presets.length - 1]}"`),
+  `${mode}: prompts/get sandbox_task fills in the task and the policy`, pr);
+  const last = presets[presets.length - 1];
+  const cp = await client.complete({ ref: { type: 'ref/prompt', name: 'sandbox_task' },
+    argument: { name: 'policy', value: last.slice(0, 2) } });
+  check(cp.completion.values.includes(last) &&
+    cp.completion.values.every((v) => v.startsWith(last.slice(0, 2))),
+  `${mode}: completion/complete of sandbox_task's policy '${last.slice(0, 2)}'`, cp);
+  const cn = await client.complete({ ref: { type: 'ref/resource', uri: 'sandbox://{name}/info' },
+    argument: { name: 'name', value: name.slice(0, 4) } });
+  check(cn.completion.values.includes(name),
+    `${mode}: completion/complete of the template's {name} '${name.slice(0, 4)}' gives ${name}`, cn);
+} catch (e) {
+  check(false, `${mode}: prompts and completion`, String(e));
+}
+try {
+  await client.getPrompt({ name: 'sandbox_task', arguments: {} });
+  check(false, `${mode}: prompts/get without the required task: -32602`);
+} catch (e) {
+  check(e.code === -32602, `${mode}: prompts/get without the required task: -32602`, String(e));
 }
 
 r = await call(client, 'list_servers', {});
@@ -154,6 +244,22 @@ check(good(r) && sc(r).sandboxes.some((s) => s.name === name),
 r = await call(client, 'run_command', { name, command: ['echo', 'hello', '42'] });
 check(good(r) && sc(r).exitcode === 0 && sc(r).stdout === 'hello 42\n',
   `${mode}: run_command echo: exit 0 and its output`, r);
+const runProgress = [];
+const secs = process.env.MCP_RUN_SECONDS;
+r = await call(client, 'run_command', { name, command: secs ? ['sleep', secs] : ['echo', 'p'] },
+  120000, (p) => runProgress.push(p));
+// As above, the last notification (the end) may be lost to the SDK; over
+// stdio the fake's three, written at once with the result, all are (the
+// unit tests and tests/mcp/sse.py check them), so there only a real
+// command that runs for seconds is checked.
+if (secs || mode === 'http') {
+  check(good(r) && runProgress.length >= 2 && runProgress[0].message.startsWith('run: started') &&
+  /^run: running for \d+\.\d s/.test(runProgress[1].message) &&
+  runProgress.every((p, i) => p.progress === i + 1 && p.total === undefined),
+  `${mode}: run_command with a progress token: "run" started, then running for N s`, runProgress);
+} else {
+  check(good(r), `${mode}: run_command with a progress token`, r);
+}
 r = await call(client, 'run_command', { name, command: ['false'] });
 check(good(r) && sc(r).exitcode === 1, `${mode}: run_command false: exit code 1, not a tool error`, r);
 r = await call(client, 'run_command', { name });
@@ -184,8 +290,12 @@ check(good(r) && sc(r).label === 'before', `${mode}: rollback_server to 'before'
 r = await call(client, 'rollback_server', { name, label: 'no-such-snapshot' });
 check(!r.thrown && r.isError === true, `${mode}: rollback_server to a missing snapshot: tool error`, r);
 
+updates.length = 0;
 r = await call(client, 'extend_server', { name, duration: '1h' });
 check(good(r) && typeof sc(r).expires === 'string', `${mode}: extend_server by 1h`, r);
+check(await until(() => updates.includes(infoUri)),
+  `${mode}: notifications/resources/updated for the subscribed ${infoUri} after extend_server` +
+  (mode === 'http' ? ' (on the GET stream)' : ''), updates);
 
 r = await call(client, 'destroy_server', { name });
 check(good(r) && sc(r).destroyed === true, `${mode}: destroy_server`, r);

@@ -10,6 +10,8 @@
 
 json_t *fake_last_args;
 int fake_calls;
+static sbx_progress_fn progress_fn;
+static void *progress_arg;
 static json_t *boxes; /* name -> {vmid, owner, policy, expires, files: {path: b64}, snaps: []} */
 static int next_vmid = 100;
 
@@ -124,7 +126,24 @@ static int fake_list(struct sbx *s, json_t *args, json_t **out, char *err, size_
     return 0;
 }
 
-/* exec: "echo" prints its arguments, "false" exits 1, anything else 127. */
+void fake_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg)
+{
+    (void)s;
+    progress_fn = fn;
+    progress_arg = arg;
+}
+
+/* Tells the listener, if any, of step "run" in phase. */
+static void progress(enum sbx_progress_phase phase, double seconds)
+{
+    struct sbx_progress_event ev = {"run", phase, seconds, seconds, 0, 0, 0, 0};
+
+    if (progress_fn)
+        progress_fn(progress_arg, &ev);
+}
+
+/* exec: "echo" prints its arguments, "false" exits 1, anything else 127;
+ * it reports a step "run" (a start, a tick, an end) as run_command's. */
 static int fake_exec(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
     static const char *const keys[] = {"name", "command", "timeout", "input", NULL};
@@ -141,6 +160,9 @@ static int fake_exec(struct sbx *s, json_t *args, json_t **out, char *err, size_
         snprintf(err, errlen, "command: expected an array of strings");
         return -1;
     }
+    progress(SBX_PROGRESS_START, 0);
+    progress(SBX_PROGRESS_TICK, 3);
+    progress(SBX_PROGRESS_END, 3.5);
     json_array_foreach(cmd, i, v) if (i > 0 && off < sizeof buf) off += (size_t)snprintf(
         buf + off, sizeof buf - off, "%s%s", i > 1 ? " " : "", json_string_value(v));
     if (strcmp(prog, "echo") == 0 && off < sizeof buf - 1)
@@ -275,6 +297,22 @@ static int fake_snapshots(struct sbx *s, json_t *args, json_t **out, char *err, 
     return 0;
 }
 
+/* denials: two made-up refusals of the sandbox. */
+static int fake_denials(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", NULL};
+    json_t *b;
+
+    (void)s;
+    if (begin(args, keys, err, errlen) == -1 || !(b = box(args, err, errlen)))
+        return -1;
+    *out = json_pack("{s:O, s:O, s:[{s:s, s:s}, {s:s, s:s}]}", "name",
+                     json_object_get(args, "name"), "vmid", json_object_get(b, "vmid"), "denials",
+                     "host", "evil.example", "reason", "not in the allowlist", "host",
+                     "pastebin.example", "reason", "not in the allowlist");
+    return 0;
+}
+
 const struct sbx_mcp_ops fake_ops = {
     .create = fake_create,
     .list = fake_list,
@@ -286,4 +324,5 @@ const struct sbx_mcp_ops fake_ops = {
     .snapshot = fake_snapshot,
     .rollback = fake_rollback,
     .snapshots = fake_snapshots,
+    .denials = fake_denials,
 };

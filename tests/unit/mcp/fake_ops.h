@@ -15,4 +15,8 @@ extern json_t *fake_last_args;
 extern int fake_calls;
 void fake_reset(void);
 
+/* A progress_set for struct sbx_mcp_config: fake exec reports a step
+ * "run" (start, tick, end) to the function set here. */
+void fake_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg);
+
 #endif

@@ -48,6 +48,8 @@ int main(int argc, char **argv)
         .presets = (const char *const *)presets,
         .owner = owner,
         .version = "0.0-test",
+        .progress_set = fake_progress_set,
+        .ops = &fake_ops,
     };
     srv = sbx_mcp_server_new(&cfg, err, sizeof err);
     if (!srv) {

@@ -164,6 +164,7 @@ static char *negotiated(const char *asked)
         v = strdup(json_string_value(json_object_get(result_of(r), "protocolVersion")));
     if (v && strcmp(v, s.version) != 0)
         diag("session holds %s, answer says %s", s.version, v);
+    sbx_mcp_session_end(srv, &s);
     json_decref(r);
     return v;
 }
@@ -197,8 +198,9 @@ static void test_initialize(void)
                 json_object_get(json_object_get(result_of(r), "capabilities"), "tools"),
                 "listChanged")),
        "capabilities.tools.listChanged is false");
-    ok(json_object_size(json_object_get(result_of(r), "capabilities")) == 1,
-       "tools is the only capability declared");
+    ok(json_object_size(json_object_get(result_of(r), "capabilities")) == 4 &&
+           !json_object_get(json_object_get(result_of(r), "capabilities"), "resources"),
+       "tools, logging, prompts and completions declared; no resources without operations");
     ok(strcmp(
            json_string_value(json_object_get(json_object_get(result_of(r), "serverInfo"), "name")),
            "sandboxctl") == 0 &&
@@ -487,6 +489,7 @@ static void test_no_presets(void)
     ok(is_error_result(r) && strstr(result_text(r), "none (mcp-presets is empty)"),
        "without mcp-presets every create_server is refused, saying why");
     json_decref(r);
+    sbx_mcp_session_end(s, &ss);
     sbx_mcp_server_free(s);
 }
 
@@ -548,6 +551,7 @@ static void test_secrets(void)
        "a permitted secret reaches the operation as given");
     json_decref(want);
     json_decref(r);
+    sbx_mcp_session_end(s, &ss);
     sbx_mcp_server_free(s);
 
     r = rpc("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\"}");
@@ -850,6 +854,7 @@ int main(void)
     test_long_names();
     test_http_head();
     test_http_head_rules();
+    sbx_mcp_session_end(srv, &sess);
     sbx_mcp_server_free(srv);
     fake_reset();
     return tap_done();

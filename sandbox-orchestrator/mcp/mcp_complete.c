@@ -1,0 +1,68 @@
+/* mcp_complete.c - MCP server/utilities/completion: completion/complete
+ * for the prompts' arguments (policy: the permitted presets; name: the
+ * owner's sandboxes) and for the variable {name} of the resource
+ * templates (the owner's sandboxes).  At most MAX_VALUES values, those
+ * that start with what the user typed; an argument nothing completes
+ * (sandbox_task's task) gets none.  An unknown prompt, template or
+ * argument is -32602.
+ */
+#include <string.h>
+
+#include "mcp_internal.h"
+
+#define MAX_VALUES 100 /* the specification's cap */
+
+/* The presets that start with prefix. */
+static json_t *presets(const struct sbx_mcp_server *srv, const char *prefix)
+{
+    json_t *v = json_array();
+
+    for (const char *const *p = srv->cfg.presets; p && *p && json_array_size(v) < MAX_VALUES; p++)
+        if (strncmp(*p, prefix, strlen(prefix)) == 0)
+            json_array_append_new(v, json_string(*p));
+    return v;
+}
+
+static int is_template(const char *uri)
+{
+    return uri && (strcmp(uri, "sandbox://{name}/info") == 0 ||
+                   strcmp(uri, "sandbox://{name}/denials") == 0);
+}
+
+json_t *sbx_mcp_on_complete(struct sbx_mcp_server *srv, const json_t *id, const json_t *params)
+{
+    const json_t *ref = json_object_get(params, "ref"), *arg = json_object_get(params, "argument");
+    const char *type = json_string_value(json_object_get(ref, "type"));
+    const char *arg_name = json_string_value(json_object_get(arg, "name"));
+    const char *prefix = json_string_value(json_object_get(arg, "value"));
+    const char *kind = "";
+    json_t *values;
+
+    if (!type || !arg_name || !prefix)
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: completion/complete needs ref.type, "
+                                 "argument.name and argument.value (strings)");
+    if (strcmp(type, "ref/prompt") == 0) {
+        if (!sbx_mcp_prompt_arg(json_string_value(json_object_get(ref, "name")), arg_name, &kind))
+            return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                     "invalid params: no such prompt or prompt argument");
+    } else if (strcmp(type, "ref/resource") == 0) {
+        if (!is_template(json_string_value(json_object_get(ref, "uri"))) ||
+            strcmp(arg_name, "name") != 0 || !sbx_mcp_resources_offered(srv))
+            return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                     "invalid params: no such resource template or variable");
+        kind = "name";
+    } else {
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: ref.type must be ref/prompt or ref/resource");
+    }
+    if (strcmp(kind, "policy") == 0)
+        values = presets(srv, prefix);
+    else if (strcmp(kind, "name") == 0)
+        values = sbx_mcp_sandbox_names(srv, prefix, MAX_VALUES);
+    else
+        values = json_array();
+    return sbx_mcp_rpc_result(id, json_pack("{s:{s:o, s:I, s:b}}", "completion", "values", values,
+                                            "total", (json_int_t)json_array_size(values), "hasMore",
+                                            0));
+}
