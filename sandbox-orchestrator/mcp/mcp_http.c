@@ -451,7 +451,22 @@ static void post_notify(void *arg, json_t *msg)
     json_decref(msg);
 }
 
-/* A new session object whose notify writes to its POST streams. */
+/* A session's send_request: as post_notify, but says whether it could. */
+static int post_request(void *arg, json_t *msg)
+{
+    struct post_stream *ps = current_stream;
+    int rc = -1;
+
+    if (ps && ps->se == arg) {
+        stream_send(ps, msg);
+        rc = ps->failed ? -1 : 0;
+    }
+    json_decref(msg);
+    return rc;
+}
+
+/* A new session object whose notify and send_request write to its POST
+ * streams. */
 static struct sbx_mcp_http_session *session_new(struct http *h)
 {
     struct sbx_mcp_http_session *se = sbx_mcp_http_session_new(h->sessions);
@@ -459,6 +474,8 @@ static struct sbx_mcp_http_session *session_new(struct http *h)
 
     s->notify = post_notify;
     s->notify_arg = se;
+    s->send_request = post_request;
+    s->send_request_arg = se;
     return se;
 }
 

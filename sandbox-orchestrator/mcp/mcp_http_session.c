@@ -188,20 +188,24 @@ struct sbx_mcp_http_session *sbx_mcp_http_session_find(struct sbx_mcp_http_sessi
 
 int sbx_mcp_http_session_delete(struct sbx_mcp_http_sessions *t, const char *id)
 {
-    struct sbx_mcp_http_session *gone = NULL;
-    int found = 0;
+    struct sbx_mcp_http_session *found = NULL;
 
     pthread_mutex_lock(&t->lock);
     for (int i = 0; i < t->max && !found; i++) {
         if (t->slots[i] && strcmp(t->slots[i]->id, id) == 0) {
-            found = 1;
-            gone = take_out(t, i);
+            found = t->slots[i];
+            found->refs++; /* ours, so take_out frees nothing */
+            take_out(t, i);
         }
     }
     pthread_mutex_unlock(&t->lock);
-    if (gone)
-        session_free(t, gone);
-    return found ? 0 : -1;
+    if (!found)
+        return -1;
+    /* A tool call of the session waiting for an elicitation's answer
+     * stops waiting: nobody will send it now. */
+    sbx_mcp_session_close(t->srv, &found->s);
+    sbx_mcp_http_session_release(t, found);
+    return 0;
 }
 
 void sbx_mcp_http_sessions_free(struct sbx_mcp_http_sessions *t)

@@ -20,6 +20,8 @@ enum {
     RPC_RESOURCE_NOT_FOUND = -32002, /* server/resources: an unknown URI */
 };
 
+struct sbx_mcp_pending;
+
 struct sbx_mcp_server {
     struct sbx_mcp_config cfg;
     json_t *tools_list; /* the tools/list result, built once */
@@ -31,6 +33,11 @@ struct sbx_mcp_server {
      * server keeps in them (log level, subscriptions). */
     pthread_mutex_t sessions_lock;
     struct sbx_mcp_session *sessions;
+    /* Server-to-client requests waiting for their answers (mcp_elicit.c). */
+    pthread_mutex_t pending_lock;
+    pthread_cond_t pending_cond;
+    struct sbx_mcp_pending *pending;
+    unsigned long long next_request; /* for their ids */
 };
 
 /* A JSON-RPC error response; id NULL means "null".  The message is made
@@ -66,6 +73,17 @@ void sbx_mcp_sessions_updated(struct sbx_mcp_server *srv, const char *uri);
 
 /* notifications/resources/list_changed to every session. */
 void sbx_mcp_sessions_list_changed(struct sbx_mcp_server *srv);
+
+/* mcp_elicit.c */
+
+/* A response (msg, borrowed) from the client of sess: hands it to the
+ * server-to-client request waiting for it; one nobody waits for is
+ * dropped. */
+void sbx_mcp_pending_answer(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
+                            const json_t *msg);
+
+/* Sets the session of the tool call this thread runs (NULL: none). */
+void sbx_mcp_current_set(struct sbx_mcp_session *sess);
 
 /* mcp_logging.c */
 

@@ -207,6 +207,7 @@ static json_t *on_initialize(struct sbx_mcp_server *srv, struct sbx_mcp_session 
     v = sbx_mcp_version_negotiate(json_string_value(asked));
     snprintf(sess->version, sizeof sess->version, "%s", v);
     sess->initialize_seen = 1;
+    sess->srv = srv;
     pthread_mutex_lock(&srv->sessions_lock);
     json_decref(sess->client_caps);
     sess->client_caps = caps ? json_deep_copy(caps) : json_object();
@@ -407,7 +408,9 @@ static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess
     }
     sbx_mcp_log(srv, sess, SBX_MCP_LOG_INFO, "%s started", tool->name);
     start = now_seconds();
+    sbx_mcp_current_set(sess);
     rc = op_run(srv, sess, t, token, args, &out, err, sizeof err);
+    sbx_mcp_current_set(NULL);
     if (rc == 0 && !json_is_object(out)) {
         json_decref(out);
         snprintf(err, sizeof err, "%s: the operation returned no result object", tool->name);
@@ -480,8 +483,10 @@ json_t *sbx_mcp_handle(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
     const char *method = json_string_value(json_object_get(msg, "method"));
     json_t *empty = NULL, *r;
 
-    if (!method) /* a response: we send no requests, so nothing waits for it */
+    if (!method) { /* a response: to a request of ours (an elicitation) */
+        sbx_mcp_pending_answer(srv, sess, msg);
         return NULL;
+    }
     if (!id) {
         on_notification(sess, method);
         return NULL;
@@ -633,6 +638,8 @@ struct sbx_mcp_server *sbx_mcp_server_new(const struct sbx_mcp_config *cfg, char
     srv->log = cfg->log ? cfg->log : stderr;
     pthread_mutex_init(&srv->op_lock, NULL);
     pthread_mutex_init(&srv->sessions_lock, NULL);
+    pthread_mutex_init(&srv->pending_lock, NULL);
+    pthread_cond_init(&srv->pending_cond, NULL);
     list = json_array();
     srv->tools_list = json_pack("{s:o}", "tools", list);
     for (size_t t = 0; t < cfg->ntools; t++) {
@@ -660,5 +667,7 @@ void sbx_mcp_server_free(struct sbx_mcp_server *srv)
     free(srv->schemas);
     pthread_mutex_destroy(&srv->op_lock);
     pthread_mutex_destroy(&srv->sessions_lock);
+    pthread_mutex_destroy(&srv->pending_lock);
+    pthread_cond_destroy(&srv->pending_cond);
     free(srv);
 }

@@ -142,7 +142,44 @@ struct sbx_mcp_session {
     json_t *client_caps;          /* initialize's params.capabilities, or NULL */
     struct sbx_mcp_session *next; /* the server's registry of live sessions */
     int attached;                 /* in the registry (from initialize) */
+    struct sbx_mcp_server *srv;   /* the server it was initialized with */
+    /* Optional, set by the transport: sends msg (stolen), a request from
+     * the server to the client tied to the request being handled (the
+     * thread handling it calls it).  Returns 0, or -1 when the client
+     * cannot be reached that way (an HTTP POST that asked for JSON only).
+     * NULL: no server-to-client requests. */
+    int (*send_request)(void *arg, json_t *msg);
+    void *send_request_arg;
+    int closed; /* the client can answer no more (stdin ended): waits end */
 };
+
+/* What the client answered an elicitation. */
+enum sbx_mcp_elicit_action {
+    SBX_MCP_ELICIT_ERROR = -1, /* no answer: err says why */
+    SBX_MCP_ELICIT_ACCEPT,     /* *content holds what the user gave */
+    SBX_MCP_ELICIT_DECLINE,
+    SBX_MCP_ELICIT_CANCEL,
+};
+
+/* Asks the client of sess, from a tool's thread while it handles the
+ * tool's request, to have its user fill in requested_schema (borrowed;
+ * a flat object schema) after reading message: sends elicitation/create
+ * (over HTTP on that request's event stream; over stdio on stdout) and
+ * waits up to timeout_ms for the answer.  Returns its action (accept with
+ * a new reference in *content, else *content NULL), or
+ * SBX_MCP_ELICIT_ERROR with err filled: the client declared no
+ * elicitation capability, the request could not be sent, the client
+ * answered an error, the time ran out or the client went away. */
+int sbx_mcp_elicit(struct sbx_mcp_session *sess, const char *message, json_t *requested_schema,
+                   int timeout_ms, json_t **content, char *err, size_t errlen);
+
+/* The client of sess can answer no more (its input ended): every wait of
+ * sbx_mcp_elicit on it ends at once. */
+void sbx_mcp_session_close(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess);
+
+/* The session whose tool call this thread is running (inside a tool's
+ * operation), else NULL: for operations that elicit. */
+struct sbx_mcp_session *sbx_mcp_current_session(void);
 
 /* Ends sess: takes it out of the server's registry (no more notifications
  * reach it) and frees what the server kept in it.  The transport calls it

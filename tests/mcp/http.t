@@ -5,7 +5,8 @@
 # with raw sockets (a POST's notifications before its answer, in chunks on a
 # kept-alive connection; the session's GET stream with the notifications of
 # other sessions' changes), then the official MCP SDK client over HTTP and
-# over stdio, calling every tool.
+# over stdio, calling every tool, and elicitation with the SDK client's
+# handler (tests/mcp/sdk-elicit.mjs) over both.
 #
 # Runs the MCP server's protocol layer and transports over the test-only
 # operations of tests/unit/mcp/fake_ops.c (mcp_fake_server), so it needs no
@@ -16,9 +17,10 @@ set -u
 
 server=$BUILD_DIR/tests/unit/mcp/mcp_fake_server
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mcp-http.XXXXXX")
-pid=
+pid= pid2=
 cleanup() {
     [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+    [ -n "$pid2" ] && kill -KILL "$pid2" 2>/dev/null
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -299,6 +301,32 @@ if mcp_node_setup 2>"$tmp/npm.log"; then
     ! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$tmp/sdk-stdio.log"
     tap_ok $? "stdio: the server (started by the client) reported no sanitizer error"
     [ $rc -eq 0 ] || tail -n 20 "$tmp/sdk-stdio.log" | sed 's/^/# /'
+    # Elicitation: a second server with the test-only tool test_confirm.
+    "$server" --http 127.0.0.1:0 --port-file "$tmp/port2" --token-file "$tmp/token" \
+        --elicit-tool yes 2>"$tmp/server2.log" &
+    pid2=$!
+    if mcp_wait_file "$tmp/port2" "$pid2"; then
+        for m in http stdio; do
+            if [ $m = http ]; then
+                set -- http "http://127.0.0.1:$(cat "$tmp/port2")/mcp" "$tmp/token"
+            else
+                set -- stdio "$server" --elicit-tool yes
+            fi
+            timeout 60 "$MCP_NODE22" "$TOP/tests/mcp/sdk-elicit.mjs" "$@" \
+                >"$tmp/elicit-$m.out" 2>"$tmp/elicit-$m.log"
+            rc=$?
+            tap_relay <"$tmp/elicit-$m.out"
+            tap_ok $rc "the SDK elicitation client over $m ran to its end (exit $rc)"
+            [ $rc -eq 0 ] || tail -n 20 "$tmp/elicit-$m.log" | sed 's/^/# /'
+        done
+    else
+        tap_ok 1 "the server with test_confirm starts"
+    fi
+    kill -TERM "$pid2"
+    rc=0
+    wait "$pid2" || rc=$?
+    pid2=
+    tap_ok $rc "the server with test_confirm stops cleanly (exit $rc)"
 else
     tap_ok 1 "the MCP SDK is installed from npm"
     cat "$tmp/npm.log"

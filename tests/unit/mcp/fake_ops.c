@@ -313,6 +313,44 @@ static int fake_denials(struct sbx *s, json_t *args, json_t **out, char *err, si
     return 0;
 }
 
+/* test_confirm: asks the client (sbx_mcp_elicit) whether to go ahead and
+ * answers with what it said. */
+static int fake_confirm(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    const char *q = json_string_value(json_object_get(args, "question"));
+    json_int_t timeout = json_integer_value(json_object_get(args, "timeout_ms"));
+    json_t *schema =
+        json_pack("{s:s, s:{s:{s:s, s:s}}, s:[s]}", "type", "object", "properties", "confirm",
+                  "type", "boolean", "description", "Go ahead?", "required", "confirm");
+    static const char *const actions[] = {"accept", "decline", "cancel"};
+    json_t *content = NULL;
+    int a;
+
+    (void)s;
+    a = sbx_mcp_elicit(sbx_mcp_current_session(), q ? q : "Go ahead?", schema,
+                       timeout > 0 ? (int)timeout : 10000, &content, err, errlen);
+    json_decref(schema);
+    if (a == SBX_MCP_ELICIT_ERROR)
+        return -1;
+    *out =
+        json_pack("{s:s, s:o}", "action", actions[a], "content", content ? content : json_null());
+    return 0;
+}
+
+const struct sbx_mcp_tool fake_confirm_tool = {
+    "test_confirm",
+    "Ask before going ahead (test only)",
+    "Asks the user, through the client, whether to go ahead; answers with the action and "
+    "what the user filled in.",
+    "{\"type\": \"object\", \"properties\": {\"question\": {\"type\": \"string\"}, "
+    "\"timeout_ms\": {\"type\": \"integer\", \"minimum\": 1}}, \"additionalProperties\": false}",
+    NULL,
+    NULL,
+    fake_confirm,
+    0,
+    NULL,
+    NULL};
+
 const struct sbx_mcp_ops fake_ops = {
     .create = fake_create,
     .list = fake_list,

@@ -15,6 +15,10 @@ extern json_t *fake_last_args;
 extern int fake_calls;
 void fake_reset(void);
 
+/* A test-only tool that elicits (sbx_mcp_elicit): test_confirm
+ * {question, timeout_ms} -> {action, content}. */
+extern const struct sbx_mcp_tool fake_confirm_tool;
+
 /* A progress_set for struct sbx_mcp_config: fake exec reports a step
  * "run" (start, tick, end) to the function set here. */
 void fake_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg);

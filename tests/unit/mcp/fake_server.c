@@ -3,6 +3,7 @@
  *   mcp_fake_server [--presets a,b] [--owner NAME]                 stdio
  *   mcp_fake_server --http ADDR:PORT --token-file F [--port-file F]
  *                   [--timeout-ms N] ...
+ * --elicit-tool yes adds the test-only tool test_confirm (fake_ops.h).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@ int main(int argc, char **argv)
     char presets_buf[256] = "balanced,locked", err[512], *presets[9] = {0}, *save = NULL;
     struct sbx_mcp_tool tools[16];
     struct sbx_mcp_server *srv;
-    int rc, n = 0, timeout_ms = 0;
+    int rc, n = 0, timeout_ms = 0, elicit = 0;
 
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--http") == 0)
@@ -31,6 +32,8 @@ int main(int argc, char **argv)
             owner = argv[i + 1];
         else if (strcmp(argv[i], "--timeout-ms") == 0)
             timeout_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--elicit-tool") == 0)
+            elicit = strcmp(argv[i + 1], "yes") == 0;
         else if (strcmp(argv[i], "--presets") == 0)
             snprintf(presets_buf, sizeof presets_buf, "%s", argv[i + 1]);
         else {
@@ -51,6 +54,8 @@ int main(int argc, char **argv)
         .progress_set = fake_progress_set,
         .ops = &fake_ops,
     };
+    if (elicit)
+        tools[cfg.ntools++] = fake_confirm_tool;
     srv = sbx_mcp_server_new(&cfg, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "mcp_fake_server: %s\n", err);

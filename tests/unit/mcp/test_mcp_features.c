@@ -3,10 +3,13 @@
  * filter of notifications/message, progress of run_command's "run" step,
  * resources (list, templates, read, subscribe and the notifications a
  * tool's change sends to subscribed sessions only), prompts, completion,
- * the session registry, the HTTP session table and the SSE framing. */
+ * the session registry, the HTTP session table and the SSE framing, and
+ * elicitation (a test-only tool asks; answers come from another thread). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_ops.h"
 #include "mcp_http.h"
@@ -715,6 +718,161 @@ static void test_http_sessions(struct sbx_mcp_server *srv)
     sbx_mcp_http_sessions_free(t);
 }
 
+/* A session whose client elicits: what the server asks lands in asked. */
+struct asker {
+    struct probe p;
+    pthread_mutex_t lock;
+    pthread_cond_t got;
+    json_t *asked;
+    struct sbx_mcp_server *srv;
+    const char *call; /* the tools/call params to run in the thread */
+    json_t *reply;    /* its answer */
+};
+
+static int asker_send(void *arg, json_t *msg)
+{
+    struct asker *a = arg;
+
+    pthread_mutex_lock(&a->lock);
+    json_array_append_new(a->asked, msg);
+    pthread_cond_signal(&a->got);
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+static void *asker_call(void *arg)
+{
+    struct asker *a = arg;
+
+    a->reply = req(a->srv, &a->p, "tools/call", a->call);
+    return NULL;
+}
+
+/* The id of the n-th request asked (waits up to 5 s), or NULL. */
+static const char *asked_id(struct asker *a, size_t n, json_t **params)
+{
+    struct timespec until;
+    const char *id = NULL;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&a->lock);
+    while (json_array_size(a->asked) <= n && pthread_cond_timedwait(&a->got, &a->lock, &until) == 0)
+        ;
+    id = json_string_value(json_object_get(json_array_get(a->asked, n), "id"));
+    *params = json_object_get(json_array_get(a->asked, n), "params");
+    pthread_mutex_unlock(&a->lock);
+    return id;
+}
+
+/* Runs tools/call params in a thread; answer (a JSON-RPC result or error
+ * member text, with %s for the id) is sent as the client's response to the
+ * first request asked, unless NULL.  Returns the call's reply. */
+static json_t *elicit_round(struct asker *a, const char *params, const char *answer, json_t **asked)
+{
+    pthread_t t;
+    char buf[512];
+    const char *id;
+
+    a->call = params;
+    a->reply = NULL;
+    json_array_clear(a->asked);
+    pthread_create(&t, NULL, asker_call, a);
+    id = asked_id(a, 0, asked);
+    if (id && answer) {
+        snprintf(buf, sizeof buf, answer, id);
+        json_decref(rpc(a->srv, &a->p, buf));
+    }
+    pthread_join(t, NULL);
+    return a->reply;
+}
+
+static const char *reply_text(const json_t *r)
+{
+    return sv(json_object_get(json_array_get(json_object_get(result_of(r), "content"), 0), "text"));
+}
+
+static void test_elicit(void)
+{
+    struct sbx_mcp_config cfg = {
+        .tools = tools,
+        .ntools = sbx_mcp_tools_sandbox(&fake_ops, tools, 16),
+        .presets = presets,
+        .owner = "o",
+        .version = "1",
+    };
+    struct asker a = {.asked = json_array()};
+    char err[256];
+    json_t *r, *asked = NULL, *sc;
+
+    tools[cfg.ntools++] = fake_confirm_tool;
+    a.srv = sbx_mcp_server_new(&cfg, err, sizeof err);
+    pthread_mutex_init(&a.lock, NULL);
+    pthread_cond_init(&a.got, NULL);
+    probe_init(&a.p);
+    a.p.s.send_request = asker_send;
+    a.p.s.send_request_arg = &a;
+    initialize(a.srv, &a.p); /* declares the elicitation capability */
+
+    r = elicit_round(&a, "{\"name\":\"test_confirm\",\"arguments\":{\"question\":\"Delete it?\"}}",
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"action\":\"accept\","
+                     "\"content\":{\"confirm\":true}}}",
+                     &asked);
+    sc = json_object_get(result_of(r), "structuredContent");
+    ok(asked && strcmp(sv(json_object_get(asked, "message")), "Delete it?") == 0 &&
+           strcmp(sv(json_object_get(asked, "mode")), "form") == 0 &&
+           json_is_object(json_object_get(json_object_get(asked, "requestedSchema"), "properties")),
+       "the tool's thread sends elicitation/create with the message and the schema");
+    ok(strcmp(sv(json_object_get(sc, "action")), "accept") == 0 &&
+           json_is_true(json_object_get(json_object_get(sc, "content"), "confirm")),
+       "the client's accept, handled by another thread, reaches the tool with its content");
+    json_decref(r);
+    r = elicit_round(&a, "{\"name\":\"test_confirm\",\"arguments\":{}}",
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"action\":\"decline\"}}",
+                     &asked);
+    sc = json_object_get(result_of(r), "structuredContent");
+    ok(strcmp(sv(json_object_get(sc, "action")), "decline") == 0 &&
+           json_is_null(json_object_get(sc, "content")),
+       "decline: no content");
+    json_decref(r);
+    r = elicit_round(&a, "{\"name\":\"test_confirm\",\"arguments\":{}}",
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"error\":{\"code\":-1,"
+                     "\"message\":\"user closed it\"}}",
+                     &asked);
+    ok(strstr(reply_text(r), "answered error -1: user closed it"),
+       "an error answer: a tool error saying so (%s)", reply_text(r));
+    json_decref(r);
+    r = elicit_round(&a, "{\"name\":\"test_confirm\",\"arguments\":{\"timeout_ms\":200}}",
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"x%s\",\"result\":{\"action\":\"accept\"}}",
+                     &asked);
+    ok(strstr(reply_text(r), "no answer in time"),
+       "an answer with another id is not taken; the wait times out (%s)", reply_text(r));
+    json_decref(r);
+    sbx_mcp_session_close(a.srv, &a.p.s);
+    r = elicit_round(&a, "{\"name\":\"test_confirm\",\"arguments\":{}}", NULL, &asked);
+    ok(strstr(reply_text(r), "the client went away"),
+       "a closed session: the wait ends at once (%s)", reply_text(r));
+    json_decref(r);
+    probe_end(a.srv, &a.p);
+
+    probe_init(&a.p);
+    a.p.s.send_request = asker_send;
+    a.p.s.send_request_arg = &a;
+    json_array_clear(a.asked);
+    req_quiet(a.srv, &a.p, "initialize",
+              "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}");
+    r = req(a.srv, &a.p, "tools/call", "{\"name\":\"test_confirm\",\"arguments\":{}}");
+    ok(strstr(reply_text(r), "does not support") && json_array_size(a.asked) == 0,
+       "a client without the elicitation capability is not asked");
+    json_decref(r);
+    ok(sbx_mcp_current_session() == NULL, "outside a tool call there is no current session");
+    probe_end(a.srv, &a.p);
+    json_decref(a.asked);
+    pthread_mutex_destroy(&a.lock);
+    pthread_cond_destroy(&a.got);
+    sbx_mcp_server_free(a.srv);
+}
+
 int main(void)
 {
     struct sbx_mcp_server *srv;
@@ -734,6 +892,7 @@ int main(void)
     test_complete(srv);
     test_sse_framing();
     test_http_sessions(srv);
+    test_elicit();
     sbx_mcp_server_free(srv);
     fake_reset();
     return tap_done();
