@@ -1,7 +1,8 @@
-/* mcp_http.h - the pure part of the Streamable HTTP transport (mcp_http.c):
+/* mcp_http.h - the pure parts of the Streamable HTTP transport (mcp_http.c):
  * bytes from a client in, a parsed request head or the status that refuses
- * it out.  No I/O, no allocation, no state; private to mcp/ and its tests
- * (the unit tests and the fuzz harness call it without a socket).
+ * it out (no I/O, no allocation, no state), and the framing of server-sent
+ * events (mcp_sse.c); private to mcp/ and its tests (the unit tests and the
+ * fuzz harness call it without a socket).
  * The head is read by http/'s parser (RFC 9112 sections 2, 3, 5 and 6.3);
  * this adds what the MCP endpoint asks of a request. */
 #ifndef SBX_MCP_HTTP_H

@@ -7,6 +7,10 @@
 # set by the server, and the server-side refusal of a preset outside
 # mcp-presets and of a secret outside mcp-secrets (tests/sandboxctl/secrets.t
 # makes sandboxes with secrets through MCP, against egressd with secrets).
+# The SDK client also checks progress (create_server's steps, run_command's
+# "run" step of `sleep 4`) and log messages over both transports, resources
+# (an update after extend_server of a subscribed sandbox), prompts and
+# completion.
 set -u
 . "$TOP/tests/sandboxctl/lib.sh"
 . "$TOP/tests/mcp/lib.sh"
