@@ -2,7 +2,8 @@
  * for the prompts' arguments (policy: the permitted presets; name: the
  * owner's sandboxes) and for the variable {name} of the resource
  * templates (the owner's sandboxes).  At most MAX_VALUES values, those
- * that start with what the user typed; an argument nothing completes
+ * that start with what the user typed (hasMore when there are more;
+ * total only when there are not); an argument nothing completes
  * (sandbox_task's task) gets none.  An unknown prompt, template or
  * argument is -32602.
  */
@@ -12,12 +13,12 @@
 
 #define MAX_VALUES 100 /* the specification's cap */
 
-/* The presets that start with prefix. */
-static json_t *presets(const struct sbx_mcp_server *srv, const char *prefix)
+/* The presets that start with prefix, at most max. */
+static json_t *presets(const struct sbx_mcp_server *srv, const char *prefix, size_t max)
 {
     json_t *v = json_array();
 
-    for (const char *const *p = srv->cfg.presets; p && *p && json_array_size(v) < MAX_VALUES; p++)
+    for (const char *const *p = srv->cfg.presets; p && *p && json_array_size(v) < max; p++)
         if (strncmp(*p, prefix, strlen(prefix)) == 0)
             json_array_append_new(v, json_string(*p));
     return v;
@@ -36,7 +37,8 @@ json_t *sbx_mcp_on_complete(struct sbx_mcp_server *srv, const json_t *id, const 
     const char *arg_name = json_string_value(json_object_get(arg, "name"));
     const char *prefix = json_string_value(json_object_get(arg, "value"));
     const char *kind = "";
-    json_t *values;
+    json_t *values, *completion;
+    int more;
 
     if (!type || !arg_name || !prefix)
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
@@ -56,13 +58,18 @@ json_t *sbx_mcp_on_complete(struct sbx_mcp_server *srv, const json_t *id, const 
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: ref.type must be ref/prompt or ref/resource");
     }
+    /* One more than the cap tells whether there are more. */
     if (strcmp(kind, "policy") == 0)
-        values = presets(srv, prefix);
+        values = presets(srv, prefix, MAX_VALUES + 1);
     else if (strcmp(kind, "name") == 0)
-        values = sbx_mcp_sandbox_names(srv, prefix, MAX_VALUES);
+        values = sbx_mcp_sandbox_names(srv, prefix, MAX_VALUES + 1);
     else
         values = json_array();
-    return sbx_mcp_rpc_result(id, json_pack("{s:{s:o, s:I, s:b}}", "completion", "values", values,
-                                            "total", (json_int_t)json_array_size(values), "hasMore",
-                                            0));
+    more = json_array_size(values) > MAX_VALUES;
+    if (more)
+        json_array_remove(values, MAX_VALUES);
+    completion = json_pack("{s:o, s:b}", "values", values, "hasMore", more);
+    if (!more)
+        json_object_set_new(completion, "total", json_integer((json_int_t)json_array_size(values)));
+    return sbx_mcp_rpc_result(id, json_pack("{s:o}", "completion", completion));
 }

@@ -584,7 +584,9 @@ static void test_complete(struct sbx_mcp_server *srv)
             "\"argument\":{\"name\":\"policy\",\"value\":\"b\"}}");
     values_text(r, buf, sizeof buf);
     ok(strcmp(buf, "balanced") == 0 &&
-           json_is_false(json_object_get(json_object_get(result_of(r), "completion"), "hasMore")),
+           json_is_false(json_object_get(json_object_get(result_of(r), "completion"), "hasMore")) &&
+           json_integer_value(
+               json_object_get(json_object_get(result_of(r), "completion"), "total")) == 1,
        "policy 'b': balanced (got %s)", buf);
     json_decref(r);
     r = req(srv, &p, "completion/complete",
@@ -636,8 +638,10 @@ static void test_complete(struct sbx_mcp_server *srv)
             "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"sandbox_task\"},"
             "\"argument\":{\"name\":\"policy\",\"value\":\"p\"}}");
     ok(json_array_size(json_object_get(json_object_get(result_of(r), "completion"), "values")) ==
-           100,
-       "103 matching presets: 100 values");
+               100 &&
+           json_is_true(json_object_get(json_object_get(result_of(r), "completion"), "hasMore")) &&
+           !json_object_get(json_object_get(result_of(r), "completion"), "total"),
+       "103 matching presets: 100 values, hasMore, no total");
     json_decref(r);
     probe_end(big, &p);
     sbx_mcp_server_free(big);
