@@ -4,7 +4,7 @@
  * answered 200 with an application/json body, or, when its Accept lists
  * text/event-stream and the server sends notifications while handling it
  * (progress, log messages), with a text/event-stream of those and then the
- * answer, in chunks so that the connection stays open (mcp_sse.c); a
+ * answer, in chunks so that the connection stays open (mcp_http_stream.c); a
  * notification or a response gets 202 and no body.  initialize opens a
  * session (mcp_http_session.c) whose id comes back in Mcp-Session-Id and
  * must accompany every later request (400 without it, 404 for one that
@@ -42,6 +42,7 @@
 #include "http.h"
 #include "mcp_http.h"
 #include "mcp_http_session.h"
+#include "mcp_http_stream.h"
 #include "mcp_server.h"
 
 #define HEAD_MAX       SBX_MCP_HTTP_HEAD_MAX
@@ -55,7 +56,6 @@
 #define WRITE_S        10    /* a response must be taken in this (SO_SNDTIMEO) */
 #define SESSION_IDLE_S (24 * 3600)
 #define KEEPALIVE_MS   15000 /* a GET stream sends a comment this often when idle */
-#define STREAM_POLL_MS 1000  /* and looks at the session, the client and the server this often */
 
 struct http {
     struct sbx_mcp_server *srv;
@@ -87,16 +87,6 @@ struct response {
     int fd;    /* the connection, for a streamed answer */
     int sent;  /* the answer went out already (a stream) */
 };
-
-/* The text/event-stream answer of the POST this thread handles, while it
- * does: the session's notify writes the request's notifications to it. */
-struct post_stream {
-    struct sbx_mcp_http_session *se;
-    int fd, close;
-    int started, failed;
-};
-
-static __thread struct post_stream *current_stream;
 
 static volatile sig_atomic_t stopping;
 
@@ -137,21 +127,6 @@ static ssize_t read_until(int fd, char *buf, size_t len, int64_t deadline)
     }
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-
-        if (n == -1 && errno == EINTR)
-            continue;
-        if (n == -1)
-            return -1; /* includes SO_SNDTIMEO's EAGAIN: the client stopped reading */
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static const char *status_text(int status)
 {
     switch (status) {
@@ -188,9 +163,9 @@ static int send_response(int fd, struct response *r)
                  r->close ? "close" : "keep-alive", r->extra);
     if (n < 0 || (size_t)n >= sizeof head)
         return -1;
-    if (write_all(fd, head, (size_t)n) == -1)
+    if (sbx_mcp_http_write_all(fd, head, (size_t)n) == -1)
         return -1;
-    return r->body_len ? write_all(fd, r->body, r->body_len) : 0;
+    return r->body_len ? sbx_mcp_http_write_all(fd, r->body, r->body_len) : 0;
 }
 
 /* Sets r to carry msg (stolen) as its JSON body. */
@@ -407,64 +382,6 @@ static int auth_ok(const struct http *h, const char *auth)
     return sbx_mcp_token_equal(t, strlen(t), h->token, strlen(h->token));
 }
 
-/* The head of a text/event-stream answer, in chunks. */
-static int stream_head(int fd, int close)
-{
-    char head[256];
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     "Cache-Control: no-store\r\nTransfer-Encoding: chunked\r\n"
-                     "Connection: %s\r\n\r\n",
-                     close ? "close" : "keep-alive");
-
-    return write_all(fd, head, (size_t)n);
-}
-
-/* Writes msg (borrowed) as one event of ps, starting the answer first. */
-static void stream_send(struct post_stream *ps, const json_t *msg)
-{
-    size_t n;
-    char *ev;
-
-    if (ps->failed)
-        return;
-    if (!ps->started && stream_head(ps->fd, ps->close) == -1) {
-        ps->failed = 1;
-        return;
-    }
-    ps->started = 1;
-    ev = sbx_mcp_sse_event(msg, &n);
-    if (!ev || write_all(ps->fd, ev, n) == -1)
-        ps->failed = 1;
-    free(ev);
-}
-
-/* A session's notify: the request's notifications go to the stream of the
- * POST this thread handles for that session; without one (the client
- * asked for JSON) they are dropped. */
-static void post_notify(void *arg, json_t *msg)
-{
-    struct post_stream *ps = current_stream;
-
-    if (ps && ps->se == arg)
-        stream_send(ps, msg);
-    json_decref(msg);
-}
-
-/* A session's send_request: as post_notify, but says whether it could. */
-static int post_request(void *arg, json_t *msg)
-{
-    struct post_stream *ps = current_stream;
-    int rc = -1;
-
-    if (ps && ps->se == arg) {
-        stream_send(ps, msg);
-        rc = ps->failed ? -1 : 0;
-    }
-    json_decref(msg);
-    return rc;
-}
-
 /* A new session object whose notify and send_request write to its POST
  * streams. */
 static struct sbx_mcp_http_session *session_new(struct http *h)
@@ -472,9 +389,9 @@ static struct sbx_mcp_http_session *session_new(struct http *h)
     struct sbx_mcp_http_session *se = sbx_mcp_http_session_new(h->sessions);
     struct sbx_mcp_session *s = sbx_mcp_http_session_mcp(se);
 
-    s->notify = post_notify;
+    s->notify = sbx_mcp_post_notify;
     s->notify_arg = se;
-    s->send_request = post_request;
+    s->send_request = sbx_mcp_post_request;
     s->send_request_arg = se;
     return se;
 }
@@ -506,7 +423,7 @@ static void post_in_session(struct http *h, const struct sbx_mcp_http_request *q
                             struct response *r)
 {
     struct sbx_mcp_http_session *se = sbx_mcp_http_session_find(h->sessions, q->session_id);
-    struct post_stream ps = {.se = se, .fd = r->fd, .close = r->close};
+    struct sbx_mcp_post_stream ps = {.se = se, .fd = r->fd, .close = r->close};
     json_t *reply;
 
     if (!se) {
@@ -514,17 +431,14 @@ static void post_in_session(struct http *h, const struct sbx_mcp_http_request *q
         return;
     }
     if (accepts_sse(q->accept))
-        current_stream = &ps;
+        sbx_mcp_post_stream_use(&ps);
     reply = sbx_mcp_handle(h->srv, sbx_mcp_http_session_mcp(se), msg);
-    current_stream = NULL;
+    sbx_mcp_post_stream_use(NULL);
     sbx_mcp_http_session_release(h->sessions, se);
     if (ps.started && reply) {
-        stream_send(&ps, reply);
-        if (!ps.failed && write_all(r->fd, SBX_MCP_CHUNK_END, sizeof SBX_MCP_CHUNK_END - 1) == -1)
-            ps.failed = 1;
+        r->close |= sbx_mcp_post_stream_end(&ps, reply) == -1;
         json_decref(reply);
         r->sent = 1;
-        r->close |= ps.failed;
     } else if (reply) {
         set_json(r, 200, reply);
     } else {
@@ -577,63 +491,6 @@ static void on_delete(struct http *h, const struct sbx_mcp_http_request *q, stru
         set_error(r, 404, "unknown session");
 }
 
-/* The client went away (or the server shuts the connection down). */
-static int peer_gone(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-
-    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-/* Writes each of msgs (an array, stolen) as an event; -1 when the client
- * stopped taking them. */
-static int stream_all(int fd, json_t *msgs)
-{
-    size_t i, n;
-    json_t *m;
-    int rc = 0;
-
-    json_array_foreach(msgs, i, m)
-    {
-        char *ev = sbx_mcp_sse_event(m, &n);
-
-        if (ev && rc == 0)
-            rc = write_all(fd, ev, n);
-        free(ev);
-    }
-    json_decref(msgs);
-    return rc;
-}
-
-/* The standalone stream of an open GET: what the session is delivered, a
- * comment when idle, until the session ends, the client goes or the
- * server stops. */
-static void stream_session(struct http *h, struct sbx_mcp_http_session *se, struct response *r)
-{
-    int64_t quiet_since = now_ms();
-    int ended = 0, failed = stream_head(r->fd, r->close) == -1;
-
-    while (!failed && !ended && !stopping && !peer_gone(r->fd)) {
-        json_t *msgs = sbx_mcp_http_session_stream_wait(h->sessions, se, STREAM_POLL_MS, &ended);
-        size_t n, got = json_array_size(msgs);
-
-        failed = stream_all(r->fd, msgs) == -1;
-        if (got)
-            quiet_since = now_ms();
-        if (!failed && now_ms() - quiet_since >= KEEPALIVE_MS) {
-            char *c = sbx_mcp_sse_comment("keep-alive", &n);
-
-            failed = write_all(r->fd, c, n) == -1;
-            free(c);
-            quiet_since = now_ms();
-        }
-    }
-    if (!failed && write_all(r->fd, SBX_MCP_CHUNK_END, sizeof SBX_MCP_CHUNK_END - 1) == -1)
-        failed = 1;
-    r->sent = 1;
-    r->close |= failed || stopping || !ended;
-}
-
 /* GET: the session's standalone stream (one at a time per session). */
 static void on_get(struct http *h, const struct sbx_mcp_http_request *q, struct response *r)
 {
@@ -659,7 +516,9 @@ static void on_get(struct http *h, const struct sbx_mcp_http_request *q, struct 
     if (sbx_mcp_http_session_stream_open(h->sessions, se) == -1) {
         set_error(r, 409, "this session has an event stream open already");
     } else {
-        stream_session(h, se, r);
+        r->close |=
+            sbx_mcp_get_stream(h->sessions, se, r->fd, r->close, KEEPALIVE_MS, &stopping) == -1;
+        r->sent = 1;
         sbx_mcp_http_session_stream_close(h->sessions, se);
     }
     sbx_mcp_http_session_release(h->sessions, se);

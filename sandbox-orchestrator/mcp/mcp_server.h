@@ -11,7 +11,8 @@
  *   mcp_progress.c  an operation's steps as notifications/progress.
  *   mcp_stdio.c,  the transports: newline-delimited JSON on stdin/stdout, and
  *   mcp_http.c    Streamable HTTP on one loopback address (its sessions:
- *                 mcp_http_session.c; event streams: mcp_sse.c).
+ *                 mcp_http_session.c; event streams: mcp_http_stream.c,
+ *                 framed by mcp_sse.c).
  * mcp.c binds the tools to the real sbx_op_* functions and the configuration.
  * The unit tests bind the same tools to test-only operations.
  */
