@@ -65,7 +65,8 @@
  *              -> {requests: [request]}
  *   access_approve  id, duration (optional: the one asked), as_owner (bool:
  *              only hosts of access-owner-approves) -> the request, approved
- *   access_deny  id -> the request, denied
+ *   access_deny  id, as_owner (bool: by the sandbox's owner; any host)
+ *              -> the request, denied
  *   denials    name -> {name, vmid, denials: [{ts, mode, method, host, port,
  *              sni, reason, rule, status, hint, egressd}]}, newest first
  */

@@ -324,8 +324,10 @@ static int new_id(char id[9], char *err, size_t errlen)
     return 0;
 }
 
-/* The store's pending request of vmid for entry, and how many vmid has. */
-static json_t *pending_for(struct store *st, int vmid, const char *entry, int *count)
+/* The store's pending request of vm for entry, and how many vm has.  A
+ * VM is its VMID and its name: a destroyed sandbox's VMID may be a new
+ * one's, whose requests are its own. */
+static json_t *pending_for(struct store *st, const struct sbx_vm *vm, const char *entry, int *count)
 {
     json_t *r, *same = NULL;
     size_t i;
@@ -333,7 +335,9 @@ static json_t *pending_for(struct store *st, int vmid, const char *entry, int *c
     *count = 0;
     json_array_foreach(st->requests, i, r)
     {
-        if (json_integer_value(json_object_get(r, "vmid")) != vmid || !is_status(r, STATUS_PENDING))
+        const char *name = json_string_value(json_object_get(r, "name"));
+        if (json_integer_value(json_object_get(r, "vmid")) != vm->vmid || !name ||
+            strcmp(name, vm->name) != 0 || !is_status(r, STATUS_PENDING))
             continue;
         (*count)++;
         if (strcmp(json_string_value(json_object_get(r, "host")), entry) == 0)
@@ -385,7 +389,7 @@ static int request_file(struct sbx *s, struct store *st, const struct sbx_vm *vm
     json_t *r;
     int count, rc;
 
-    r = pending_for(st, vm->vmid, entry, &count);
+    r = pending_for(st, vm, entry, &count);
     if (r && !autop) {
         *out = json_deep_copy(r);
         return 0;
@@ -556,16 +560,17 @@ int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, 
 
 int sbx_op_access_deny(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"id", NULL};
+    static const char *const keys[] = {"id", "as_owner", NULL};
     const char *id;
     char now[32];
     struct store st;
     json_t *r;
-    int rc = -1;
+    int as_owner, rc = -1;
 
     *out = NULL;
     if (sbx_args_check(args, keys, err, errlen) ||
-        !(id = sbx_args_string(args, "id", 1, err, errlen)) || store_open(s, &st, err, errlen))
+        !(id = sbx_args_string(args, "id", 1, err, errlen)) ||
+        (as_owner = bool_arg(args, "as_owner", err, errlen)) < 0 || store_open(s, &st, err, errlen))
         return -1;
     store_prune(&st, time(NULL));
     r = pending_request(s, &st, id, err, errlen);
@@ -573,7 +578,7 @@ int sbx_op_access_deny(struct sbx *s, json_t *args, json_t **out, char *err, siz
         sbx_time_format(time(NULL), now, sizeof now);
         json_object_set_new(r, "status", json_string(STATUS_DENIED));
         json_object_set_new(r, "decided", json_string(now));
-        json_object_set_new(r, "by", json_string("admin"));
+        json_object_set_new(r, "by", json_string(as_owner ? "owner" : "admin"));
         rc = store_save(&st, err, errlen);
         if (rc == 0)
             *out = json_deep_copy(r);

@@ -34,6 +34,10 @@ static struct sbx_mcp_ops real_ops = {
     .snapshot = sbx_op_snapshot,
     .rollback = sbx_op_rollback,
     .snapshots = sbx_op_snapshots,
+    .denials = sbx_op_denials,
+    .access_request = sbx_op_access_request,
+    .access_approve = sbx_op_access_approve,
+    .access_deny = sbx_op_access_deny,
 };
 
 /* A guest command of run_command reports that it still runs this often. */

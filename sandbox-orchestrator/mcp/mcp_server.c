@@ -28,7 +28,9 @@ static const char server_instructions[] =
     "run_command, move files with read_file and write_file, and call destroy_server when you "
     "are done. Every sandbox is destroyed by itself when its lifetime ends; extend_server "
     "pushes that back. A connection refused with 403 and an X-Egress-Deny header inside a "
-    "sandbox is the policy at work, not a network fault: do not retry it.";
+    "sandbox is the policy at work, not a network fault: do not retry it and do not work "
+    "around it; sandbox://NAME/denials says what was refused, and request_access asks for a "
+    "host the task needs (where that tool is offered).";
 
 int sbx_mcp_version_supported(const char *v)
 {
@@ -377,6 +379,8 @@ static int op_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, size
                 srv->cfg.progress_set;
     int rc;
 
+    if (srv->cfg.tools[t].flags & SBX_MCP_TOOL_UNLOCKED)
+        return srv->cfg.tools[t].fn(srv->cfg.sbx, args, out, err, errlen);
     pthread_mutex_lock(&srv->op_lock);
     if (wants)
         srv->cfg.progress_set(srv->cfg.sbx, sbx_mcp_progress_event, &progress);

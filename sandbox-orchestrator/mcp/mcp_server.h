@@ -51,6 +51,10 @@ enum {
     /* Makes or removes a sandbox: after a success,
      * notifications/resources/list_changed goes to every session. */
     SBX_MCP_TOOL_CHANGES_SET = 1u << 4,
+    /* Runs without the operation lock and takes it itself for each
+     * operation it calls (sbx_mcp_op_call): a tool that waits for a
+     * human (elicitation) does not hold up the others.  No progress. */
+    SBX_MCP_TOOL_UNLOCKED = 1u << 5,
 };
 
 /* One tool.  The JSON texts are parsed once by sbx_mcp_server_new(), which
@@ -81,6 +85,10 @@ struct sbx_mcp_ops {
      * recent denials of that sandbox.  NULL: no sandbox://{name}/denials
      * resource (the template is not listed and reading one is an error). */
     sbx_op_fn denials;
+    /* Optional: access requests (../ops.h access_request, access_approve,
+     * access_deny); request_access is offered when access_request is set,
+     * and asks the owner (elicitation) only when the other two are. */
+    sbx_op_fn access_request, access_approve, access_deny;
 };
 
 struct sbx_mcp_config {
@@ -237,6 +245,12 @@ int sbx_mcp_version_supported(const char *v);
  * maximum, minLength, minItems).  Returns 0, or -1 with err naming the
  * argument and what was expected. */
 int sbx_mcp_args_check(const json_t *schema, const json_t *args, char *err, size_t errlen);
+
+/* The request_access tool's function (mcp_access.c): files an access
+ * request and, for a host the owner may approve, asks them through the
+ * client.  Runs inside a tool call of the server (SBX_MCP_TOOL_UNLOCKED);
+ * the sbx_op_fn contract. */
+int sbx_mcp_request_access(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 
 /* Fills tools[] with the sandbox tools bound to ops; returns how many (at
  * most cap). */

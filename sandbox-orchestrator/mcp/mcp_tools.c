@@ -165,6 +165,9 @@ static const char list_out[] =
     "\"policy\": {\"type\": \"string\"}, \"address\": {\"type\": \"string\"},"
     "\"created\": {\"type\": \"string\"}, \"expires\": {\"type\": \"string\"},"
     "\"secrets\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}},"
+    "\"grants\": {\"type\": \"array\", \"description\": \"Hosts granted by access requests, "
+    "until they lapse\", \"items\": {\"type\": \"object\", \"properties\": {\"host\": "
+    "{\"type\": \"string\"}, \"until\": {\"type\": \"string\"}}}},"
     "\"status\": {\"type\": \"string\"}}}}}, \"required\": [\"sandboxes\"]}";
 
 static const char exec_in[] =
@@ -265,6 +268,26 @@ static const char fetch_out[] =
     "\"integer\"}, \"stat\": {\"type\": \"string\"}, \"flags\": {\"type\": \"array\"}}}}},"
     "\"required\": [\"branches\"]}";
 
+static const char access_in[] =
+    "{\"type\": \"object\", \"properties\": {" NAME_ARG ","
+    "\"host\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 299, \"description\": "
+    "\"The host the sandbox was denied, as HOST or HOST:PORT (e.g. crates.io:443); *.DOMAIN for "
+    "its subdomains. Ask for no more than the work needs.\"},"
+    "\"why\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 500, \"description\": "
+    "\"What the host is needed for, in a sentence the person deciding can judge.\"},"
+    "\"duration\": {\"type\": \"string\", \"description\": \"How long, e.g. 30m or 2h "
+    "(default 1h; the administrator caps it). The grant lapses by itself.\"}},"
+    "\"required\": [\"name\", \"host\", \"why\"], \"additionalProperties\": false}";
+
+static const char access_out[] =
+    "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"string\"},"
+    "\"name\": {\"type\": \"string\"}, \"host\": {\"type\": \"string\"},"
+    "\"status\": {\"type\": \"string\", \"enum\": [\"pending\", \"approved\", \"denied\"]},"
+    "\"until\": {\"type\": \"string\", \"description\": \"RFC 3339 time the grant lapses\"},"
+    "\"by\": {\"type\": \"string\"}, \"owner_may_approve\": {\"type\": \"boolean\"},"
+    "\"note\": {\"type\": \"string\"}, \"next\": {\"type\": \"string\"}},"
+    "\"required\": [\"id\", \"status\", \"next\"]}";
+
 /* Hints (MCP ToolAnnotations); no tool reaches beyond the Proxmox pool. */
 #define HINTS(ro, destructive, idempotent)                                                         \
     "{\"readOnlyHint\": " #ro ", \"destructiveHint\": " #destructive                               \
@@ -337,6 +360,21 @@ size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool 
         0,
         NULL,
         NULL};
+    const struct sbx_mcp_tool access = {
+        "request_access",
+        "Ask for a host a sandbox was denied",
+        "When the egress proxy refused a host the task needs (403 with X-Egress-Deny: "
+        "not_allowed, or a TLS connection closed at once; sandbox://NAME/denials lists them), "
+        "ask for it here instead of working around the wall. Hosts the administrator lists are "
+        "granted at once; for some, the user is asked to approve; the rest wait for an "
+        "administrator. A grant lapses by itself.",
+        access_in,
+        access_out,
+        HINTS(false, false, true),
+        sbx_mcp_request_access,
+        SBX_MCP_TOOL_UNLOCKED | SBX_MCP_TOOL_CHANGES,
+        NULL,
+        NULL};
     size_t n = sizeof all / sizeof all[0];
 
     if (n > cap)
@@ -344,5 +382,7 @@ size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool 
     memcpy(tools, all, n * sizeof all[0]);
     if (ops->fetch_changes && n < cap)
         tools[n++] = fetch;
+    if (ops->access_request && n < cap)
+        tools[n++] = access;
     return n;
 }

@@ -32,7 +32,7 @@ sdk() {
     local mode=$1 name=$2 rc
     shift 2
     MCP_SANDBOX=$name MCP_PRESETS=balanced,locked MCP_DENIED_PRESET=open MCP_PROGRESS=steps \
-        MCP_RUN_SECONDS=4 \
+        MCP_RUN_SECONDS=4 MCP_EXTRA_TOOLS=request_access \
         MCP_SECRETS=anthropic MCP_DENIED_SECRET=github \
         "$MCP_NODE22" "$TOP/tests/mcp/sdk-client.mjs" "$mode" "$@" \
         >"$T/sdk-$mode.out" 2>"$T/sdk-$mode.log"

@@ -39,6 +39,8 @@ const deniedSecret = process.env.MCP_DENIED_SECRET || 'not-permitted';
 const expectedTools = [
   'create_server', 'list_servers', 'run_command', 'read_file', 'write_file', 'extend_server',
   'destroy_server', 'snapshot_server', 'rollback_server', 'list_snapshots',
+  // the real server also offers request_access (tests/mcp/access.t drives it)
+  ...(process.env.MCP_EXTRA_TOOLS ? process.env.MCP_EXTRA_TOOLS.split(',') : []),
 ];
 
 let failures = 0;
