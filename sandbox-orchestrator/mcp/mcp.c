@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "mcp.h"
 #include "mcp_server.h"
 #include "version.h"
@@ -119,9 +121,18 @@ static int claim_stdout(void)
     return out;
 }
 
+/* A connection thread ends: OpenSSL's per-thread state (its error queue,
+ * from the Proxmox calls the thread's tools made) goes with it now, not
+ * in a destructor that may run after a stop has let the process exit. */
+static void openssl_thread_end(void)
+{
+    OPENSSL_thread_stop();
+}
+
 static int run(struct sbx_mcp_server *srv, struct sbx *s, const struct mcp_args *a)
 {
-    struct sbx_mcp_http_opts opts = {.listen = a->http, .port_file = a->port_file};
+    struct sbx_mcp_http_opts opts = {
+        .listen = a->http, .port_file = a->port_file, .thread_end = openssl_thread_end};
     char err[512], *token;
     int out, rc;
 

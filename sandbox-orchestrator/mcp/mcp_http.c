@@ -62,6 +62,7 @@ struct http {
     const char *token;
     int loopback; /* we listen on loopback: Host must name it */
     int idle_ms, head_ms, body_ms;
+    void (*thread_end)(void); /* opts->thread_end */
     pthread_mutex_t lock;
     pthread_cond_t drained;
     int conn_fds[MAX_CONNS]; /* -1 for a free slot; shut down on stop */
@@ -651,6 +652,8 @@ static void *conn_main(void *arg)
     setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     while (!stopping && serve_one(c) == 0)
         ;
+    if (h->thread_end)
+        h->thread_end();
     pthread_mutex_lock(&h->lock);
     h->conn_fds[c->slot] = -1;
     close(c->fd);
@@ -849,6 +852,7 @@ int sbx_mcp_http_run(struct sbx_mcp_server *srv, const struct sbx_mcp_http_opts 
         .idle_ms = opts->idle_ms > 0 ? opts->idle_ms : IDLE_MS,
         .head_ms = opts->head_ms > 0 ? opts->head_ms : HEAD_MS,
         .body_ms = opts->body_ms > 0 ? opts->body_ms : BODY_MS,
+        .thread_end = opts->thread_end,
     };
     for (int i = 0; i < MAX_CONNS; i++)
         h->conn_fds[i] = -1;

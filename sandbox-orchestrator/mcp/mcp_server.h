@@ -269,6 +269,12 @@ struct sbx_mcp_http_opts {
      * request on a kept-alive connection, for a started request head, for a
      * body. */
     int idle_ms, head_ms, body_ms;
+    /* Optional: called by each connection's thread as it ends, before the
+     * server counts it gone: the embedding program frees its libraries'
+     * per-thread state there (sandboxctl: OpenSSL's, which the tools'
+     * Proxmox calls made), so none is left when a stop lets the process
+     * exit. */
+    void (*thread_end)(void);
 };
 
 /* Serves Streamable HTTP on opts->listen until SIGINT or SIGTERM.  Returns 0

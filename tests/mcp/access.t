@@ -137,6 +137,7 @@ kill -TERM "$mcp_pid" 2>/dev/null && wait "$mcp_pid" 2>/dev/null
 mcp_pid=
 ! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$T/mcp-http.log"
 tap_ok $? "http: the server reported no sanitizer error"
+grep -E -A30 'ERROR: (Address|Leak)Sanitizer|runtime error' "$T/mcp-http.log" | head -n 40 | sed 's/^/# /'
 stop_all
 echo "1..$tap_n"
 [ "$tap_failed" -eq 0 ]

@@ -83,7 +83,8 @@ mcp_wait_file() {
 
 # mcp_sbx_setup: for the scripts that run the real sandboxctl (source
 # tests/sandboxctl/lib.sh first).  Checks the binary, installs the node
-# packages, starts the Proxmox simulator and two egressd (sbx_start),
+# packages, starts the Proxmox simulator (of PVE $MCP_PVE_VERSION's schema,
+# 9 by default) and two egressd (sbx_start),
 # writes a bearer token to $T/mcp-token and adds mcp-presets (balanced locked)
 # and mcp-token-file to $CONF.  On a failure prints a failing TAP line and
 # returns 1.  sbx_start sets its own EXIT trap: set yours after this (calling
@@ -97,7 +98,7 @@ mcp_sbx_setup() {
     log=$(mktemp "${TMPDIR:-/tmp}/mcp-setup.XXXXXX")
     if ! mcp_node_setup 2>"$log"; then
         tap_ok 1 "the MCP SDK, the conformance suite and Node 22 are installed from npm"
-    elif ! sbx_start 9 "" --task-ms 50 >"$log" 2>&1; then
+    elif ! sbx_start "${MCP_PVE_VERSION:-9}" "" --task-ms 50 >"$log" 2>&1; then
         tap_ok 1 "the Proxmox simulator and both egressd start"
     else
         rm -f "$log"

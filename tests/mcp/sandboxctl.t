@@ -176,6 +176,9 @@ if mcp_wait_file "$T/mcp.port" "$mcp_pid"; then
     wait "$mcp_pid" || rc=$?
     mcp_pid=
     tap_ok $rc "sandboxctl mcp --http stops cleanly on SIGTERM (exit $rc)"
+    ! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$T/mcp-http.log"
+    tap_ok $? "http: the server reported no sanitizer error, also at its stop"
+    grep -E -A20 'ERROR: (Address|Leak)Sanitizer|runtime error' "$T/mcp-http.log" | head -n 30 | sed 's/^/# /'
 else
     tap_ok 1 "sandboxctl mcp --http starts"
     sed 's/^/# /' "$T/mcp-http.log"
