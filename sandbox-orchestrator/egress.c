@@ -312,6 +312,24 @@ static int same_credentials(const struct sbx_config *c, int i, json_t *a, json_t
     return 1;
 }
 
+/* GET path (about sandbox vmid) of egressd i: its JSON answer (new
+ * reference), or NULL with err naming the egressd (a 404: it holds no
+ * binding of the sandbox). */
+static json_t *get_one(const struct sbx_config *c, int i, const char *path, int vmid, char *err,
+                       size_t errlen)
+{
+    json_t *one = NULL;
+    long status = request(c, c->egress[i], "GET", path, NULL, &one, err, errlen);
+
+    if (status == 404)
+        snprintf(err, errlen, "egressd %s: GET %s: 404 (it holds no binding of sandbox %d)",
+                 c->egress[i], path, vmid);
+    if (status >= 200 && status < 300)
+        return one;
+    json_decref(one);
+    return NULL;
+}
+
 int sbx_egress_credentials(const struct sbx_config *c, int vmid, json_t **creds, char *err,
                            size_t errlen)
 {
@@ -326,13 +344,8 @@ int sbx_egress_credentials(const struct sbx_config *c, int vmid, json_t **creds,
     }
     snprintf(path, sizeof path, "/v1/sandboxes/%d/credentials", vmid);
     for (int i = 0; i < c->negress; i++) {
-        json_t *one = NULL;
-        long status = request(c, c->egress[i], "GET", path, NULL, &one, err, errlen);
-        if (status == 404)
-            snprintf(err, errlen, "egressd %s: GET %s: 404 (it holds no binding of sandbox %d)",
-                     c->egress[i], path, vmid);
-        if ((status < 200 || status >= 300) ||
-            (first && !same_credentials(c, i, first, one, vmid, err, errlen))) {
+        json_t *one = get_one(c, i, path, vmid, err, errlen);
+        if (!one || (first && !same_credentials(c, i, first, one, vmid, err, errlen))) {
             json_decref(one);
             json_decref(first);
             return -1;
@@ -380,13 +393,8 @@ int sbx_egress_denials(const struct sbx_config *c, int vmid, json_t **denials, c
     *denials = NULL;
     snprintf(path, sizeof path, "/v1/sandboxes/%d/denials", vmid);
     for (int i = 0; i < c->negress; i++) {
-        json_t *one = NULL;
-        long status = request(c, c->egress[i], "GET", path, NULL, &one, err, errlen);
-        if (status == 404)
-            snprintf(err, errlen, "egressd %s: GET %s: 404 (it holds no binding of sandbox %d)",
-                     c->egress[i], path, vmid);
-        if (status < 200 || status >= 300) {
-            json_decref(one);
+        json_t *one = get_one(c, i, path, vmid, err, errlen);
+        if (!one) {
             json_decref(all);
             return -1;
         }

@@ -524,13 +524,18 @@ static int owner_may_approve(struct sbx *s, const json_t *r, char *err, size_t e
     return -1;
 }
 
-int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+/* What deciding does to the pending request r (the store held, so that
+ * two deciders cannot both): 0, or -1 with err. */
+typedef int (*decision_fn)(struct sbx *s, json_t *r, json_t *args, int as_owner, char *err,
+                           size_t errlen);
+
+/* access_approve and access_deny: finds the request args names, pending
+ * and in the caller's scope, lets fn decide it and keeps the result. */
+static int decide(struct sbx *s, json_t *args, const char *const *keys, decision_fn fn,
+                  json_t **out, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"id", "duration", "as_owner", NULL};
     const char *id;
-    char asked[32];
     struct store st;
-    long seconds;
     json_t *r;
     int as_owner, rc = -1;
 
@@ -542,13 +547,7 @@ int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, 
     store_prune(&st, time(NULL));
     r = pending_request(s, &st, id, err, errlen);
     if (r) {
-        sbx_duration_format(json_integer_value(json_object_get(r, "seconds")) * 1000, asked,
-                            sizeof asked);
-        rc = (as_owner && owner_may_approve(s, r, err, errlen)) ||
-                     duration_arg(s, args, asked, &seconds, err, errlen) ||
-                     grant(s, r, seconds, as_owner ? "owner" : "admin", err, errlen)
-                 ? -1
-                 : 0;
+        rc = fn(s, r, args, as_owner, err, errlen);
         if (store_keep(&st, r, rc, err, errlen))
             rc = -1;
         if (rc == 0)
@@ -558,33 +557,46 @@ int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, 
     return rc;
 }
 
+/* Approves r for the time asked (or args' duration): the grant. */
+static int approve(struct sbx *s, json_t *r, json_t *args, int as_owner, char *err, size_t errlen)
+{
+    char asked[32];
+    long seconds;
+
+    sbx_duration_format(json_integer_value(json_object_get(r, "seconds")) * 1000, asked,
+                        sizeof asked);
+    return (as_owner && owner_may_approve(s, r, err, errlen)) ||
+                   duration_arg(s, args, asked, &seconds, err, errlen) ||
+                   grant(s, r, seconds, as_owner ? "owner" : "admin", err, errlen)
+               ? -1
+               : 0;
+}
+
+/* Denies r: nothing but the request changes. */
+static int deny(struct sbx *s, json_t *r, json_t *args, int as_owner, char *err, size_t errlen)
+{
+    char now[32];
+
+    (void)s, (void)args, (void)err, (void)errlen;
+    sbx_time_format(time(NULL), now, sizeof now);
+    json_object_set_new(r, "status", json_string(STATUS_DENIED));
+    json_object_set_new(r, "decided", json_string(now));
+    json_object_set_new(r, "by", json_string(as_owner ? "owner" : "admin"));
+    return 0;
+}
+
+int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"id", "duration", "as_owner", NULL};
+
+    return decide(s, args, keys, approve, out, err, errlen);
+}
+
 int sbx_op_access_deny(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
     static const char *const keys[] = {"id", "as_owner", NULL};
-    const char *id;
-    char now[32];
-    struct store st;
-    json_t *r;
-    int as_owner, rc = -1;
 
-    *out = NULL;
-    if (sbx_args_check(args, keys, err, errlen) ||
-        !(id = sbx_args_string(args, "id", 1, err, errlen)) ||
-        (as_owner = bool_arg(args, "as_owner", err, errlen)) < 0 || store_open(s, &st, err, errlen))
-        return -1;
-    store_prune(&st, time(NULL));
-    r = pending_request(s, &st, id, err, errlen);
-    if (r) {
-        sbx_time_format(time(NULL), now, sizeof now);
-        json_object_set_new(r, "status", json_string(STATUS_DENIED));
-        json_object_set_new(r, "decided", json_string(now));
-        json_object_set_new(r, "by", json_string(as_owner ? "owner" : "admin"));
-        rc = store_save(&st, err, errlen);
-        if (rc == 0)
-            *out = json_deep_copy(r);
-    }
-    store_close(&st);
-    return rc;
+    return decide(s, args, keys, deny, out, err, errlen);
 }
 
 int sbx_op_denials(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)

@@ -38,29 +38,9 @@ sed -i -e 's|^ip-pool .*|ip-pool 127.0.0.40-127.0.0.49/24|' -e 's|^gateway .*|ga
     -e "s|^proxy .*|proxy $SBX_EGD1_PROXY|" -e 's|^mcp-presets .*|mcp-presets p locked|' "$CONF"
 printf '%s\n' 'access-owner-approves b.test:8000 .owner.test:443' 'access-auto .auto.test:443' >>"$CONF"
 
-python3 -S -u -c '
-import http.server, sys, threading
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"origin\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-for addr in sys.argv[1:]:
-    s = http.server.ThreadingHTTPServer((addr, 8000), H)
-    threading.Thread(target=s.serve_forever, daemon=True).start()
-print("ready")
-threading.Event().wait()' 127.0.0.16 127.0.0.17 >"$T/origin.out" 2>&1 &
-origin_pid=$!
-for ((i = 0; i < 100; i++)); do
-    grep -q '^ready' "$T/origin.out" && break
-    sleep 0.05
-done
-grep -q '^ready' "$T/origin.out"
+sbx_origins "$T/origin.out" a.test=127.0.0.16 b.test=127.0.0.17
 tap_ok $? "the origins a.test and b.test listen"
+origin_pid=$SBX_ORIGIN_PID
 
 # sdk MODE NAME ARGS...: the SDK client script, its lines numbered here.
 sdk() {

@@ -11,34 +11,14 @@
 //   node sdk-access.mjs http NAME URL TOKEN_FILE
 // Environment: MCP_NODE_MODULES, MCP_PROXY (egressd's proxy, ADDR:PORT).
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 
-const nm = process.env.MCP_NODE_MODULES;
-const sdk = (p) => import(pathToFileURL(join(nm, '@modelcontextprotocol/sdk/dist/esm', p)).href);
+import { check, done, sdk, transportFor } from './sdk-lib.mjs';
+
 const { Client } = await sdk('client/index.js');
-const { StdioClientTransport } = await sdk('client/stdio.js');
-const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
 const { ElicitRequestSchema } = await sdk('types.js');
 
-let failures = 0;
-function check(cond, what, detail) {
-  console.log(`${cond ? 'ok' : 'not ok'} - ${what}`);
-  if (!cond) {
-    failures++;
-    if (detail !== undefined) console.log(`detail: ${JSON.stringify(detail).slice(0, 2000)}`);
-  }
-}
-
 const [mode, name, ...rest] = process.argv.slice(2);
-function transport() {
-  return mode === 'stdio'
-    ? new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: 'inherit' })
-    : new StreamableHTTPClientTransport(new URL(rest[0]), {
-      requestInit: { headers: { Authorization: `Bearer ${readFileSync(rest[1], 'utf8').trim()}` } },
-    });
-}
+const transport = () => transportFor(mode, rest);
 
 // The status of GET http://HOST:8000/ from the sandbox's address through egressd.
 function via(addr, host) {
@@ -71,7 +51,7 @@ if (process.env.MCP_RECHECK) {
     r.structuredContent?.note === "the owner's answer could not be applied; it waits",
   `${mode}: the pattern gone, the owner's yes no longer approves y.owner.test: it waits`, r);
   await client.close();
-  process.exit(failures ? 1 : 0);
+  done();
 }
 
 const tools = await client.listTools();
@@ -157,4 +137,4 @@ if (!process.env.MCP_KEEP) {
   check(r.isError === false, `${mode}: destroy_server ${name}`, r);
 }
 await client.close();
-process.exit(failures ? 1 : 0);
+done();

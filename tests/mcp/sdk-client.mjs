@@ -19,15 +19,9 @@
 // read, an update after extend_server of a subscribed sandbox), prompts and
 // completion; over HTTP the notifications come on the POST's event stream
 // and, for the update, on the session's GET stream.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { check, done, sdk, transportFor } from './sdk-lib.mjs';
 
-const nm = process.env.MCP_NODE_MODULES;
-const sdk = (p) => import(pathToFileURL(join(nm, '@modelcontextprotocol/sdk/dist/esm', p)).href);
 const { Client } = await sdk('client/index.js');
-const { StdioClientTransport } = await sdk('client/stdio.js');
-const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
 const { LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema } = await sdk('types.js');
 
 const name = process.env.MCP_SANDBOX || 'mcp-sdk-test';
@@ -42,16 +36,6 @@ const expectedTools = [
   // the real server also offers request_access (tests/mcp/access.t drives it)
   ...(process.env.MCP_EXTRA_TOOLS ? process.env.MCP_EXTRA_TOOLS.split(',') : []),
 ];
-
-let failures = 0;
-function check(cond, what, detail) {
-  console.log(`${cond ? 'ok' : 'not ok'} - ${what}`);
-  if (!cond) {
-    failures++;
-    if (detail !== undefined) console.log(`detail: ${JSON.stringify(detail).slice(0, 2000)}`);
-  }
-  return cond;
-}
 
 // Calls a tool; a thrown error becomes {thrown}.  With onprogress the SDK
 // sends a progressToken and hands each notifications/progress to it.
@@ -68,20 +52,11 @@ const text = (r) => (r.content && r.content[0] && r.content[0].text) || '';
 const good = (r) => !r.thrown && r.isError === false;
 
 const [mode, ...rest] = process.argv.slice(2);
-let transport;
-if (mode === 'stdio') {
-  transport = new StdioClientTransport({
-    command: rest[0], args: rest.slice(1), env: process.env, stderr: 'inherit',
-  });
-} else if (mode === 'http') {
-  const token = readFileSync(rest[1], 'utf8').trim();
-  transport = new StreamableHTTPClientTransport(new URL(rest[0]), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
-  });
-} else {
+if (mode !== 'stdio' && mode !== 'http') {
   console.error('usage: sdk-client.mjs stdio CMD [ARGS...] | http URL TOKEN_FILE');
   process.exit(2);
 }
+const transport = transportFor(mode, rest);
 
 const client = new Client({ name: 'egressd-tests', version: '1.0.0' });
 try {
@@ -326,4 +301,4 @@ if (mode === 'http') {
   }
 }
 await client.close();
-process.exit(failures ? 1 : 0);
+done();

@@ -7,32 +7,13 @@
 //
 //   node sdk-elicit.mjs stdio CMD [ARGS...]
 //   node sdk-elicit.mjs http URL TOKEN_FILE
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { check, done, sdk, transportFor } from './sdk-lib.mjs';
 
-const nm = process.env.MCP_NODE_MODULES;
-const sdk = (p) => import(pathToFileURL(join(nm, '@modelcontextprotocol/sdk/dist/esm', p)).href);
 const { Client } = await sdk('client/index.js');
-const { StdioClientTransport } = await sdk('client/stdio.js');
-const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
 const { ElicitRequestSchema } = await sdk('types.js');
 
-let failures = 0;
-function check(cond, what, detail) {
-  console.log(`${cond ? 'ok' : 'not ok'} - ${what}`);
-  if (!cond) {
-    failures++;
-    if (detail !== undefined) console.log(`detail: ${JSON.stringify(detail).slice(0, 2000)}`);
-  }
-}
-
 const [mode, ...rest] = process.argv.slice(2);
-const transport = mode === 'stdio'
-  ? new StdioClientTransport({ command: rest[0], args: rest.slice(1), env: process.env, stderr: 'inherit' })
-  : new StreamableHTTPClientTransport(new URL(rest[0]), {
-    requestInit: { headers: { Authorization: `Bearer ${readFileSync(rest[1], 'utf8').trim()}` } },
-  });
+const transport = transportFor(mode, rest);
 const client = new Client({ name: 'egressd-elicit', version: '1.0.0' },
   { capabilities: { elicitation: {} } });
 const asked = [];
@@ -55,4 +36,4 @@ r = await client.callTool({ name: 'test_confirm', arguments: {} });
 check(r.isError === false && r.structuredContent?.action === 'decline' && asked.length === 2,
   `${mode}: a decline comes back as decline`, r);
 await client.close();
-process.exit(failures ? 1 : 0);
+done();

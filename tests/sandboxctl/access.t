@@ -26,30 +26,9 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy
 ORIGIN_PID=
 ORIGIN_OUT=$(mktemp "${TMPDIR:-/tmp}/access-origin.XXXXXX")
 trap '[ -n "$ORIGIN_PID" ] && kill "$ORIGIN_PID" 2>/dev/null; rm -f "$ORIGIN_OUT"; sbx_stop_all quiet' EXIT
-python3 -S -u -c '
-import http.server, sys, threading
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = ("origin %s\n" % self.server.name).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-for spec in sys.argv[1:]:
-    name, addr = spec.split("=")
-    s = http.server.ThreadingHTTPServer((addr, 8000), H)
-    s.name = name
-    threading.Thread(target=s.serve_forever, daemon=True).start()
-print("ready")
-threading.Event().wait()' a.test=127.0.0.16 b.test=127.0.0.17 >"$ORIGIN_OUT" 2>&1 &
-ORIGIN_PID=$!
-for ((i = 0; i < 100; i++)); do
-    grep -q '^ready' "$ORIGIN_OUT" && break
-    sleep 0.05
-done
-ok "$(grep -q '^ready' "$ORIGIN_OUT"; echo $?)" "the origins a.test and b.test listen"
+sbx_origins "$ORIGIN_OUT" a.test=127.0.0.16 b.test=127.0.0.17
+ok $? "the origins a.test and b.test listen"
+ORIGIN_PID=$SBX_ORIGIN_PID
 
 # suite VERSION: every check against the simulator of PVE VERSION's schema.
 suite() {

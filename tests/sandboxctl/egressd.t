@@ -48,30 +48,9 @@ sed -i -e 's|^ip-pool .*|ip-pool 127.0.0.40-127.0.0.49/24|' -e 's|^gateway .*|ga
     -e "s|^proxy .*|proxy $SBX_EGD1_PROXY|" "$CONF"
 
 # The origins: one HTTP server on each name's address, answering its name.
-python3 -S -u -c '
-import http.server, sys, threading
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = ("origin %s\n" % self.server.name).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-for spec in sys.argv[1:]:
-    name, addr = spec.split("=")
-    s = http.server.ThreadingHTTPServer((addr, 8000), H)
-    s.name = name
-    threading.Thread(target=s.serve_forever, daemon=True).start()
-print("ready")
-threading.Event().wait()' a.test=127.0.0.16 b.test=127.0.0.17 >"$T/origin.out" 2>&1 &
-ORIGIN_PID=$!
-for ((i = 0; i < 100; i++)); do
-    grep -q '^ready' "$T/origin.out" && break
-    sleep 0.05
-done
-check "the origins a.test and b.test listen" grep -q '^ready' "$T/origin.out"
+sbx_origins "$T/origin.out" a.test=127.0.0.16 b.test=127.0.0.17
+ok $? "the origins a.test and b.test listen"
+ORIGIN_PID=$SBX_ORIGIN_PID
 
 # via N ADDR HOST: GET http://HOST:8000/ through egressd N's proxy from ADDR;
 # prints the status (000 when there was none); the body is in $T/via.body.

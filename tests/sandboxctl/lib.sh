@@ -24,6 +24,10 @@
 #   sbx_stop_all [quiet] stop egressd (one TAP line each: exits 0, no
 #                        sanitizer report; none with quiet, as in an EXIT
 #                        trap) and the simulator; remove $T
+#   sbx_origins OUT NAME=ADDR...  HTTP origins on port 8000 of each ADDR
+#                        (tests/sandboxctl/origin.py, "origin NAME" as the
+#                        body), in the background: SBX_ORIGIN_PID; its
+#                        output in OUT; 0 once they listen (5 s at most)
 #   ok COND_STATUS TEXT  one TAP line; `check TEXT CMD...` runs CMD for it
 #   nothing_left V WHAT  the checks that a failed create left nothing behind
 #
@@ -290,6 +294,18 @@ sbx_start() {
 }
 
 sbx() { "$SBX_BIN" -c "$CONF" "$@"; }
+
+sbx_origins() {
+    local out=$1 i
+    shift
+    python3 -S -u "$TOP/tests/sandboxctl/origin.py" "$@" >"$out" 2>&1 &
+    SBX_ORIGIN_PID=$!
+    for ((i = 0; i < 100; i++)); do
+        grep -q '^ready' "$out" && return 0
+        sleep 0.05
+    done
+    return 1
+}
 
 sim_state() {
     pve_sim_ctl GET state | python3 -c 'import json,sys; s=json.load(sys.stdin); *pre, last = sys.argv[1].split("; "); exec("\n".join(pre)); r=eval(last); print(r if not isinstance(r,(dict,list)) else json.dumps(r))' "$1"
