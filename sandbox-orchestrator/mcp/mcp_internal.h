@@ -38,6 +38,9 @@ struct sbx_mcp_server {
     pthread_cond_t pending_cond;
     struct sbx_mcp_pending *pending;
     unsigned long long next_request; /* for their ids */
+    /* Per provider of cfg.providers: {"resources", "resourceTemplates",
+     * "prompts"}, its declarations parsed (mcp_providers.c). */
+    json_t *provided;
 };
 
 /* A JSON-RPC error response; id NULL means "null".  The message is made
@@ -96,7 +99,8 @@ int sbx_mcp_log_wanted(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
                        enum sbx_mcp_log_level level);
 
 /* Sends notifications/message (logger "sandboxctl") at level to sess
- * through its notify function, when its level lets it through. */
+ * through its notify function, when its level lets it through (the
+ * server's own; tools use sbx_mcp_session_log). */
 void sbx_mcp_log(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
                  enum sbx_mcp_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -128,6 +132,43 @@ json_t *sbx_mcp_on_prompts(struct sbx_mcp_server *srv, const char *method, const
 /* Whether prompt `name` exists and has an argument `arg`; kind, when so,
  * says what it takes: "policy" (a preset), "name" (a sandbox) or "". */
 int sbx_mcp_prompt_arg(const char *name, const char *arg, const char **kind);
+
+/* mcp_providers.c: the embedding program's resources and prompts. */
+
+/* Parses every provider's declarations into srv->provided; 0, or -1
+ * with err naming the provider and what is wrong. */
+int sbx_mcp_providers_load(struct sbx_mcp_server *srv, char *err, size_t errlen);
+
+void sbx_mcp_providers_free(struct sbx_mcp_server *srv);
+
+/* Whether a provider declares resources or templates. */
+int sbx_mcp_providers_have_resources(const struct sbx_mcp_server *srv);
+
+/* Appends a copy of every provider's declarations of kind key
+ * ("resources", "resourceTemplates" or "prompts") to list. */
+void sbx_mcp_providers_append(const struct sbx_mcp_server *srv, const char *key, json_t *list);
+
+/* resources/read of uri by the provider that serves it: the answer, or
+ * NULL when none does. */
+json_t *sbx_mcp_providers_read(struct sbx_mcp_server *srv, const json_t *id, const char *uri);
+
+/* Whether a provider lets uri be subscribed to. */
+int sbx_mcp_providers_subscribable(const struct sbx_mcp_server *srv, const char *uri);
+
+/* prompts/get of a provider's prompt name: the answer, or NULL when no
+ * provider declares it. */
+json_t *sbx_mcp_providers_get(struct sbx_mcp_server *srv, const json_t *id, const char *name,
+                              const json_t *args);
+
+/* The candidates for argument arg of a provider's prompt (a new array,
+ * maybe empty), or NULL when no provider declares that prompt and
+ * argument. */
+json_t *sbx_mcp_providers_complete(struct sbx_mcp_server *srv, const char *prompt, const char *arg);
+
+/* mcp_progress.c */
+
+/* Sets the progressToken of the tool call this thread runs (NULL: none). */
+void sbx_mcp_progress_token_set(const json_t *token);
 
 /* mcp_complete.c */
 

@@ -48,20 +48,41 @@ int sbx_mcp_log_wanted(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
     return sess->notify && set > 0 && (int)level + 1 >= set;
 }
 
-void sbx_mcp_log(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
-                 enum sbx_mcp_log_level level, const char *fmt, ...)
+/* Formats and sends one notifications/message, when sess wants level. */
+static void log_send(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
+                     enum sbx_mcp_log_level level, const char *logger, const char *fmt, va_list ap)
 {
     char msg[1200];
-    va_list ap;
 
     if (!sbx_mcp_log_wanted(srv, sess, level))
         return;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     sbx_mcp_utf8_clean(msg);
-    sess->notify(sess->notify_arg,
-                 json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0", "method",
-                           "notifications/message", "params", "level", level_names[level], "logger",
-                           "sandboxctl", "data", msg));
+    sess->notify(sess->notify_arg, json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0",
+                                             "method", "notifications/message", "params", "level",
+                                             level_names[level], "logger", logger, "data", msg));
+}
+
+void sbx_mcp_log(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
+                 enum sbx_mcp_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_send(srv, sess, level, "sandboxctl", fmt, ap);
+    va_end(ap);
+}
+
+/* Contract in mcp_server.h: the same, for a tool's function, which knows
+ * its session (sbx_mcp_current_session) but not the server. */
+void sbx_mcp_session_log(struct sbx_mcp_session *sess, enum sbx_mcp_log_level level,
+                         const char *logger, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!sess || !sess->srv || (unsigned)level >= NLEVELS)
+        return;
+    va_start(ap, fmt);
+    log_send(sess->srv, sess, level, logger ? logger : "sandboxctl", fmt, ap);
+    va_end(ap);
 }

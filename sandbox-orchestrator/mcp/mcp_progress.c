@@ -9,6 +9,10 @@
  * the request's answer, from the thread that runs the operation.  The same
  * text goes out as a debug notifications/message when the session's log
  * level lets it through (mcp_logging.c), token or not.
+ *
+ * A tool's function may also send its own (sbx_mcp_session_progress),
+ * with values it chooses, under the token of the call it runs, which
+ * tools/call keeps per thread for it.
  */
 #include <stdio.h>
 
@@ -68,4 +72,34 @@ void sbx_mcp_progress_event(void *arg, const struct sbx_progress_event *ev)
         json_object_set_new(params, "total", json_real(2.0 * ev->steps));
     p->sess->notify(p->sess->notify_arg, json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
                                                    "notifications/progress", "params", params));
+}
+
+static __thread const json_t *current_token;
+
+void sbx_mcp_progress_token_set(const json_t *token)
+{
+    current_token = token;
+}
+
+const json_t *sbx_mcp_current_progress_token(void)
+{
+    return current_token;
+}
+
+int sbx_mcp_session_progress(struct sbx_mcp_session *sess, double progress, double total,
+                             const char *message)
+{
+    json_t *params;
+
+    if (!current_token || !sess || !sess->notify)
+        return -1;
+    params =
+        json_pack("{s:O, s:f}", "progressToken", (json_t *)current_token, "progress", progress);
+    if (total >= 0)
+        json_object_set_new(params, "total", json_real(total));
+    if (message)
+        json_object_set_new(params, "message", json_string(message));
+    sess->notify(sess->notify_arg, json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
+                                             "notifications/progress", "params", params));
+    return 0;
 }

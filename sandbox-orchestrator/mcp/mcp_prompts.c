@@ -5,7 +5,9 @@
  *   review_changes  (name)          look over what a sandbox has changed
  *                                   before anyone trusts it
  * prompts/get fills them in; an unknown prompt, a missing required
- * argument or a policy that is not a permitted preset is -32602.
+ * argument or a policy that is not a permitted preset is -32602.  The
+ * embedding program's providers (mcp_providers.c) add prompts of their
+ * own after these.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +63,7 @@ int sbx_mcp_prompt_arg(const char *name, const char *arg, const char **kind)
     return 0;
 }
 
-static json_t *on_list(const json_t *id, const json_t *params)
+static json_t *on_list(const struct sbx_mcp_server *srv, const json_t *id, const json_t *params)
 {
     json_t *list = json_array();
 
@@ -80,6 +82,7 @@ static json_t *on_list(const json_t *id, const json_t *params)
                                               "title", prompts[i].title, "description",
                                               prompts[i].description, "arguments", args));
     }
+    sbx_mcp_providers_append(srv, "prompts", list);
     return sbx_mcp_rpc_result(id, json_pack("{s:o}", "prompts", list));
 }
 
@@ -137,7 +140,11 @@ static json_t *on_get(struct sbx_mcp_server *srv, const json_t *id, const json_t
     const json_t *args = json_object_get(params, "arguments");
     char text[4096];
     const char *policy;
+    json_t *r;
 
+    if (!p && (r = sbx_mcp_providers_get(srv, id,
+                                         json_string_value(json_object_get(params, "name")), args)))
+        return r;
     if (!p)
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: unknown prompt (prompts/list names them)");
@@ -172,7 +179,7 @@ json_t *sbx_mcp_on_prompts(struct sbx_mcp_server *srv, const char *method, const
                            const json_t *params)
 {
     if (strcmp(method, "prompts/list") == 0)
-        return on_list(id, params);
+        return on_list(srv, id, params);
     if (strcmp(method, "prompts/get") == 0)
         return on_get(srv, id, params);
     return sbx_mcp_rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);

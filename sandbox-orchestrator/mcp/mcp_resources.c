@@ -13,6 +13,9 @@
  * (nothing could ever be sent for it) and -32002 for read.  Subscribing to
  * the info of a sandbox that does not exist yet is allowed: create_server
  * of that name sends the update.
+ *
+ * The embedding program's providers (mcp_providers.c) add resources and
+ * templates after these, and read and subscribe the URIs they serve.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +27,15 @@
 
 enum kind { KIND_NONE, KIND_INFO, KIND_DENIALS };
 
-int sbx_mcp_resources_offered(const struct sbx_mcp_server *srv)
+/* Whether the sandbox resources are offered (there is a list operation). */
+static int sandboxes_offered(const struct sbx_mcp_server *srv)
 {
     return srv->cfg.ops && srv->cfg.ops->list;
+}
+
+int sbx_mcp_resources_offered(const struct sbx_mcp_server *srv)
+{
+    return sandboxes_offered(srv) || sbx_mcp_providers_have_resources(srv);
 }
 
 static int denials_offered(const struct sbx_mcp_server *srv)
@@ -100,7 +109,7 @@ static json_t *entry_of(json_t *list, const char *name)
 json_t *sbx_mcp_sandbox_names(struct sbx_mcp_server *srv, const char *prefix, size_t max)
 {
     char err[256];
-    json_t *list = sbx_mcp_resources_offered(srv) ? sandboxes(srv, err, sizeof err) : NULL;
+    json_t *list = sandboxes_offered(srv) ? sandboxes(srv, err, sizeof err) : NULL;
     json_t *names = json_array(), *b;
     size_t i;
 
@@ -124,7 +133,7 @@ static json_t *on_list(struct sbx_mcp_server *srv, const json_t *id, const json_
     if (json_object_get(params, "cursor"))
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: unknown cursor (resources/list has one page)");
-    list = sandboxes(srv, err, sizeof err);
+    list = sandboxes_offered(srv) ? sandboxes(srv, err, sizeof err) : json_array();
     if (!list)
         return sbx_mcp_rpc_error(id, RPC_INTERNAL_ERROR, "listing the sandboxes failed: %s", err);
     res = json_array();
@@ -141,6 +150,7 @@ static json_t *on_list(struct sbx_mcp_server *srv, const json_t *id, const json_
                                              "application/json"));
     }
     json_decref(list);
+    sbx_mcp_providers_append(srv, "resources", res);
     return sbx_mcp_rpc_result(id, json_pack("{s:o}", "resources", res));
 }
 
@@ -151,11 +161,14 @@ static json_t *on_templates(struct sbx_mcp_server *srv, const json_t *id, const 
     if (json_object_get(params, "cursor"))
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: unknown cursor (one page of templates)");
-    t = json_pack("[{s:s, s:s, s:s, s:s, s:s}]", "uriTemplate", "sandbox://{name}/info", "name",
-                  "sandbox-info", "title", "A sandbox's details", "description",
-                  "The sandbox's list_servers entry: owner, policy, address, status, expiry",
-                  "mimeType", "application/json");
-    if (denials_offered(srv))
+    t = json_array();
+    if (sandboxes_offered(srv))
+        json_array_append_new(
+            t, json_pack("{s:s, s:s, s:s, s:s, s:s}", "uriTemplate", "sandbox://{name}/info",
+                         "name", "sandbox-info", "title", "A sandbox's details", "description",
+                         "The sandbox's list_servers entry: owner, policy, address, status, expiry",
+                         "mimeType", "application/json"));
+    if (sandboxes_offered(srv) && denials_offered(srv))
         json_array_append_new(
             t, json_pack("{s:s, s:s, s:s, s:s, s:s}", "uriTemplate", "sandbox://{name}/denials",
                          "name", "sandbox-denials", "title", "A sandbox's refused connections",
@@ -163,6 +176,7 @@ static json_t *on_templates(struct sbx_mcp_server *srv, const json_t *id, const 
                          "The egress proxy's recent denials of the sandbox: what it tried to "
                          "reach that its policy does not allow",
                          "mimeType", "application/json"));
+    sbx_mcp_providers_append(srv, "resourceTemplates", t);
     return sbx_mcp_rpc_result(id, json_pack("{s:o}", "resourceTemplates", t));
 }
 
@@ -216,9 +230,13 @@ static json_t *on_read(struct sbx_mcp_server *srv, const json_t *id, const json_
     if (!uri)
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: resources/read needs \"uri\" (a string)");
-    k = parse_uri(uri, name);
-    if (k == KIND_NONE)
-        return not_found(id, uri, "not a sandbox://NAME/info or sandbox://NAME/denials URI");
+    k = sandboxes_offered(srv) ? parse_uri(uri, name) : KIND_NONE;
+    if (k == KIND_NONE) {
+        json_t *r = sbx_mcp_providers_read(srv, id, uri);
+
+        return r ? r
+                 : not_found(id, uri, "not a sandbox://NAME/info or sandbox://NAME/denials URI");
+    }
     if (k == KIND_DENIALS && !denials_offered(srv))
         return not_found(id, uri, "this server offers no denials");
     list = sandboxes(srv, err, sizeof err);
@@ -245,7 +263,8 @@ static json_t *on_subscribe(struct sbx_mcp_server *srv, struct sbx_mcp_session *
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: \"uri\" (a string) is "
                                  "required");
-    if (parse_uri(uri, name) != KIND_INFO)
+    if (!(sandboxes_offered(srv) && parse_uri(uri, name) == KIND_INFO) &&
+        !sbx_mcp_providers_subscribable(srv, uri))
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: only sandbox://NAME/info URIs can be "
                                  "subscribed to (a tool that changes NAME updates them)");
@@ -269,13 +288,18 @@ json_t *sbx_mcp_on_resources(struct sbx_mcp_server *srv, struct sbx_mcp_session 
     return sbx_mcp_rpc_error(id, RPC_METHOD_NOT_FOUND, "method not found: %s", method);
 }
 
+void sbx_mcp_resource_updated(struct sbx_mcp_server *srv, const char *uri)
+{
+    sbx_mcp_sessions_updated(srv, uri);
+}
+
 void sbx_mcp_resources_changed(struct sbx_mcp_server *srv, const struct sbx_mcp_tool *tool,
                                const json_t *args)
 {
     const char *name = json_string_value(json_object_get(args, "name"));
     char uri[128];
 
-    if (!sbx_mcp_resources_offered(srv))
+    if (!sandboxes_offered(srv))
         return;
     if ((tool->flags & SBX_MCP_TOOL_CHANGES) && name && strlen(name) <= NAME_MAX_LEN) {
         snprintf(uri, sizeof uri, "sandbox://%s/info", name);

@@ -175,7 +175,8 @@ int sbx_mcp_parse(const char *buf, size_t len, json_t **msg, json_t **reply)
 }
 
 /* The capabilities initialize declares: tools, logging, prompts and
- * completions always; resources when there are operations to read. */
+ * completions always; resources when there are operations to read or a
+ * provider declares resources. */
 static json_t *server_capabilities(const struct sbx_mcp_server *srv)
 {
     json_t *caps = json_pack("{s:{s:b}, s:{}, s:{s:b}, s:{}}", "tools", "listChanged", 0, "logging",
@@ -413,11 +414,15 @@ static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess
     sbx_mcp_log(srv, sess, SBX_MCP_LOG_INFO, "%s started", tool->name);
     start = now_seconds();
     sbx_mcp_current_set(sess);
+    sbx_mcp_progress_token_set(token);
     rc = op_run(srv, sess, t, token, args, &out, err, sizeof err);
+    sbx_mcp_progress_token_set(NULL);
     sbx_mcp_current_set(NULL);
-    if (rc == 0 && !json_is_object(out)) {
+    if (rc == 0 && (!json_is_object(out) || ((tool->flags & SBX_MCP_TOOL_CONTENT) &&
+                                             !json_is_array(json_object_get(out, "content"))))) {
         json_decref(out);
-        snprintf(err, sizeof err, "%s: the operation returned no result object", tool->name);
+        snprintf(err, sizeof err, "%s: the operation returned no result %s", tool->name,
+                 tool->flags & SBX_MCP_TOOL_CONTENT ? "with a content array" : "object");
         rc = -1;
     }
     fprintf(srv->log, "sandboxctl mcp: %s %s after %.1fs%s%s\n", tool->name,
@@ -434,6 +439,8 @@ static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess
         return tool_result(err[0] ? err : "the operation failed and gave no reason", NULL, 1);
     if (tool->finish)
         tool->finish(out);
+    if (tool->flags & SBX_MCP_TOOL_CONTENT)
+        return out; /* a whole CallToolResult already */
     text = json_dumps(out, JSON_COMPACT);
     if (!text) {
         json_decref(out);
@@ -622,6 +629,13 @@ static json_t *tool_entry(struct sbx_mcp_server *srv, size_t t, char *err, size_
         json_decref(ann);
         return NULL;
     }
+    if ((tool->flags & SBX_MCP_TOOL_CONTENT) && out) {
+        snprintf(err, errlen, "tool %s: a content tool has no outputSchema", tool->name);
+        json_decref(in);
+        json_decref(ann);
+        json_decref(out);
+        return NULL;
+    }
     srv->schemas[t] = in;
     entry = json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", tool->name, "title", tool->title,
                       "description", tool->description, "inputSchema", in, "annotations", ann);
@@ -646,6 +660,10 @@ struct sbx_mcp_server *sbx_mcp_server_new(const struct sbx_mcp_config *cfg, char
     pthread_cond_init(&srv->pending_cond, NULL);
     list = json_array();
     srv->tools_list = json_pack("{s:o}", "tools", list);
+    if (sbx_mcp_providers_load(srv, err, errlen) == -1) {
+        sbx_mcp_server_free(srv);
+        return NULL;
+    }
     for (size_t t = 0; t < cfg->ntools; t++) {
         if (!cfg->tools[t].fn || !cfg->tools[t].name || !cfg->tools[t].title ||
             !cfg->tools[t].description) {
@@ -668,6 +686,7 @@ void sbx_mcp_server_free(struct sbx_mcp_server *srv)
     if (!srv)
         return;
     json_decref(srv->tools_list);
+    sbx_mcp_providers_free(srv);
     free(srv->schemas);
     pthread_mutex_destroy(&srv->op_lock);
     pthread_mutex_destroy(&srv->sessions_lock);

@@ -55,6 +55,11 @@ enum {
      * operation it calls (sbx_mcp_op_call): a tool that waits for a
      * human (elicitation) does not hold up the others.  No progress. */
     SBX_MCP_TOOL_UNLOCKED = 1u << 5,
+    /* The function's *out is a whole CallToolResult: {"content": [...]}
+     * (text, image, audio, resource or resource_link blocks) and
+     * optionally "isError", sent as it is, without structuredContent or
+     * the JSON copied into a text block.  Its output_schema must be NULL. */
+    SBX_MCP_TOOL_CONTENT = 1u << 6,
 };
 
 /* One tool.  The JSON texts are parsed once by sbx_mcp_server_new(), which
@@ -91,6 +96,44 @@ struct sbx_mcp_ops {
     sbx_op_fn access_request, access_approve, access_deny;
 };
 
+/* What a provider's read, get or complete function answers. */
+enum sbx_mcp_provided {
+    SBX_MCP_PROVIDED = 0,       /* done: the result is set */
+    SBX_MCP_NOT_PROVIDED = 1,   /* not this provider's: the next is asked */
+    SBX_MCP_PROVIDE_FAILED = -1 /* this provider's, but it failed: err says why */
+};
+
+/* Resources, resource templates and prompts that the embedding program
+ * offers besides the built-in sandbox ones (mcp_providers.c).  The JSON
+ * texts are parsed once by sbx_mcp_server_new() (a table whose JSON is
+ * broken is refused) and listed after the built-in entries; any may be
+ * NULL.  Its functions may be called from several threads at once. */
+struct sbx_mcp_provider {
+    const char *resources; /* JSON array of MCP Resource objects (uri, name, ...) */
+    const char *templates; /* JSON array of ResourceTemplate objects (uriTemplate, name) */
+    /* JSON array of Prompt objects (name, arguments: [{name, required}]);
+     * prompts/get refuses a call without a required argument or with one
+     * that is not a string before get is called. */
+    const char *prompts;
+    /* resources/read of uri: PROVIDED with *contents a new array of
+     * ResourceContents ({uri, mimeType, text} or {uri, mimeType, blob}),
+     * NOT_PROVIDED for a URI it does not serve, FAILED with err. */
+    int (*read)(const char *uri, json_t **contents, char *err, size_t errlen);
+    /* Whether uri may be subscribed to (resources/subscribe, unsubscribe);
+     * the provider then calls sbx_mcp_resource_updated() when it changes.
+     * NULL: none may. */
+    int (*subscribable)(const char *uri);
+    /* prompts/get of one of its prompts with args (an object of strings,
+     * borrowed): PROVIDED with *result a new GetPromptResult
+     * ({description, messages: [...]}), or FAILED with err (-32602). */
+    int (*get)(const char *prompt, const json_t *args, json_t **result, char *err, size_t errlen);
+    /* completion/complete of argument arg of one of its prompts: PROVIDED
+     * with *values a new array of candidate strings (the server keeps
+     * those that start with what was typed, at most 100), or
+     * NOT_PROVIDED: none.  NULL: none for any argument. */
+    int (*complete)(const char *prompt, const char *arg, json_t **values);
+};
+
 struct sbx_mcp_config {
     const struct sbx_mcp_tool *tools;
     size_t ntools;
@@ -107,6 +150,11 @@ struct sbx_mcp_config {
     /* Optional: the operations behind resources and completion (list,
      * denials; borrowed).  NULL: no resources are offered. */
     const struct sbx_mcp_ops *ops;
+    /* Optional: more resources and prompts (borrowed; they must outlive
+     * the server).  With resources or templates among them the server
+     * offers resources even without ops. */
+    const struct sbx_mcp_provider *providers;
+    size_t nproviders;
 };
 
 /* logging/setLevel's levels (RFC 5424 severities, least severe first);
@@ -189,6 +237,31 @@ void sbx_mcp_session_close(struct sbx_mcp_server *srv, struct sbx_mcp_session *s
 /* The session whose tool call this thread is running (inside a tool's
  * operation), else NULL: for operations that elicit. */
 struct sbx_mcp_session *sbx_mcp_current_session(void);
+
+/* Sends sess, from a tool's thread while it runs the tool's call, a
+ * notifications/message at level with logger (NULL: "sandboxctl") and
+ * data the formatted text, when the session's level (logging/setLevel)
+ * lets it through; else nothing. */
+void sbx_mcp_session_log(struct sbx_mcp_session *sess, enum sbx_mcp_log_level level,
+                         const char *logger, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The progressToken of the tools/call this thread is running (borrowed;
+ * valid until the tool's function returns), or NULL when the client
+ * asked for no progress or no call is running. */
+const json_t *sbx_mcp_current_progress_token(void);
+
+/* From a tool's thread while it runs the call: one notifications/progress
+ * with the call's token to sess, with progress (which must grow from one
+ * notification to the next), total (< 0: unknown, left out) and message
+ * (NULL: none).  Returns 0 when sent, -1 when the call has no token or
+ * the transport cannot send notifications. */
+int sbx_mcp_session_progress(struct sbx_mcp_session *sess, double progress, double total,
+                             const char *message);
+
+/* A provider's resource uri changed: notifications/resources/updated goes
+ * to every session subscribed to it.  Any thread. */
+void sbx_mcp_resource_updated(struct sbx_mcp_server *srv, const char *uri);
 
 /* Ends sess: takes it out of the server's registry (no more notifications
  * reach it) and frees what the server kept in it.  The transport calls it
