@@ -1,7 +1,8 @@
 /* mcp_internal.h - what the files of the protocol layer share among
  * themselves (mcp_server.c and the files of its methods: mcp_logging.c,
- * mcp_sessions.c, mcp_resources.c, mcp_prompts.c, mcp_complete.c); the
- * transports and the tests see only mcp_server.h.
+ * mcp_sessions.c, mcp_resources.c, mcp_prompts.c, mcp_complete.c,
+ * mcp_providers.c, mcp_progress.c); the transports and the tests see
+ * only mcp_server.h.
  */
 #ifndef SBX_MCP_INTERNAL_H
 #define SBX_MCP_INTERNAL_H

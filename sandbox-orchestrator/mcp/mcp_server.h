@@ -4,8 +4,10 @@
  *   mcp_server.c  JSON-RPC 2.0 framing and the MCP methods (initialize, ping,
  *                 tools/list, tools/call) over a table of tools; no I/O; with
  *                 mcp_logging.c, mcp_resources.c, mcp_prompts.c,
- *                 mcp_complete.c (the other methods) and mcp_sessions.c (the
- *                 registry of live sessions), sharing mcp_internal.h.
+ *                 mcp_complete.c (the other methods), mcp_providers.c (the
+ *                 embedding program's own resources and prompts) and
+ *                 mcp_sessions.c (the registry of live sessions), sharing
+ *                 mcp_internal.h.
  *   mcp_tools.c   the sandbox tools: names, descriptions, JSON Schemas and
  *                 annotations, bound to a set of operation functions.
  *   mcp_progress.c  an operation's steps as notifications/progress.
