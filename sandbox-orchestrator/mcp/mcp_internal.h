@@ -67,9 +67,14 @@ int sbx_mcp_op_call(struct sbx_mcp_server *srv, sbx_op_fn op, json_t *args, json
 /* Puts sess in the registry (at initialize); again is a no-op. */
 void sbx_mcp_session_attach(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess);
 
-/* Subscribes (on 1) or unsubscribes sess to uri. */
-void sbx_mcp_session_subscribe(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
-                               const char *uri, int on);
+/* The most URIs one session may be subscribed to at once: a client
+ * cannot make the server keep an unbounded set. */
+#define SBX_MCP_MAX_SUBSCRIPTIONS 256
+
+/* Subscribes (on 1) or unsubscribes sess to uri.  0, or -1 when sess has
+ * SBX_MCP_MAX_SUBSCRIPTIONS already (nothing changes). */
+int sbx_mcp_session_subscribe(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
+                              const char *uri, int on);
 
 /* notifications/resources/updated for uri to every session subscribed to
  * it, through their deliver functions. */

@@ -268,7 +268,11 @@ static json_t *on_subscribe(struct sbx_mcp_server *srv, struct sbx_mcp_session *
         return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                  "invalid params: only sandbox://NAME/info URIs can be "
                                  "subscribed to (a tool that changes NAME updates them)");
-    sbx_mcp_session_subscribe(srv, sess, uri, on);
+    if (sbx_mcp_session_subscribe(srv, sess, uri, on) == -1)
+        return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                 "invalid params: this session has %d subscriptions already; "
+                                 "unsubscribe from some first",
+                                 SBX_MCP_MAX_SUBSCRIPTIONS);
     return sbx_mcp_rpc_result(id, json_object());
 }
 

@@ -40,18 +40,25 @@ void sbx_mcp_session_end(struct sbx_mcp_server *srv, struct sbx_mcp_session *ses
     pthread_mutex_unlock(&srv->sessions_lock);
 }
 
-void sbx_mcp_session_subscribe(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
-                               const char *uri, int on)
+int sbx_mcp_session_subscribe(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
+                              const char *uri, int on)
 {
+    int rc = 0;
+
     pthread_mutex_lock(&srv->sessions_lock);
     if (on) {
         if (!sess->subscriptions)
             sess->subscriptions = json_object();
-        json_object_set_new(sess->subscriptions, uri, json_true());
+        if (!json_object_get(sess->subscriptions, uri) &&
+            json_object_size(sess->subscriptions) >= SBX_MCP_MAX_SUBSCRIPTIONS)
+            rc = -1;
+        else
+            json_object_set_new(sess->subscriptions, uri, json_true());
     } else if (sess->subscriptions) {
         json_object_del(sess->subscriptions, uri);
     }
     pthread_mutex_unlock(&srv->sessions_lock);
+    return rc;
 }
 
 /* Hands a copy of msg to every session for which want(sess, uri) holds. */

@@ -481,6 +481,22 @@ static void test_subscriptions(struct sbx_mcp_server *srv)
     call(srv, &b, "snapshot_server", "{\"name\":\"sub-a\",\"label\":\"s1\"}");
     ok(json_array_size(a.delivered) == 0, "after unsubscribe: no updated");
     req_quiet(srv, &a, "resources/subscribe", "{\"uri\":\"sandbox://sub-a/info\"}");
+    {
+        char params[64];
+        int refused = -1;
+        for (int i = 0; i < 300 && refused < 0; i++) {
+            snprintf(params, sizeof params, "{\"uri\":\"sandbox://cap-%d/info\"}", i);
+            r = req(srv, &a, "resources/subscribe", params);
+            if (error_code(r) == -32602)
+                refused = i;
+            json_decref(r);
+        }
+        /* sub-a and cap-0 .. cap-254 make 256 */
+        ok(refused == 255, "a session's 257th subscription is refused (-32602; at %d)", refused);
+        r = req(srv, &a, "resources/subscribe", "{\"uri\":\"sandbox://sub-a/info\"}");
+        ok(json_is_object(result_of(r)), "subscribing again to one it has is still fine");
+        json_decref(r);
+    }
     sbx_mcp_session_end(srv, &a.s);
     call(srv, &b, "destroy_server", "{\"name\":\"sub-a\"}");
     ok(json_array_size(a.delivered) == 0 &&
