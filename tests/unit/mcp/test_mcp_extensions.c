@@ -12,46 +12,12 @@
 
 #include "conformance_fixtures.h"
 #include "fake_ops.h"
+#include "probe.h"
 #include "tap.h"
 
 static const char *const presets[] = {"balanced", "locked", NULL};
 
 static struct sbx_mcp_tool tools[64];
-
-/* A test session: what its transport was asked to send, in order. */
-struct probe {
-    struct sbx_mcp_session s;
-    json_t *notified;  /* notify: a request's notifications */
-    json_t *delivered; /* deliver: the ones tied to no request */
-};
-
-static void probe_notify(void *arg, json_t *msg)
-{
-    json_array_append_new(((struct probe *)arg)->notified, msg);
-}
-
-static void probe_deliver(void *arg, json_t *msg)
-{
-    json_array_append_new(((struct probe *)arg)->delivered, msg);
-}
-
-static void probe_init(struct probe *p)
-{
-    memset(p, 0, sizeof *p);
-    p->notified = json_array();
-    p->delivered = json_array();
-    p->s.notify = probe_notify;
-    p->s.notify_arg = p;
-    p->s.deliver = probe_deliver;
-    p->s.deliver_arg = p;
-}
-
-static void probe_end(struct sbx_mcp_server *srv, struct probe *p)
-{
-    sbx_mcp_session_end(srv, &p->s);
-    json_decref(p->notified);
-    json_decref(p->delivered);
-}
 
 /* A content tool whose function forgets the content array. */
 static int no_content(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
@@ -115,50 +81,6 @@ static struct sbx_mcp_server *server(const struct sbx_mcp_provider *providers, s
     return sbx_mcp_server_new(&cfg, err, errlen);
 }
 
-static json_t *rpc(struct sbx_mcp_server *srv, struct probe *p, const char *text)
-{
-    json_t *msg, *reply;
-
-    if (sbx_mcp_parse(text, strlen(text), &msg, &reply) == -1)
-        return reply;
-    reply = sbx_mcp_handle(srv, &p->s, msg);
-    json_decref(msg);
-    return reply;
-}
-
-static json_t *req(struct sbx_mcp_server *srv, struct probe *p, const char *method,
-                   const char *params)
-{
-    char buf[2048];
-
-    snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"%s\",\"params\":%s}",
-             method, params);
-    return rpc(srv, p, buf);
-}
-
-static void req_quiet(struct sbx_mcp_server *srv, struct probe *p, const char *method,
-                      const char *params)
-{
-    json_decref(req(srv, p, method, params));
-}
-
-static const char *sv(const json_t *j)
-{
-    const char *s = json_string_value(j);
-
-    return s ? s : "";
-}
-
-static json_int_t error_code(const json_t *reply)
-{
-    return json_integer_value(json_object_get(json_object_get(reply, "error"), "code"));
-}
-
-static json_t *result(const json_t *reply)
-{
-    return json_object_get(reply, "result");
-}
-
 /* How many entries of array a have member key equal to value. */
 static size_t count_with(const json_t *a, const char *key, const char *value)
 {
@@ -189,7 +111,7 @@ static json_t *params_of(const json_t *a, const char *method)
 static void test_content_tools(struct sbx_mcp_server *srv, struct probe *p)
 {
     json_t *r = req(srv, p, "tools/call", "{\"name\":\"test_multiple_content_types\"}");
-    json_t *content = json_object_get(result(r), "content");
+    json_t *content = json_object_get(result_of(r), "content");
 
     ok(json_array_size(content) == 3 &&
            strcmp(sv(json_object_get(json_array_get(content, 1), "type")), "image") == 0 &&
@@ -198,31 +120,31 @@ static void test_content_tools(struct sbx_mcp_server *srv, struct probe *p)
                sv(json_object_get(json_object_get(json_array_get(content, 2), "resource"), "uri")),
                "test://mixed-content-resource") == 0,
        "a content tool's blocks (text, image, resource) are the result's content as they are");
-    ok(!json_object_get(result(r), "structuredContent") &&
-           !json_is_true(json_object_get(result(r), "isError")),
+    ok(!json_object_get(result_of(r), "structuredContent") &&
+           !json_is_true(json_object_get(result_of(r), "isError")),
        "... without structuredContent or isError");
     json_decref(r);
     r = req(srv, p, "tools/call", "{\"name\":\"test_audio_content\",\"arguments\":{}}");
-    content = json_object_get(result(r), "content");
+    content = json_object_get(result_of(r), "content");
     ok(strcmp(sv(json_object_get(json_array_get(content, 0), "mimeType")), "audio/wav") == 0,
        "an audio block keeps its mimeType");
     json_decref(r);
     r = req(srv, p, "tools/call", "{\"name\":\"no_content\"}");
-    ok(json_is_true(json_object_get(result(r), "isError")) &&
-           strstr(sv(json_object_get(json_array_get(json_object_get(result(r), "content"), 0),
+    ok(json_is_true(json_object_get(result_of(r), "isError")) &&
+           strstr(sv(json_object_get(json_array_get(json_object_get(result_of(r), "content"), 0),
                                      "text")),
                   "content array"),
        "a content tool that answers no content array is a tool error saying so");
     json_decref(r);
     r = req(srv, p, "tools/call", "{\"name\":\"test_error_handling\"}");
-    ok(json_is_true(json_object_get(result(r), "isError")) &&
-           strcmp(sv(json_object_get(json_array_get(json_object_get(result(r), "content"), 0),
+    ok(json_is_true(json_object_get(result_of(r), "isError")) &&
+           strcmp(sv(json_object_get(json_array_get(json_object_get(result_of(r), "content"), 0),
                                      "text")),
                   "This tool intentionally returns an error for testing") == 0,
        "a content tool that fails is a tool error with its reason");
     json_decref(r);
     r = req(srv, p, "tools/call", "{\"name\":\"list_servers\"}");
-    ok(json_is_object(json_object_get(result(r), "structuredContent")),
+    ok(json_is_object(json_object_get(result_of(r), "structuredContent")),
        "a sandbox tool still answers structuredContent");
     json_decref(r);
 }
@@ -311,25 +233,26 @@ static void test_resources(struct sbx_mcp_server *srv, struct probe *p)
 {
     json_t *r = req(srv, p, "resources/list", "{}"), *c;
 
-    ok(count_with(json_object_get(result(r), "resources"), "uri", "test://static-text") == 1 &&
-           count_with(json_object_get(result(r), "resources"), "uri", "sandbox://box-a/info") == 1,
+    ok(count_with(json_object_get(result_of(r), "resources"), "uri", "test://static-text") == 1 &&
+           count_with(json_object_get(result_of(r), "resources"), "uri", "sandbox://box-a/info") ==
+               1,
        "resources/list has the provider's resources after the sandboxes'");
     json_decref(r);
     r = req(srv, p, "resources/templates/list", "{}");
-    ok(count_with(json_object_get(result(r), "resourceTemplates"), "uriTemplate",
+    ok(count_with(json_object_get(result_of(r), "resourceTemplates"), "uriTemplate",
                   "test://template/{id}/data") == 1 &&
-           count_with(json_object_get(result(r), "resourceTemplates"), "uriTemplate",
+           count_with(json_object_get(result_of(r), "resourceTemplates"), "uriTemplate",
                       "sandbox://{name}/info") == 1,
        "resources/templates/list has the provider's template and the sandboxes'");
     json_decref(r);
     r = req(srv, p, "resources/read", "{\"uri\":\"test://static-binary\"}");
-    c = json_array_get(json_object_get(result(r), "contents"), 0);
+    c = json_array_get(json_object_get(result_of(r), "contents"), 0);
     ok(strcmp(sv(json_object_get(c, "blob")), conformance_png) == 0 &&
            strcmp(sv(json_object_get(c, "mimeType")), "image/png") == 0,
        "resources/read of a provider's binary resource answers its blob");
     json_decref(r);
     r = req(srv, p, "resources/read", "{\"uri\":\"test://template/123/data\"}");
-    c = json_array_get(json_object_get(result(r), "contents"), 0);
+    c = json_array_get(json_object_get(result_of(r), "contents"), 0);
     ok(strstr(sv(json_object_get(c, "text")), "Data for ID: 123") != NULL,
        "resources/read of a template URI answers the provider's content for that id");
     json_decref(r);
@@ -337,7 +260,7 @@ static void test_resources(struct sbx_mcp_server *srv, struct probe *p)
     ok(error_code(r) == -32002, "a URI no provider serves is -32002");
     json_decref(r);
     r = req(srv, p, "resources/read", "{\"uri\":\"sandbox://box-a/info\"}");
-    ok(json_array_size(json_object_get(result(r), "contents")) == 1,
+    ok(json_array_size(json_object_get(result_of(r), "contents")) == 1,
        "a sandbox URI is still read by the built-in resources");
     json_decref(r);
 }
@@ -346,7 +269,7 @@ static void test_subscriptions(struct sbx_mcp_server *srv, struct probe *p, stru
 {
     json_t *r = req(srv, p, "resources/subscribe", "{\"uri\":\"test://watched-resource\"}");
 
-    ok(json_is_object(result(r)) && json_object_size(result(r)) == 0,
+    ok(json_is_object(result_of(r)) && json_object_size(result_of(r)) == 0,
        "resources/subscribe to a URI its provider lets be subscribed answers {}");
     json_decref(r);
     r = req(srv, p, "resources/subscribe", "{\"uri\":\"test://static-text\"}");
@@ -371,14 +294,15 @@ static void test_prompts(struct sbx_mcp_server *srv, struct probe *p)
 {
     json_t *r = req(srv, p, "prompts/list", "{}"), *m;
 
-    ok(count_with(json_object_get(result(r), "prompts"), "name", "sandbox_task") == 1 &&
-           count_with(json_object_get(result(r), "prompts"), "name", "test_prompt_with_image") == 1,
+    ok(count_with(json_object_get(result_of(r), "prompts"), "name", "sandbox_task") == 1 &&
+           count_with(json_object_get(result_of(r), "prompts"), "name", "test_prompt_with_image") ==
+               1,
        "prompts/list has the provider's prompts after the built-in ones");
     json_decref(r);
     r = req(srv, p, "prompts/get",
             "{\"name\":\"test_prompt_with_arguments\",\"arguments\":{\"arg1\":\"v-one\","
             "\"arg2\":\"v-two\"}}");
-    m = json_object_get(json_array_get(json_object_get(result(r), "messages"), 0), "content");
+    m = json_object_get(json_array_get(json_object_get(result_of(r), "messages"), 0), "content");
     ok(strstr(sv(json_object_get(m, "text")), "arg1='v-one', arg2='v-two'") != NULL,
        "prompts/get of a provider's prompt answers its messages with the arguments");
     json_decref(r);
@@ -395,7 +319,7 @@ static void test_prompts(struct sbx_mcp_server *srv, struct probe *p)
     r = req(srv, p, "prompts/get",
             "{\"name\":\"test_prompt_with_embedded_resource\",\"arguments\":{\"resourceUri\":"
             "\"test://x\"}}");
-    m = json_object_get(json_array_get(json_object_get(result(r), "messages"), 0), "content");
+    m = json_object_get(json_array_get(json_object_get(result_of(r), "messages"), 0), "content");
     ok(strcmp(sv(json_object_get(m, "type")), "resource") == 0 &&
            strcmp(sv(json_object_get(json_object_get(m, "resource"), "uri")), "test://x") == 0,
        "a provider's prompt may embed a resource");
@@ -405,7 +329,7 @@ static void test_prompts(struct sbx_mcp_server *srv, struct probe *p)
     json_decref(r);
     r = req(srv, p, "prompts/get",
             "{\"name\":\"review_changes\",\"arguments\":{\"name\":\"box-a\"}}");
-    ok(json_array_size(json_object_get(result(r), "messages")) == 1,
+    ok(json_array_size(json_object_get(result_of(r), "messages")) == 1,
        "the built-in prompts are still served");
     json_decref(r);
 }
@@ -415,7 +339,7 @@ static void test_complete(struct sbx_mcp_server *srv, struct probe *p)
     json_t *r = req(srv, p, "completion/complete",
                     "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"test_prompt_with_arguments\"},"
                     "\"argument\":{\"name\":\"arg1\",\"value\":\"pa\"}}");
-    json_t *c = json_object_get(result(r), "completion");
+    json_t *c = json_object_get(result_of(r), "completion");
 
     ok(json_array_size(json_object_get(c, "values")) == 3 &&
            strcmp(sv(json_array_get(json_object_get(c, "values"), 2)), "party") == 0 &&
@@ -436,7 +360,7 @@ static void test_complete(struct sbx_mcp_server *srv, struct probe *p)
     r = req(srv, p, "completion/complete",
             "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"sandbox_task\"},"
             "\"argument\":{\"name\":\"policy\",\"value\":\"l\"}}");
-    c = json_object_get(result(r), "completion");
+    c = json_object_get(result_of(r), "completion");
     ok(json_array_size(json_object_get(c, "values")) == 1 &&
            strcmp(sv(json_array_get(json_object_get(c, "values"), 0)), "locked") == 0,
        "the built-in prompts complete as before");
@@ -453,7 +377,7 @@ static void test_providers_only(void)
     probe_init(&p);
     req_quiet(srv, &p, "initialize", "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}");
     r = req(srv, &p, "resources/list", "{}");
-    ok(json_array_size(json_object_get(result(r), "resources")) == 3,
+    ok(json_array_size(json_object_get(result_of(r), "resources")) == 3,
        "without operations the provider's resources alone are listed");
     json_decref(r);
     r = req(srv, &p, "resources/subscribe", "{\"uri\":\"sandbox://box-a/info\"}");
@@ -464,7 +388,7 @@ static void test_providers_only(void)
     srv = server(NULL, 0, NULL, err, sizeof err);
     probe_init(&p);
     r = req(srv, &p, "initialize", "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}");
-    ok(!json_object_get(json_object_get(result(r), "capabilities"), "resources"),
+    ok(!json_object_get(json_object_get(result_of(r), "capabilities"), "resources"),
        "with neither operations nor providers no resources are declared");
     json_decref(r);
     probe_end(srv, &p);

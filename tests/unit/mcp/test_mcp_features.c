@@ -14,52 +14,12 @@
 #include "fake_ops.h"
 #include "mcp_http.h"
 #include "mcp_http_session.h"
+#include "probe.h"
 #include "tap.h"
 
 static const char *const presets[] = {"balanced", "locked", NULL};
 
 static struct sbx_mcp_tool tools[16];
-
-/* A test session: what its transport was asked to send, kept in order. */
-struct probe {
-    struct sbx_mcp_session s;
-    json_t *notified;  /* notify: a request's notifications */
-    json_t *delivered; /* deliver: the ones tied to no request */
-};
-
-static void probe_notify(void *arg, json_t *msg)
-{
-    json_array_append_new(((struct probe *)arg)->notified, msg);
-}
-
-static void probe_deliver(void *arg, json_t *msg)
-{
-    json_array_append_new(((struct probe *)arg)->delivered, msg);
-}
-
-static void probe_init(struct probe *p)
-{
-    memset(p, 0, sizeof *p);
-    p->notified = json_array();
-    p->delivered = json_array();
-    p->s.notify = probe_notify;
-    p->s.notify_arg = p;
-    p->s.deliver = probe_deliver;
-    p->s.deliver_arg = p;
-}
-
-static void probe_clear(struct probe *p)
-{
-    json_array_clear(p->notified);
-    json_array_clear(p->delivered);
-}
-
-static void probe_end(struct sbx_mcp_server *srv, struct probe *p)
-{
-    sbx_mcp_session_end(srv, &p->s);
-    json_decref(p->notified);
-    json_decref(p->delivered);
-}
 
 static struct sbx_mcp_server *server(const struct sbx_mcp_ops *ops, const char *const *p)
 {
@@ -80,36 +40,6 @@ static struct sbx_mcp_server *server(const struct sbx_mcp_ops *ops, const char *
     return s;
 }
 
-/* Sends one message text through parse + handle; returns the reply. */
-static json_t *rpc(struct sbx_mcp_server *srv, struct probe *p, const char *text)
-{
-    json_t *msg, *reply;
-
-    if (sbx_mcp_parse(text, strlen(text), &msg, &reply) == -1)
-        return reply;
-    reply = sbx_mcp_handle(srv, &p->s, msg);
-    json_decref(msg);
-    return reply;
-}
-
-/* rpc() of a request with method and params (JSON text). */
-static json_t *req(struct sbx_mcp_server *srv, struct probe *p, const char *method,
-                   const char *params)
-{
-    char buf[2048];
-
-    snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"%s\",\"params\":%s}",
-             method, params);
-    return rpc(srv, p, buf);
-}
-
-/* req() with the reply dropped: for the steps between checks. */
-static void req_quiet(struct sbx_mcp_server *srv, struct probe *p, const char *method,
-                      const char *params)
-{
-    json_decref(req(srv, p, method, params));
-}
-
 static void initialize(struct sbx_mcp_server *srv, struct probe *p)
 {
     req_quiet(srv, p, "initialize",
@@ -123,24 +53,6 @@ static void call(struct sbx_mcp_server *srv, struct probe *p, const char *tool, 
 
     snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"arguments\":%s}", tool, args);
     req_quiet(srv, p, "tools/call", buf);
-}
-
-/* A string's value, "" for anything else (a check fails, never crashes). */
-static const char *sv(const json_t *j)
-{
-    const char *s = json_string_value(j);
-
-    return s ? s : "";
-}
-
-static json_int_t error_code(const json_t *reply)
-{
-    return json_integer_value(json_object_get(json_object_get(reply, "error"), "code"));
-}
-
-static const json_t *result_of(const json_t *reply)
-{
-    return json_object_get(reply, "result");
 }
 
 /* How many of msgs have method (and, when level is set, params.level). */
