@@ -35,6 +35,14 @@ const char *const *sbx_config_mcp_presets(const struct sbx *s)
     return (const char *const *)s->cfg.mcp_presets;
 }
 
+const char *const *sbx_config_size_names(struct sbx *s)
+{
+    for (int i = 0; i < s->cfg.nsizes && i < SBX_MAX_SIZES; i++)
+        s->size_names[i] = s->cfg.sizes[i].name;
+    s->size_names[s->cfg.nsizes < SBX_MAX_SIZES ? s->cfg.nsizes : SBX_MAX_SIZES] = NULL;
+    return s->size_names;
+}
+
 const char *const *sbx_config_mcp_secrets(const struct sbx *s)
 {
     return (const char *const *)s->cfg.mcp_secrets;

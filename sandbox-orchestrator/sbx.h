@@ -27,6 +27,8 @@ struct sbx {
     /* Who hears of the steps of create, push and pull as they run
      * (progress.h); no one by default. */
     struct sbx_progress progress;
+    /* The names of cfg.sizes, NULL-terminated (sbx_config_size_names). */
+    const char *size_names[SBX_MAX_SIZES + 1];
 };
 
 /* Let fn(arg, event) hear the steps of every later operation (fn NULL:
@@ -50,6 +52,10 @@ const char *const *sbx_config_mcp_presets(const struct sbx *s);
 /* The secrets an MCP client may give a sandbox (mcp-secrets;
  * NULL-terminated; empty = none). */
 const char *const *sbx_config_mcp_secrets(const struct sbx *s);
+
+/* The names of the configured sizes (`size` lines and the built-in
+ * small and medium; NULL-terminated). */
+const char *const *sbx_config_size_names(struct sbx *s);
 
 /* The MCP HTTP bearer token file, or NULL when not configured. */
 const char *sbx_config_mcp_token_file(const struct sbx *s);

@@ -21,6 +21,7 @@
  * that this file states exactly what it relies on. */
 const char *const *sbx_config_mcp_presets(const struct sbx *s);
 const char *const *sbx_config_mcp_secrets(const struct sbx *s);
+const char *const *sbx_config_size_names(struct sbx *s);
 const char *sbx_config_mcp_token_file(const struct sbx *s);
 int sbx_config_mcp_repos(const struct sbx *s);
 void sbx_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg);
@@ -179,6 +180,7 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .sbx = s,
         .presets = sbx_config_mcp_presets(s),
         .secrets = sbx_config_mcp_secrets(s),
+        .sizes = sbx_config_size_names(s),
         .owner = default_owner(a.owner),
         .version = EGRESSD_VERSION, /* serverInfo.version */
         .progress_set = progress_set,

@@ -1,6 +1,6 @@
 /* mcp_complete.c - MCP server/utilities/completion: completion/complete
- * for the prompts' arguments (policy: the permitted presets; name: the
- * owner's sandboxes) and for the variable {name} of the resource
+ * for the prompts' arguments (policy: the permitted presets; size: the
+ * configured sizes; name: the owner's sandboxes) and for the variable {name} of the resource
  * templates (the owner's sandboxes).  At most MAX_VALUES values, those
  * that start with what the user typed (hasMore when there are more;
  * total only when there are not); an argument nothing completes
@@ -15,12 +15,12 @@
 
 #define MAX_VALUES 100 /* the specification's cap */
 
-/* The presets that start with prefix, at most max. */
-static json_t *presets(const struct sbx_mcp_server *srv, const char *prefix, size_t max)
+/* The names of list (NULL-terminated) that start with prefix, at most max. */
+static json_t *listed_values(const char *const *list, const char *prefix, size_t max)
 {
     json_t *v = json_array();
 
-    for (const char *const *p = srv->cfg.presets; p && *p && json_array_size(v) < max; p++)
+    for (const char *const *p = list; p && *p && json_array_size(v) < max; p++)
         if (strncmp(*p, prefix, strlen(prefix)) == 0)
             json_array_append_new(v, json_string(*p));
     return v;
@@ -90,7 +90,9 @@ json_t *sbx_mcp_on_complete(struct sbx_mcp_server *srv, const json_t *id, const 
     }
     /* One more than the cap tells whether there are more. */
     if (strcmp(kind, "policy") == 0)
-        values = presets(srv, prefix, MAX_VALUES + 1);
+        values = listed_values(srv->cfg.presets, prefix, MAX_VALUES + 1);
+    else if (strcmp(kind, "size") == 0)
+        values = listed_values(srv->cfg.sizes, prefix, MAX_VALUES + 1);
     else if (strcmp(kind, "name") == 0)
         values = sbx_mcp_sandbox_names(srv, prefix, MAX_VALUES + 1);
     else

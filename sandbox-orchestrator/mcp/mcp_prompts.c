@@ -1,11 +1,12 @@
 /* mcp_prompts.c - MCP server/prompts: ready-made instructions an assistant
  * (or its user, as a slash command) can pick:
- *   sandbox_task    (task, policy)  do a task in a fresh sandbox, then
+ *   sandbox_task    (task, policy, size)  do a task in a fresh sandbox, then
  *                                   destroy it
  *   review_changes  (name)          look over what a sandbox has changed
  *                                   before anyone trusts it
  * prompts/get fills them in; an unknown prompt, a missing required
- * argument or a policy that is not a permitted preset is -32602.  The
+ * argument, a policy that is not a permitted preset or a size that is not
+ * configured is -32602.  The
  * embedding program's providers (mcp_providers.c) add prompts of their
  * own after these.
  */
@@ -18,12 +19,12 @@
 struct prompt_arg {
     const char *name, *description;
     int required;
-    const char *kind; /* what completes it: "policy", "name" or "" */
+    const char *kind; /* what completes it: "policy", "size", "name" or "" */
 };
 
 struct prompt {
     const char *name, *title, *description;
-    struct prompt_arg args[3]; /* ends at a NULL name */
+    struct prompt_arg args[4]; /* ends at a NULL name */
 };
 
 static const struct prompt prompts[] = {
@@ -32,6 +33,7 @@ static const struct prompt prompts[] = {
      "Creates a disposable sandbox, does the task inside it and destroys it afterwards.",
      {{"task", "What to do inside the sandbox", 1, ""},
       {"policy", "The egress policy preset (default: the first one permitted)", 0, "policy"},
+      {"size", "The sandbox's size (default: the first one configured)", 0, "size"},
       {NULL, NULL, 0, NULL}}},
     {"review_changes",
      "Review what a sandbox changed",
@@ -87,13 +89,13 @@ static json_t *on_list(const struct sbx_mcp_server *srv, const json_t *id, const
 }
 
 /* The text of sandbox_task. */
-static void text_task(char *buf, size_t len, const char *task, const char *policy)
+static void text_task(char *buf, size_t len, const char *task, const char *policy, const char *size)
 {
     snprintf(buf, len,
              "Do this task in a fresh, disposable sandbox VM, not on this machine:\n\n%s\n\n"
-             "1. Call create_server with a short name that says what it is for, policy \"%s\" "
-             "and a lifetime that fits the task (e.g. \"1h\"); remember the name it answers "
-             "with.\n"
+             "1. Call create_server with a short name that says what it is for, policy \"%s\", "
+             "size \"%s\" and a lifetime that fits the task (e.g. \"1h\"); remember the name "
+             "it answers with.\n"
              "2. Work inside it with run_command (give the command as an array of arguments), "
              "read_file and write_file. The sandbox reaches only what its policy allows: a "
              "connection refused with 403 and an X-Egress-Deny header is the policy, not a "
@@ -103,7 +105,7 @@ static void text_task(char *buf, size_t len, const char *task, const char *polic
              "wrong.\n"
              "4. Report what you did and what you found, with the commands' relevant output.\n"
              "5. Call destroy_server when you are done, also when the task failed.",
-             task, policy);
+             task, policy, size);
 }
 
 /* The text of review_changes. */
@@ -125,13 +127,14 @@ static void text_review(char *buf, size_t len, const char *name)
              name, name, name);
 }
 
-/* The policy of sandbox_task: the given one, which must be a permitted
- * preset, or the first.  NULL when there is none to use. */
-static const char *task_policy(const struct sbx_mcp_server *srv, const char *given)
+/* What sandbox_task names from list (the permitted presets, the
+ * configured sizes): the given one, which must be listed, or the first.
+ * NULL when there is none to use. */
+static const char *task_choice(const char *const *list, const char *given)
 {
     if (given)
-        return sbx_mcp_listed(srv->cfg.presets, given) ? given : NULL;
-    return srv->cfg.presets ? srv->cfg.presets[0] : NULL;
+        return sbx_mcp_listed(list, given) ? given : NULL;
+    return list ? list[0] : NULL;
 }
 
 static json_t *on_get(struct sbx_mcp_server *srv, const json_t *id, const json_t *params)
@@ -139,7 +142,7 @@ static json_t *on_get(struct sbx_mcp_server *srv, const json_t *id, const json_t
     const struct prompt *p = find(json_string_value(json_object_get(params, "name")));
     const json_t *args = json_object_get(params, "arguments");
     char text[4096];
-    const char *policy;
+    const char *policy, *size;
     json_t *r;
 
     if (!p && (r = sbx_mcp_providers_get(srv, id,
@@ -160,12 +163,18 @@ static json_t *on_get(struct sbx_mcp_server *srv, const json_t *id, const json_t
                                      p->name, a->name);
     }
     if (strcmp(p->name, "sandbox_task") == 0) {
-        policy = task_policy(srv, json_string_value(json_object_get(args, "policy")));
+        policy = task_choice(srv->cfg.presets, json_string_value(json_object_get(args, "policy")));
         if (!policy)
             return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
                                      "invalid params: \"policy\" must be a preset permitted over "
                                      "MCP (completion/complete lists them)");
-        text_task(text, sizeof text, json_string_value(json_object_get(args, "task")), policy);
+        size = task_choice(srv->cfg.sizes, json_string_value(json_object_get(args, "size")));
+        if (!size && json_object_get(args, "size"))
+            return sbx_mcp_rpc_error(id, RPC_INVALID_PARAMS,
+                                     "invalid params: \"size\" must be a configured size "
+                                     "(completion/complete lists them)");
+        text_task(text, sizeof text, json_string_value(json_object_get(args, "task")), policy,
+                  size ? size : "small");
     } else {
         text_review(text, sizeof text, json_string_value(json_object_get(args, "name")));
     }

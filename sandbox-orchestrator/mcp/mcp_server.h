@@ -142,6 +142,7 @@ struct sbx_mcp_config {
     struct sbx *sbx;            /* passed to every operation, borrowed */
     const char *const *presets; /* NULL-terminated; NULL means none */
     const char *const *secrets; /* for SBX_MCP_TOOL_MCP_SECRETS tools; as presets */
+    const char *const *sizes;   /* the sandbox sizes, for completion; NULL-terminated */
     const char *owner;          /* for SBX_MCP_TOOL_SETS_OWNER tools */
     const char *version;        /* serverInfo.version */
     FILE *log;                  /* the one line per tool call; NULL: stderr */

@@ -200,6 +200,11 @@ try {
   check(cp.completion.values.includes(last) &&
     cp.completion.values.every((v) => v.startsWith(last.slice(0, 2))),
   `${mode}: completion/complete of sandbox_task's policy '${last.slice(0, 2)}'`, cp);
+  const cs = await client.complete({ ref: { type: 'ref/prompt', name: 'sandbox_task' },
+    argument: { name: 'size', value: size.slice(0, 2) } });
+  check(cs.completion.values.includes(size) &&
+    cs.completion.values.every((v) => v.startsWith(size.slice(0, 2))),
+  `${mode}: completion/complete of sandbox_task's size '${size.slice(0, 2)}' gives ${size}`, cs);
   const cn = await client.complete({ ref: { type: 'ref/resource', uri: 'sandbox://{name}/info' },
     argument: { name: 'name', value: name.slice(0, 4) } });
   check(cn.completion.values.includes(name),

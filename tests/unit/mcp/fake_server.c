@@ -13,6 +13,8 @@
 
 #include "fake_ops.h"
 
+static const char *const fake_sizes[] = {"small", "medium", NULL};
+
 int main(int argc, char **argv)
 {
     const char *http = NULL, *token_file = NULL, *port_file = NULL, *owner = "fake-owner";
@@ -49,6 +51,7 @@ int main(int argc, char **argv)
         .tools = tools,
         .ntools = sbx_mcp_tools_sandbox(&fake_ops, tools, 16),
         .presets = (const char *const *)presets,
+        .sizes = fake_sizes,
         .owner = owner,
         .version = "0.0-test",
         .progress_set = fake_progress_set,

@@ -18,6 +18,7 @@
 #include "tap.h"
 
 static const char *const presets[] = {"balanced", "locked", NULL};
+static const char *const sizes[] = {"small", "medium", "large", NULL};
 
 static struct sbx_mcp_tool tools[16];
 
@@ -28,6 +29,7 @@ static struct sbx_mcp_server *server(const struct sbx_mcp_ops *ops, const char *
         .tools = tools,
         .ntools = sbx_mcp_tools_sandbox(&fake_ops, tools, 16),
         .presets = p,
+        .sizes = sizes,
         .owner = "owner-from-config",
         .version = "9.9.9",
         .progress_set = fake_progress_set,
@@ -449,7 +451,17 @@ static void test_prompts(struct sbx_mcp_server *srv)
     json_decref(r);
     r = req(srv, &p, "prompts/get", "{\"name\":\"sandbox_task\",\"arguments\":{\"task\":\"t\"}}");
     text = TEXT(r);
-    ok(text && strstr(text, "policy \"balanced\""), "without policy: the first preset");
+    ok(text && strstr(text, "policy \"balanced\"") && strstr(text, "size \"small\""),
+       "without policy or size: the first preset and the first size");
+    json_decref(r);
+    r = req(srv, &p, "prompts/get",
+            "{\"name\":\"sandbox_task\",\"arguments\":{\"task\":\"t\",\"size\":\"medium\"}}");
+    text = TEXT(r);
+    ok(text && strstr(text, "size \"medium\""), "with size medium: that size");
+    json_decref(r);
+    r = req(srv, &p, "prompts/get",
+            "{\"name\":\"sandbox_task\",\"arguments\":{\"task\":\"t\",\"size\":\"huge\"}}");
+    ok(error_code(r) == -32602, "a size that is not configured: -32602");
     json_decref(r);
     r = req(srv, &p, "prompts/get",
             "{\"name\":\"review_changes\",\"arguments\":{\"name\":\"bx\"}}");
@@ -522,6 +534,18 @@ static void test_complete(struct sbx_mcp_server *srv)
             "\"argument\":{\"name\":\"policy\",\"value\":\"\"}}");
     values_text(r, buf, sizeof buf);
     ok(strcmp(buf, "balanced,locked") == 0, "policy '': every preset (got %s)", buf);
+    json_decref(r);
+    r = req(srv, &p, "completion/complete",
+            "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"sandbox_task\"},"
+            "\"argument\":{\"name\":\"size\",\"value\":\"m\"}}");
+    values_text(r, buf, sizeof buf);
+    ok(strcmp(buf, "medium") == 0, "size 'm': medium (got %s)", buf);
+    json_decref(r);
+    r = req(srv, &p, "completion/complete",
+            "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"sandbox_task\"},"
+            "\"argument\":{\"name\":\"size\",\"value\":\"\"}}");
+    values_text(r, buf, sizeof buf);
+    ok(strcmp(buf, "small,medium,large") == 0, "size '': every size (got %s)", buf);
     json_decref(r);
     r = req(srv, &p, "completion/complete",
             "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"review_changes\"},"
