@@ -439,10 +439,14 @@ int sbx_op_access_request(struct sbx *s, json_t *args, json_t **out, char *err, 
         return -1;
     snprintf(entry, sizeof entry, "%s", host);
     if (strlen(host) >= sizeof entry || !sbx_access_normalize(entry)) {
+        snprintf(entry, sizeof entry, "%.200s", host);
+        for (char *c = entry; *c; c++) /* the reason reaches a terminal or a log */
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
         snprintf(err, errlen,
                  "host: expected HOST, *.DOMAIN or .DOMAIN with optional :PORTS (crates.io:443), "
-                 "got '%.200s'",
-                 host);
+                 "got '%s'",
+                 entry);
         return -1;
     }
     if (sbx_vm_find(s, name, &vm, err, errlen) || vm_owner(s, &vm, owner, err, errlen) ||

@@ -176,6 +176,7 @@ bad() { # TEXT WANT ARGS...: exit 1 and WANT in the message
 bad "a host that is not one" "host: expected HOST" access request s2 'no host!' --why x
 bad "a regex host" "host: expected HOST" access request s2 '~.*' --why x
 bad "an IP address" "host: expected HOST" access request s2 127.0.0.17:8000 --why x
+bad "a host with an escape sequence: shown with ? for it" "got 'a?[2Jb.test'" access request s2 "$(printf 'a\033[2Jb.test')" --why x
 bad "longer than access-max 2h" "duration: expected 1m .. 2h (access-max)" access request s2 b.test:8000 --for 3h --why x
 bad "an empty reason" "why: expected 1 to 500 bytes" access request s2 b.test:8000 --why ''
 bad "a reason with a control character" "why: control characters" access request s2 b.test:8000 --why "$(printf 'a\033[2Jb')"
