@@ -10,10 +10,16 @@
 # by the operation itself: a request for a host outside
 # access-owner-approves cannot be approved as the owner.  Sandboxes on
 # 127.0.0.40-49 and the origins a.test, b.test (127.0.0.16, .17, port 8000)
-# in a network namespace of its own.
+# in a network namespace of its own (the node packages are installed
+# before it is entered).
 set -u
+# Outside the namespace (the npm registry is reachable only here): the
+# pinned node packages, once; the run inside finds them installed, or
+# says in its first check that they are not.
 if [ -z "${SBX_IN_NETNS:-}" ]; then
-    export SBX_IN_NETNS=1
+    . "$TOP/tests/mcp/lib.sh"
+    mcp_node_setup >/dev/null 2>&1
+    export SBX_IN_NETNS=1 MCP_NODE_OFFLINE=1
     exec unshare -n -- bash "$0" "$@"
 fi
 . "$TOP/tests/sandboxctl/lib.sh"

@@ -8,7 +8,8 @@
 #                                  exit 1: for a script that cannot go on
 # mcp_node_setup                   installs the pinned MCP SDK, the conformance
 #                                  suite and a Node 22 binary from npm into
-#                                  $TOP/build/mcp-node (once; under a lock), and
+#                                  $TOP/build/mcp-node (once; under a lock; not
+#                                  with MCP_NODE_OFFLINE set), and
 #                                  sets MCP_NODE_MODULES and MCP_NODE22
 # mcp_wait_file FILE PID           waits (10 s) for FILE to be written by PID
 
@@ -53,7 +54,10 @@ mcp_node_setup() {
     mkdir -p "$dir"
     (
         flock 9
-        if [ "$(cat "$dir/installed" 2>/dev/null)" != "$want" ]; then
+        # MCP_NODE_OFFLINE: a script inside a network namespace, whose
+        # packages were installed (or not) before it entered: npm would
+        # only wait there for a registry it cannot reach.
+        if [ "$(cat "$dir/installed" 2>/dev/null)" != "$want" ] && [ -z "${MCP_NODE_OFFLINE:-}" ]; then
             # The install uses npm's own settings (registry, cafile); node
             # reads the cafile only through NODE_EXTRA_CA_CERTS, which the
             # suite clears, so it is handed over for the install alone.
