@@ -1070,6 +1070,8 @@ rows = [
     ("CPU sni (us/conn)", cpu("sni", "conn")),
     ("CPU http (us/req)", cpu("http", "req")),
     ("CPU bulk (s/GiB)", cpu("bulk", "GiB")),
+    ("CPU deny CONNECT (us/conn)", cpu("deny", "conn")),
+    ("CPU deny SNI (us/conn)", cpu("denysni", "conn")),
     ("intercept (conn/s)", rate("intercept")),
     ("intercept p99 (ms)", p99("intercept")),
     ("intercept resumed (conn/s)", rate("interceptres")),
@@ -1125,7 +1127,8 @@ except (OSError, ValueError):
 for n in notes:
     print("* " + n)
 print("median of %d round(s) per cell (p99 from the median round by rate; CPU: the median of the rounds' CPU)."
-      % max([len(rounds(n, k)) for n, _, _ in cols for k in ("connect", "intercept")] + [1]))
+      % max([len(rounds(n, k)) for n, _, _ in cols for k in ("connect", "sni", "http", "bulk", "deny",
+                                                          "denysni", "intercept")] + [1]))
 print("workers/threads: egressd, squid (workers), haproxy (nbthread), nginx"
       " (worker_processes) as BENCH_WORKERS; tinyproxy and sniproxy as they come."
       " bulk and idle of sniproxy, haproxy, nginx: through their TLS port;"
