@@ -37,6 +37,7 @@
 #include "world.h"
 
 #define MAX_WORKERS 64
+_Static_assert(MAX_WORKERS < PX_METRICS_SHARDS, "a metrics row for every worker");
 
 struct px_daemon px_d;
 extern atomic_int px_phase;

@@ -8,6 +8,13 @@
  * sweep; a reference to a handle already held, putting one back, and all
  * counting are atomic adds, so the hot path (every accept, decision and
  * relayed buffer) never waits on it.
+ *
+ * Counts are sharded by thread: each worker counts into shards of its own
+ * (px_metrics_thread), one per handle it has counted through, made on its
+ * first count there, and into its own row of the global counters; the
+ * page sums the shards.  So no two workers write the same cache line for
+ * a count.  Every other thread shares shard 0.  A count is still an atomic
+ * add (relaxed), so shard 0's writers and the page's reader need no lock.
  * A handle is freed only by px_metrics_sweep(), under the mutex, when its
  * count of references is 0.  Without the mutex a count only grows from a
  * reference someone holds (px_metrics_sandbox_ref), never from 0, so a
@@ -22,7 +29,9 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +47,26 @@
 #define MAX_BODY_SIZE    1024
 #define HTTP_TIMEOUT_S   10
 
-struct px_msb {
-    char *sandbox, *owner; /* label values, made valid UTF-8 at creation */
-    atomic_ulong refs;     /* handles out (get without put) */
+#define CACHE_LINE 64
+
+/* One thread's counts for one (sandbox, owner) pair. */
+struct msb_shard {
     atomic_long active;
     atomic_uint_fast64_t conns[PX_MODE_COUNT][DECISIONS][PX_R_COUNT];
     atomic_uint_fast64_t bytes_up, bytes_down;
-    struct px_msb *next;
 };
+
+struct px_msb {
+    char *sandbox, *owner; /* label values, made valid UTF-8 at creation */
+    atomic_ulong refs;     /* handles out (get without put) */
+    struct px_msb *next;
+    /* made on first count; read on every count, so not on the line that
+     * every accept writes (refs) */
+    alignas(CACHE_LINE) _Atomic(struct msb_shard *) shard[PX_METRICS_SHARDS];
+};
+
+/* The row of the counting thread (0: not a worker). */
+static _Thread_local unsigned my_shard;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct px_msb *sandboxes_list; /* under lock, sorted */
@@ -57,16 +78,22 @@ static const char *const bucket_le[] = {"0.001", "0.0025", "0.005", "0.01", "0.0
 static const double bucket_bound[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                       0.25,  0.5,    1,     2.5,  5,     10};
 #define BUCKETS (sizeof(bucket_bound) / sizeof(bucket_bound[0]))
-static atomic_uint_fast64_t connect_buckets[BUCKETS + 1]; /* the last one is +Inf */
-static atomic_uint_fast64_t connect_sum_ns;
 
 static const char *const dns_results[] = {"hosts", "cache", "ok", "nxdomain", "fail"};
 #define DNS_RESULTS (sizeof(dns_results) / sizeof(dns_results[0]))
-static atomic_uint_fast64_t dns_counts[DNS_RESULTS];
 static const char *const served_words[PX_DNSS_COUNT] = {"answer",  "nodata",       "nxdomain",
                                                         "refused", "rate_limited", "servfail",
                                                         "formerr", "notimp",       "dropped"};
-static atomic_uint_fast64_t served_counts[PX_DNSS_COUNT];
+
+/* The counters every connection or query may touch, a row per thread. */
+struct global_row {
+    alignas(CACHE_LINE) atomic_uint_fast64_t connect_buckets[BUCKETS + 1]; /* last: +Inf */
+    atomic_uint_fast64_t connect_sum_ns;
+    atomic_uint_fast64_t dns_counts[DNS_RESULTS];
+    atomic_uint_fast64_t served_counts[PX_DNSS_COUNT];
+    atomic_uint_fast64_t leaf_hits, leaf_mints;
+};
+static struct global_row rows[PX_METRICS_SHARDS];
 
 /* injections_total: a slot per secret name, taken once (under inj_lock)
  * and then only counted in (no lock). */
@@ -79,7 +106,6 @@ static struct injection_slot injections[PX_METRICS_SECRETS];
 static atomic_size_t n_injections;
 static pthread_mutex_t inj_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static atomic_uint_fast64_t leaf_hits, leaf_mints;
 static atomic_uint_fast64_t reloads_ok, reloads_error;
 static atomic_size_t n_sandboxes;
 
@@ -174,9 +200,10 @@ struct px_msb *px_metrics_sandbox_get(const char *sandbox, const char *owner)
         free(sb);
         free(ow);
     } else {
-        m = calloc(1, sizeof(*m));
+        m = aligned_alloc(CACHE_LINE, sizeof(*m)); /* a multiple of CACHE_LINE: its alignment */
         if (m == NULL)
             abort();
+        memset(m, 0, sizeof(*m));
         m->sandbox = sb;
         m->owner = ow;
         m->next = *pp;
@@ -199,25 +226,80 @@ void px_metrics_sandbox_put(struct px_msb *m)
         atomic_fetch_sub_explicit(&m->refs, 1, memory_order_release);
 }
 
+void px_metrics_thread(unsigned index)
+{
+    my_shard = index < PX_METRICS_SHARDS ? index : 0;
+}
+
+/* The calling thread's shard of m, made now if it has none. */
+static struct msb_shard *shard_of(struct px_msb *m)
+{
+    _Atomic(struct msb_shard *) *slot = &m->shard[my_shard];
+    struct msb_shard *sh = atomic_load_explicit(slot, memory_order_acquire);
+
+    if (sh != NULL)
+        return sh;
+    struct msb_shard *fresh =
+        aligned_alloc(CACHE_LINE, (sizeof(*fresh) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE);
+    if (fresh == NULL)
+        abort();
+    memset(fresh, 0, sizeof(*fresh));
+    /* Shard 0 has several writers: the first to publish wins. */
+    if (atomic_compare_exchange_strong_explicit(slot, &sh, fresh, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return fresh;
+    free(fresh);
+    return sh;
+}
+
 void px_metrics_decision(struct px_msb *m, enum px_mode mode, enum policy_decision d,
                          enum px_reason r)
 {
     if ((unsigned)mode >= PX_MODE_COUNT || (unsigned)d >= DECISIONS || (unsigned)r >= PX_R_COUNT)
         return; /* a word the page could not name */
-    atomic_fetch_add_explicit(&m->conns[mode][d][r], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shard_of(m)->conns[mode][d][r], 1, memory_order_relaxed);
 }
 
 void px_metrics_active(struct px_msb *m, int delta)
 {
-    atomic_fetch_add_explicit(&m->active, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shard_of(m)->active, delta, memory_order_relaxed);
 }
 
 void px_metrics_bytes(struct px_msb *m, uint64_t up, uint64_t down)
 {
+    struct msb_shard *sh = shard_of(m);
+
     if (up != 0)
-        atomic_fetch_add_explicit(&m->bytes_up, up, memory_order_relaxed);
+        atomic_fetch_add_explicit(&sh->bytes_up, up, memory_order_relaxed);
     if (down != 0)
-        atomic_fetch_add_explicit(&m->bytes_down, down, memory_order_relaxed);
+        atomic_fetch_add_explicit(&sh->bytes_down, down, memory_order_relaxed);
+}
+
+/* The sum over m's shards of the counter at byte offset `off` in a shard
+ * (a uint64 counter; active is summed by active_of). */
+static uint64_t sum_of(const struct px_msb *m, size_t off)
+{
+    uint64_t v = 0;
+
+    for (size_t i = 0; i < PX_METRICS_SHARDS; i++) {
+        struct msb_shard *sh = atomic_load_explicit(&m->shard[i], memory_order_acquire);
+        if (sh != NULL)
+            v += atomic_load_explicit((atomic_uint_fast64_t *)((char *)sh + off),
+                                      memory_order_relaxed);
+    }
+    return v;
+}
+
+static long active_of(const struct px_msb *m)
+{
+    long v = 0;
+
+    for (size_t i = 0; i < PX_METRICS_SHARDS; i++) {
+        struct msb_shard *sh = atomic_load_explicit(&m->shard[i], memory_order_acquire);
+        if (sh != NULL)
+            v += atomic_load_explicit(&sh->active, memory_order_relaxed);
+    }
+    return v;
 }
 
 /* Free every handle nothing holds (lock held). */
@@ -225,12 +307,13 @@ static void sweep_locked(void)
 {
     for (struct px_msb **pp = &sandboxes_list; *pp != NULL;) {
         struct px_msb *m = *pp;
-        if (atomic_load_explicit(&m->refs, memory_order_acquire) != 0 ||
-            atomic_load(&m->active) != 0) {
+        if (atomic_load_explicit(&m->refs, memory_order_acquire) != 0 || active_of(m) != 0) {
             pp = &m->next;
             continue;
         }
         *pp = m->next;
+        for (size_t i = 0; i < PX_METRICS_SHARDS; i++)
+            free(atomic_load(&m->shard[i]));
         free(m->sandbox);
         free(m->owner);
         free(m);
@@ -254,11 +337,11 @@ void px_metrics_upstream_connect(double seconds)
         seconds = 0;
     while (i < BUCKETS && seconds > bucket_bound[i])
         i++;
-    atomic_fetch_add_explicit(&connect_buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rows[my_shard].connect_buckets[i], 1, memory_order_relaxed);
     /* nanoseconds in an integer: atomics on a double need a CAS loop */
     if (seconds > 1e9)
         seconds = 1e9;
-    atomic_fetch_add_explicit(&connect_sum_ns, (uint64_t)(seconds * 1e9 + 0.5),
+    atomic_fetch_add_explicit(&rows[my_shard].connect_sum_ns, (uint64_t)(seconds * 1e9 + 0.5),
                               memory_order_relaxed);
 }
 
@@ -266,7 +349,7 @@ void px_metrics_dns(const char *result)
 {
     for (size_t i = 0; result != NULL && i < DNS_RESULTS; i++) {
         if (strcmp(result, dns_results[i]) == 0) {
-            atomic_fetch_add_explicit(&dns_counts[i], 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&rows[my_shard].dns_counts[i], 1, memory_order_relaxed);
             return;
         }
     }
@@ -275,7 +358,7 @@ void px_metrics_dns(const char *result)
 void px_metrics_dns_query(enum px_dns_served r)
 {
     if ((unsigned)r < PX_DNSS_COUNT)
-        atomic_fetch_add_explicit(&served_counts[r], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rows[my_shard].served_counts[r], 1, memory_order_relaxed);
 }
 
 /* The slot of secret among the first n taken, or NULL. */
@@ -316,7 +399,9 @@ void px_metrics_injection(const char *secret, enum px_injection r)
 
 void px_metrics_leaf(bool hit)
 {
-    atomic_fetch_add_explicit(hit ? &leaf_hits : &leaf_mints, 1, memory_order_relaxed);
+    struct global_row *g = &rows[my_shard];
+
+    atomic_fetch_add_explicit(hit ? &g->leaf_hits : &g->leaf_mints, 1, memory_order_relaxed);
 }
 
 void px_metrics_reload(bool ok)
@@ -384,7 +469,7 @@ static void render_connections(FILE *f)
         for (int mode = 0; mode < PX_MODE_COUNT; mode++) {
             for (int d = 0; d < DECISIONS; d++) {
                 for (int r = 0; r < PX_R_COUNT; r++) {
-                    uint64_t v = atomic_load_explicit(&m->conns[mode][d][r], memory_order_relaxed);
+                    uint64_t v = sum_of(m, offsetof(struct msb_shard, conns[mode][d][r]));
                     if (v == 0)
                         continue;
                     series_start(f, "connections_total", m);
@@ -404,18 +489,29 @@ static void render_sandbox_gauges(FILE *f)
     family(f, "active_connections", "gauge", "Connections open now, by sandbox and owner.");
     for (m = sandboxes_list; m != NULL; m = m->next) {
         series_start(f, "active_connections", m);
-        fprintf(f, "} %ld\n", atomic_load_explicit(&m->active, memory_order_relaxed));
+        fprintf(f, "} %ld\n", active_of(m));
     }
     family(f, "bytes_total", "counter",
            "Bytes relayed, by sandbox, owner and direction (up: client to origin).");
     for (m = sandboxes_list; m != NULL; m = m->next) {
         series_start(f, "bytes_total", m);
         fprintf(f, ",direction=\"up\"} %llu\n",
-                (unsigned long long)atomic_load_explicit(&m->bytes_up, memory_order_relaxed));
+                (unsigned long long)sum_of(m, offsetof(struct msb_shard, bytes_up)));
         series_start(f, "bytes_total", m);
         fprintf(f, ",direction=\"down\"} %llu\n",
-                (unsigned long long)atomic_load_explicit(&m->bytes_down, memory_order_relaxed));
+                (unsigned long long)sum_of(m, offsetof(struct msb_shard, bytes_down)));
     }
+}
+
+/* The sum over the threads' rows of the counter at byte offset off. */
+static uint64_t row_sum(size_t off)
+{
+    uint64_t v = 0;
+
+    for (size_t i = 0; i < PX_METRICS_SHARDS; i++)
+        v += atomic_load_explicit((atomic_uint_fast64_t *)((char *)&rows[i] + off),
+                                  memory_order_relaxed);
+    return v;
 }
 
 static void render_histogram(FILE *f)
@@ -425,12 +521,12 @@ static void render_histogram(FILE *f)
     family(f, "upstream_connect_seconds", "histogram",
            "Seconds taken to establish a connection upstream.");
     for (size_t i = 0; i <= BUCKETS; i++) {
-        cumulative += atomic_load_explicit(&connect_buckets[i], memory_order_relaxed);
+        cumulative += row_sum(offsetof(struct global_row, connect_buckets[i]));
         fprintf(f, "egressd_upstream_connect_seconds_bucket{le=\"%s\"} %llu\n",
                 i < BUCKETS ? bucket_le[i] : "+Inf", (unsigned long long)cumulative);
     }
     fprintf(f, "egressd_upstream_connect_seconds_sum %.9f\n",
-            (double)atomic_load_explicit(&connect_sum_ns, memory_order_relaxed) / 1e9);
+            (double)row_sum(offsetof(struct global_row, connect_sum_ns)) / 1e9);
     fprintf(f, "egressd_upstream_connect_seconds_count %llu\n", (unsigned long long)cumulative);
 }
 
@@ -440,12 +536,12 @@ static void render_globals(FILE *f)
            "Name lookups, by where the answer came from or how they failed.");
     for (size_t i = 0; i < DNS_RESULTS; i++)
         fprintf(f, "egressd_dns_lookups_total{result=\"%s\"} %llu\n", dns_results[i],
-                (unsigned long long)atomic_load(&dns_counts[i]));
+                (unsigned long long)row_sum(offsetof(struct global_row, dns_counts[i])));
     family(f, "dns_queries_total", "counter",
            "Queries to the policy DNS server, by what it answered.");
     for (size_t i = 0; i < PX_DNSS_COUNT; i++)
         fprintf(f, "egressd_dns_queries_total{result=\"%s\"} %llu\n", served_words[i],
-                (unsigned long long)atomic_load(&served_counts[i]));
+                (unsigned long long)row_sum(offsetof(struct global_row, served_counts[i])));
     family(f, "injections_total", "counter",
            "Credential injection: what was done with each secret's placeholder in requests.");
     for (size_t i = 0; i < atomic_load(&n_injections); i++)
@@ -458,9 +554,9 @@ static void render_globals(FILE *f)
     family(f, "leaf_certificates_total", "counter",
            "Credential injection: an intercepted host's leaf from a worker's cache, or minted.");
     fprintf(f, "egressd_leaf_certificates_total{result=\"hit\"} %llu\n",
-            (unsigned long long)atomic_load(&leaf_hits));
+            (unsigned long long)row_sum(offsetof(struct global_row, leaf_hits)));
     fprintf(f, "egressd_leaf_certificates_total{result=\"mint\"} %llu\n",
-            (unsigned long long)atomic_load(&leaf_mints));
+            (unsigned long long)row_sum(offsetof(struct global_row, leaf_mints)));
     family(f, "policy_reloads_total", "counter", "Policy reloads, by result.");
     fprintf(f, "egressd_policy_reloads_total{result=\"ok\"} %llu\n",
             (unsigned long long)atomic_load(&reloads_ok));

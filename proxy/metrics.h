@@ -9,7 +9,8 @@
  * Hot path: the world holds one handle per binding (and one for
  * "default"); a connection takes another reference to its sandbox's with
  * px_metrics_sandbox_ref() - one atomic add, no lock - and counts through
- * it with atomic adds.  All functions are thread-safe.
+ * it with atomic adds into the calling thread's own shard, which the page
+ * sums.  All functions are thread-safe.
  */
 #ifndef PX_METRICS_H
 #define PX_METRICS_H
@@ -22,6 +23,15 @@
 #include "verdict.h"
 
 struct px_msb; /* the counters of one (sandbox, owner) pair */
+
+/* Counting threads with rows of their own: workers 1..64, and 0 for all
+ * the others. */
+#define PX_METRICS_SHARDS 65
+
+/* The calling thread counts in row `index` from now on (a worker: its
+ * index + 1; every thread starts in row 0, shared).  Only one thread may
+ * use a row other than 0. An index out of range is row 0. */
+void px_metrics_thread(unsigned index);
 
 /* Call once before anything else; `version` goes into build_info. */
 void px_metrics_init(const char *version);

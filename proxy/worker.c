@@ -22,6 +22,7 @@
 #include "denials.h"
 #include "dnsd.h"
 #include "log.h"
+#include "metrics.h"
 
 /* 0 running, 1 draining, 2 stopping; written by the main thread. */
 atomic_int px_phase;
@@ -175,6 +176,7 @@ static void *worker_main(void *arg)
     /* named, so that ps -L, top -H and perf --per-thread tell them apart */
     snprintf(name, sizeof(name), "egressd-w%u", w->index);
     pthread_setname_np(pthread_self(), name);
+    px_metrics_thread(w->index + 1);
     px_accesslog_batch_start(wake_flush, w);
     px_denials_batch_start(wake_flush, w);
     event_base_dispatch(w->base);
