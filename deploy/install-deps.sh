@@ -37,6 +37,8 @@ test_pkgs+=(iodine)
 # Debian's python requests, a client of credential injection's tests
 # (tests/egressd/inject-tools.t).
 test_pkgs+=(python3-requests)
+# tests/egressd/deny.t: tcpdump sees that a denial and its FIN share a segment.
+test_pkgs+=(tcpdump)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 

@@ -102,10 +102,11 @@ void px_conn_deny(struct px_conn *c, enum px_reason r)
     set_denied(c, r);
     if (!speaks_http(c)) {
         /* A TLS client is a raw socket; at most the 200 went out before,
-         * so the socket takes these 7 bytes. */
+         * so the socket takes these 7 bytes.  MSG_MORE holds them for the
+         * FIN that px_conn_flush_close sends next: one segment, not two. */
         assert(c->rc.ev != NULL);
         (void)send(c->rc.fd, tls_alert_denied, sizeof(tls_alert_denied),
-                   MSG_NOSIGNAL | MSG_DONTWAIT);
+                   MSG_NOSIGNAL | MSG_DONTWAIT | MSG_MORE);
     } else {
         answer_denied(c, r);
     }

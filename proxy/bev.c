@@ -41,6 +41,31 @@ void px_bev_write_now(struct bufferevent *bev)
         event_del(&bev->ev_write);
 }
 
+bool px_bev_write_last(struct bufferevent *bev)
+{
+    struct evbuffer *out = bufferevent_get_output(bev);
+    size_t n = evbuffer_get_length(out);
+
+    if (n == 0)
+        return true;
+    if (bufferevent_openssl_get_ssl(bev) != NULL)
+        return false; /* TLS: libevent writes it */
+    if (n > PX_BEV_LAST_MAX) {
+        px_bev_write_now(bev);
+        return evbuffer_get_length(out) == 0;
+    }
+    evbuffer_unfreeze(out, 1); /* see px_bev_write_now */
+    ssize_t w = send(bufferevent_getfd(bev), evbuffer_pullup(out, (ev_ssize_t)n), n,
+                     MSG_NOSIGNAL | MSG_DONTWAIT | MSG_MORE);
+    if (w > 0)
+        evbuffer_drain(out, (size_t)w);
+    evbuffer_freeze(out, 1);
+    if (evbuffer_get_length(out) != 0)
+        return false; /* an error shows in the next write */
+    event_del(&bev->ev_write);
+    return true;
+}
+
 /* libevent's own readv relies on this too. */
 _Static_assert(sizeof(struct evbuffer_iovec) == sizeof(struct iovec) &&
                    offsetof(struct evbuffer_iovec, iov_len) == offsetof(struct iovec, iov_len),

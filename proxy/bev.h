@@ -8,6 +8,7 @@
 #define PX_BEV_H
 
 #include <event2/bufferevent.h>
+#include <stdbool.h>
 
 /* What one read of a bufferevent taken over by px_bev_read_direct() asks
  * for (libevent's own reads take at most 4 KiB, after an ioctl(FIONREAD)). */
@@ -29,6 +30,13 @@ void px_bev_read_direct(struct bufferevent *bev);
  * take is written later as usual.  Call before any back-pressure check on
  * bev's output: its write callback does not run for what this writes. */
 void px_bev_write_now(struct bufferevent *bev);
+/* The final answer: send bev's output now (at most PX_BEV_LAST_MAX bytes,
+ * else as px_bev_write_now) with MSG_MORE, so that a shutdown(SHUT_WR)
+ * made right after sends the bytes and the FIN in one segment.  True when
+ * the output is all out (the caller must then shut the socket: MSG_MORE
+ * holds the bytes until it does, or for at most 200 ms). */
+#define PX_BEV_LAST_MAX (16 * 1024)
+bool px_bev_write_last(struct bufferevent *bev);
 /* Read what bev's socket holds now (up to 64 KiB) into its input. */
 void px_bev_read_now(struct bufferevent *bev);
 

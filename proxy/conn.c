@@ -12,6 +12,7 @@
  *   any state but RELAY ─▶ FLUSH (a final answer is written) ─▶ closed
  */
 #include "conn.h"
+#include "bev.h"
 
 #include <assert.h>
 #include <event2/buffer.h>
@@ -499,7 +500,7 @@ void px_conn_flush_close(struct px_conn *c)
     bufferevent_setcb(c->cli, on_flush_read, on_flush_written, on_flush_event, c);
     bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
     bufferevent_enable(c->cli, EV_READ | EV_WRITE);
-    if (evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+    if (px_bev_write_last(c->cli)) /* the answer and the FIN in one segment */
         shutdown(bufferevent_getfd(c->cli), SHUT_WR);
 }
 

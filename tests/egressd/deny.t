@@ -227,6 +227,29 @@ failed() {
 failed "CONNECT to an allowed name nothing listens at" connect_fail connection_refused down.test
 failed "CONNECT to an allowed name that does not resolve" dns_fail dns_error nowhere.test
 
+# A denial and its FIN leave in one segment (the answer is sent with
+# MSG_MORE and the shutdown follows): the 403 to a CONNECT and the alert to
+# a transparent TLS client.  tcpdump watches egressd's two ports on lo.
+hello denied --sni denied.test
+tcpdump -i lo -nn --immediate-mode -U -w "$T/seg.pcap" 'tcp port 3128 or tcp port 8443' \
+    2>"$T/tcpdump.err" &
+cap=$!
+for _ in $(seq 100); do grep -q "listening on" "$T/tcpdump.err" 2>/dev/null && break; sleep 0.05; done
+raw --out "$R.seg1" "$EGD_PROXY" "$(connect denied.test:4443)" eof >/dev/null 2>&1
+raw --out "$R.seg2" "$EGD_TLS" "file:$T/denied.bin" eof >/dev/null 2>&1
+sleep 0.3
+kill -TERM "$cap"
+wait "$cap"
+tcpdump -nn -r "$T/seg.pcap" >"$T/seg.txt" 2>/dev/null
+# "IP 127.0.0.1.3128 > 127.0.0.1.N: Flags [F.], seq 1:182, ..., length 181"
+segs() { grep -F "127.0.0.1.$1 >" "$T/seg.txt" | grep -v 'length 0$'; }
+check "the CONNECT's 403 came in one segment, with the FIN: $(segs 3128 | tr -s ' ' | cut -d' ' -f6-7)" \
+    py -c 'import sys; l = sys.argv[1].splitlines(); sys.exit(not (len(l) == 1 and "F" in l[0].split("Flags [")[1].split("]")[0]))' "$(segs 3128)"
+check "so did the TLS client's alert: $(segs 8443 | tr -s ' ' | cut -d' ' -f6-7)" \
+    py -c 'import sys; l = sys.argv[1].splitlines(); sys.exit(not (len(l) == 1 and "F" in l[0].split("Flags [")[1].split("]")[0] and l[0].endswith("length 7")))' "$(segs 8443)"
+check "and both were the denial: a 403 and the alert" \
+    py -c 'import sys; a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read(); sys.exit(not (a.startswith(b"HTTP/1.1 403 ") and b.hex() == sys.argv[3]))' "$R.seg1" "$R.seg2" "$EGD_ALERT"
+
 # --- limits: max-conns (503) and rate-new-conns-per-sandbox (429)
 rc=0
 egd_stop || rc=$?
