@@ -50,7 +50,11 @@ static void keep_early(struct px_conn *c, const uint8_t *buf, size_t n)
 
 /* A raw client before its relay: what it sends is kept in c->early (at
  * most EARLY_MAX) and fed to the ClientHello parser while that runs.
- * After a final answer (FLUSH), what it sends is dropped until it ends. */
+ * After a final answer (FLUSH), what it sends is dropped until it ends, or
+ * until it has nothing unread: then the answer and our FIN are out with
+ * nothing behind them, and a close now sends no reset (a later byte of the
+ * client's would draw one, but what it received stays readable), so the
+ * connection does not wait for the client's FIN. */
 static void on_raw_client(evutil_socket_t fd, short what, void *arg)
 {
     struct px_conn *c = arg;
@@ -66,6 +70,10 @@ static void on_raw_client(evutil_socket_t fd, short what, void *arg)
     if (!flushing && room > EARLY_MAX - c->early_len)
         room = EARLY_MAX - c->early_len;
     ssize_t n = recv(fd, buf, room, 0);
+    if (n < 0 && errno == EAGAIN && flushing) {
+        px_conn_close(c, "answered, nothing unread");
+        return;
+    }
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0 || flushing) {

@@ -492,9 +492,11 @@ void px_conn_flush_close(struct px_conn *c)
     px_conn_timeout(c, FLUSH_MS);
     if (c->rc.ev != NULL) {
         /* A raw client's answers went out with send(2) at once: shut our
-         * side now, and read until the client ends (client.c). */
+         * side now (the FIN joins them), then look in this loop round
+         * whether the client left anything unread (client.c). */
         shutdown(c->rc.fd, SHUT_WR);
         event_add(c->rc.ev, NULL);
+        event_active(c->rc.ev, EV_READ, 1);
         return;
     }
     bufferevent_setcb(c->cli, on_flush_read, on_flush_written, on_flush_event, c);

@@ -250,6 +250,17 @@ check "so did the TLS client's alert: $(segs 8443 | tr -s ' ' | cut -d' ' -f6-7)
 check "and both were the denial: a 403 and the alert" \
     py -c 'import sys; a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read(); sys.exit(not (a.startswith(b"HTTP/1.1 403 ") and b.hex() == sys.argv[3]))' "$R.seg1" "$R.seg2" "$EGD_ALERT"
 
+# A denied TLS client with nothing left unread is not waited for: egressd
+# closes its socket at once, with the client still connected (the kernel
+# keeps the orphan in FIN-WAIT-2, owned by no process).
+raw --timeout 5 --out "$R.hold" "$EGD_TLS" "file:$T/denied.bin" read:7 sleep:1.5 >/dev/null 2>&1 &
+holder=$!
+sleep 0.7
+ss -tanp state fin-wait-2 '( sport = :8443 )' >"$T/ss.txt" 2>&1
+wait "$holder"
+check "a denied TLS client still connected: egressd holds no socket for it ($(tail -n +2 "$T/ss.txt" | wc -l) in FIN-WAIT-2, $(grep -c egressd "$T/ss.txt") of them egressd's)" \
+    py -c 'import sys; t = open(sys.argv[1]).read().splitlines()[1:]; sys.exit(not (len(t) == 1 and "egressd" not in t[0]))' "$T/ss.txt"
+
 # --- limits: max-conns (503) and rate-new-conns-per-sandbox (429)
 rc=0
 egd_stop || rc=$?
