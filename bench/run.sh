@@ -1027,10 +1027,10 @@ def leaves(name, can):
     serials, full, every = leaf_counts(name)
     return (len(serials), "%d" % len(serials)) if every else None
 
-def busy(who):
+def busy(who, runs=("connect", "sni", "intercept", "tlstunnel")):
     def f(name, can):
         run, j = None, None
-        for run in ("connect", "sni", "intercept", "tlstunnel"):
+        for run in runs:
             j = res(name, run) if able(name, can, run) else None
             if j is not None:  # BENCH_WORKLOADS may have left the first ones out
                 break
@@ -1089,6 +1089,7 @@ rows = [
     ("CPU bulk TLS via tunnel (s/GiB)", cpu("tlsbulk", "GiB")),
     ("leaf certificates seen", leaves),
     ("egress-load busy", busy("load")),
+    ("egress-load busy, deny SNI", busy("load", ("denysni",))),
     ("sinks busy", busy("sink")),
     ("others' CPU (of 1 core)", busy("others")),
 ]
