@@ -33,8 +33,8 @@ void px_bev_write_now(struct bufferevent *bev);
 /* The final answer: send bev's output now (at most PX_BEV_LAST_MAX bytes,
  * else as px_bev_write_now) with MSG_MORE, so that a shutdown(SHUT_WR)
  * made right after sends the bytes and the FIN in one segment.  True when
- * the output is all out (the caller must then shut the socket: MSG_MORE
- * holds the bytes until it does, or for at most 200 ms). */
+ * the output is all out: the caller must then shut the socket at once
+ * (MSG_MORE holds the bytes for it).  False: libevent writes the rest. */
 #define PX_BEV_LAST_MAX (16 * 1024)
 bool px_bev_write_last(struct bufferevent *bev);
 /* Read what bev's socket holds now (up to 64 KiB) into its input. */
