@@ -86,7 +86,9 @@
 # BENCH_LOCKS (1: count egressd's futex(2) calls per thread during each run
 # with perf, the calls a thread makes when it waits on a lock or wakes a
 # waiter; needs perf and tracepoints), BENCH_PROFILE (a directory: perf
-# record each egressd run into DIR/egressd.RUN.data, for perf report).
+# record each run of every proxy but direct into DIR/PROXY.RUN.data, for
+# perf report; BENCH_PROFILE_CALLS=0 leaves out the call graphs, which
+# cost the proxy more).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -558,12 +560,14 @@ load() {
 # With BENCH_PROFILE=DIR, perf record instead.
 LOCKS_PID=
 locks_start() {
-    [ "$CUR" = egressd ] && [ -n "$PROXY_PID" ] && [ "$RUN" != warmup ] || return 0
+    [ -n "$PROXY_PID" ] && [ "$RUN" != warmup ] || return 0
     if [ -n "${BENCH_PROFILE:-}" ]; then
+        local calls=-g
+        [ "${BENCH_PROFILE_CALLS:-1}" = 0 ] && calls=
         mkdir -p "$BENCH_PROFILE"
-        perf record -q -F 1999 -g -o "$BENCH_PROFILE/egressd.$RUN.data" -p "$PROXY_PID" \
+        perf record -q -F 1999 $calls -o "$BENCH_PROFILE/$CUR.$RUN.data" -p "$PROXY_PID" \
             2>/dev/null &
-    elif [ "${BENCH_LOCKS:-0}" = 1 ]; then
+    elif [ "${BENCH_LOCKS:-0}" = 1 ] && [ "$CUR" = egressd ]; then
         perf stat -e syscalls:sys_enter_futex --per-thread -x, -o "$T/futex.csv" \
             -p "$PROXY_PID" 2>/dev/null &
     else
