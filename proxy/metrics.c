@@ -51,7 +51,7 @@
 
 /* One thread's counts for one (sandbox, owner) pair. */
 struct msb_shard {
-    atomic_long active;
+    atomic_uint_fast64_t active; /* a signed count in two's complement: summed as the others */
     atomic_uint_fast64_t conns[PX_MODE_COUNT][DECISIONS][PX_R_COUNT];
     atomic_uint_fast64_t bytes_up, bytes_down;
 };
@@ -262,7 +262,8 @@ void px_metrics_decision(struct px_msb *m, enum px_mode mode, enum policy_decisi
 
 void px_metrics_active(struct px_msb *m, int delta)
 {
-    atomic_fetch_add_explicit(&shard_of(m)->active, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shard_of(m)->active, (uint_fast64_t)(int64_t)delta,
+                              memory_order_relaxed);
 }
 
 void px_metrics_bytes(struct px_msb *m, uint64_t up, uint64_t down)
@@ -275,8 +276,7 @@ void px_metrics_bytes(struct px_msb *m, uint64_t up, uint64_t down)
         atomic_fetch_add_explicit(&sh->bytes_down, down, memory_order_relaxed);
 }
 
-/* The sum over m's shards of the counter at byte offset `off` in a shard
- * (a uint64 counter; active is summed by active_of). */
+/* The sum over m's shards of the counter at byte offset `off` in a shard. */
 static uint64_t sum_of(const struct px_msb *m, size_t off)
 {
     uint64_t v = 0;
@@ -290,16 +290,10 @@ static uint64_t sum_of(const struct px_msb *m, size_t off)
     return v;
 }
 
+/* active_connections: a sum that wraps as the signed count it is. */
 static long active_of(const struct px_msb *m)
 {
-    long v = 0;
-
-    for (size_t i = 0; i < PX_METRICS_SHARDS; i++) {
-        struct msb_shard *sh = atomic_load_explicit(&m->shard[i], memory_order_acquire);
-        if (sh != NULL)
-            v += atomic_load_explicit(&sh->active, memory_order_relaxed);
-    }
-    return v;
+    return (long)(int64_t)sum_of(m, offsetof(struct msb_shard, active));
 }
 
 /* Free every handle nothing holds (lock held). */
