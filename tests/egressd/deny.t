@@ -243,10 +243,16 @@ wait "$cap"
 tcpdump -nn -r "$T/seg.pcap" >"$T/seg.txt" 2>/dev/null
 # "IP 127.0.0.1.3128 > 127.0.0.1.N: Flags [F.], seq 1:182, ..., length 181"
 segs() { grep -F "127.0.0.1.$1 >" "$T/seg.txt" | grep -v 'length 0$'; }
+# one_fin_segment PORT SUFFIX: egressd's port PORT sent one segment with
+# data, its line ends in SUFFIX, and it carries the FIN.
+one_fin_segment() {
+    py -c 'import sys; l = sys.argv[1].splitlines(); sys.exit(not (len(l) == 1 and "F" in l[0].split("Flags [")[1].split("]")[0] and l[0].endswith(sys.argv[2])))' \
+        "$(segs "$1")" "$2"
+}
 check "the CONNECT's 403 came in one segment, with the FIN: $(segs 3128 | tr -s ' ' | cut -d' ' -f6-7)" \
-    py -c 'import sys; l = sys.argv[1].splitlines(); sys.exit(not (len(l) == 1 and "F" in l[0].split("Flags [")[1].split("]")[0]))' "$(segs 3128)"
+    one_fin_segment 3128 ""
 check "so did the TLS client's alert: $(segs 8443 | tr -s ' ' | cut -d' ' -f6-7)" \
-    py -c 'import sys; l = sys.argv[1].splitlines(); sys.exit(not (len(l) == 1 and "F" in l[0].split("Flags [")[1].split("]")[0] and l[0].endswith("length 7")))' "$(segs 8443)"
+    one_fin_segment 8443 "length 7"
 check "and both were the denial: a 403 and the alert" \
     py -c 'import sys; a = open(sys.argv[1], "rb").read(); b = open(sys.argv[2], "rb").read(); sys.exit(not (a.startswith(b"HTTP/1.1 403 ") and b.hex() == sys.argv[3]))' "$R.seg1" "$R.seg2" "$EGD_ALERT"
 
