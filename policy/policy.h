@@ -238,6 +238,36 @@ const struct policy_inject *policy_binding_inject(const struct policy_binding *b
 
 /* ------------------------------------------------------------ deciding */
 
+/* The one decision on a destination, for every caller that judges one
+ * (egressd's judge, revocation, the ClientHello check, the policy DNS
+ * server, both explains): the name phase on `host` and `port`, then, unless
+ * the name is denied, the address phase on each of addr[0..n), in order.
+ * Any deny wins, then any would_deny, then allow: the verdict that decides
+ * is the first of the least open ones, the name's before an address's.
+ * n == 0 (addr may be NULL) is the name phase alone, for a caller whose
+ * addresses are not known yet.  Fills *v with the deciding verdict (when
+ * the name decides and there are addresses, with the first address's
+ * country and asn); returns v->decision.  Pure. */
+enum policy_decision policy_decide(const struct policy_binding *b, const struct policy_host *host,
+                                   uint16_t port, const uint8_t (*addr)[16], size_t n, int64_t now,
+                                   struct policy_verdict *v);
+
+/* policy_decide after its name phase, for a caller that needed the name's
+ * verdict before it had the addresses (to deny before a lookup, to choose
+ * a port as the DNS server does): `name` is that verdict, and the rest is
+ * policy_decide's, by the same rule.  each, when not NULL, receives every
+ * address's own verdict (n entries; untouched when the name is denied),
+ * for a caller that shows them.  Returns v->decision.  Pure. */
+enum policy_decision policy_decide_addrs(const struct policy_binding *b,
+                                         const struct policy_verdict *name, uint16_t port,
+                                         const uint8_t (*addr)[16], size_t n, int64_t now,
+                                         struct policy_verdict *v, struct policy_verdict *each);
+
+/* The two phases policy_decide runs, for tests and oracles.  egressd's
+ * callers decide with policy_decide or policy_decide_addrs, never with
+ * these alone (tests/run.sh checks it): a second place that combines them
+ * is a second place that can disagree. */
+
 /* Name phase: may this binding reach `host` on `port` at time `now` (Unix
  * seconds)?  Deny rules win over allow rules in any order; `until` rules
  * past their time are ignored.  IP-literal hosts are judged by `ip` rules

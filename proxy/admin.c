@@ -331,23 +331,22 @@ static const char *addr_text(const uint8_t a[16], char *buf, size_t size)
 }
 
 /* The answer: the name phase's verdict, then (a == NULL: none were
- * checked; dns: why not) each address's; the first address the name phase
- * would not reach decides, as it would for a connection. */
+ * checked; dns: why not) each address's, and the verdict of the one
+ * decision (policy_decide_addrs) on them all, as the judge takes it. */
 static void explain_answer(struct explain *x, const struct px_dns_answer *a, enum px_dns_result dns)
 {
     json_t *o = json_pack("{s:s,s:s,s:s,s:i}", "sandbox", x->sandbox, "preset",
                           policy_binding_preset(x->pb), "host", x->host.text, "port", x->port);
     json_t *addrs = json_array();
-    struct policy_verdict v = x->name;
+    struct policy_verdict v, each[PX_DNS_MAX_ADDRS];
+    const uint8_t(*addr)[16] = a != NULL ? (const uint8_t(*)[16])a->addr : NULL;
+    size_t n = a != NULL ? a->n : 0;
     char t[64];
 
-    for (size_t i = 0; a != NULL && i < a->n; i++) {
-        struct policy_verdict av;
-        policy_decide_addr(x->pb, a->addr[i], x->port, &x->name, x->now, &av);
+    policy_decide_addrs(x->pb, &x->name, x->port, addr, n, x->now, &v, each);
+    for (size_t i = 0; i < n && x->name.decision != POLICY_DENY; i++) {
         json_t *e = json_pack("{s:s}", "addr", addr_text(a->addr[i], t, sizeof(t)));
-        json_array_append_new(addrs, verdict_json(&av, e));
-        if (av.decision != POLICY_ALLOW && v.decision == POLICY_ALLOW)
-            v = av;
+        json_array_append_new(addrs, verdict_json(&each[i], e));
     }
     verdict_json(&v, o);
     if (x->name.decision != POLICY_DENY && a == NULL) {
@@ -471,7 +470,7 @@ static void on_explain(struct evhttp_request *req)
                               "port", x->port, "decision", "deny", "reason",
                               px_reason_str(PX_R_BAD_HOST), "rule", "addresses");
         reply_json(req, 200, o);
-    } else if (policy_decide_name(x->pb, &x->host, x->port, x->now, &x->name) == POLICY_DENY) {
+    } else if (policy_decide(x->pb, &x->host, x->port, NULL, 0, x->now, &x->name) == POLICY_DENY) {
         explain_answer(x, NULL, PX_DNS_OK);
     } else if (x->host.kind != POLICY_HOST_NAME) {
         struct px_dns_answer lit = {.n = 1};

@@ -52,14 +52,14 @@ void px_dns_rule_question(const struct dns_query *q, const struct policy_binding
 bool px_dns_rule_addresses(const struct policy_binding *pb, const uint8_t (*addr)[16], size_t n,
                            int64_t now, struct px_dns_rule *r)
 {
-    struct policy_verdict av;
+    struct policy_verdict v;
 
-    for (size_t i = 0; i < n; i++) {
-        if (policy_decide_addr(pb, addr[i], r->port, &r->v, now, &av) == POLICY_DENY) {
-            r->v = av;
-            set(r, PX_DNS_STEP_NXDOMAIN, (enum px_reason)av.reason);
-            return false;
-        }
+    /* The rest of the one decision, on the port the name phase chose: a
+     * name the proxy would deny on any of these addresses gets none. */
+    if (policy_decide_addrs(pb, &r->v, r->port, addr, n, now, &v, NULL) == POLICY_DENY) {
+        r->v = v;
+        set(r, PX_DNS_STEP_NXDOMAIN, (enum px_reason)v.reason);
+        return false;
     }
     return true;
 }

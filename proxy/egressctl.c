@@ -208,12 +208,37 @@ struct explain_args {
     int64_t now;
 };
 
+/* The addresses to judge host h at: the --addr ones, or an IP literal's
+ * own; into addr[], their number into *n.  False, with the reason
+ * printed, when one is not an address. */
+static bool parse_addrs(const struct explain_args *a, const struct policy_host *h,
+                        uint8_t addr[][16], size_t *n)
+{
+    *n = 0;
+    if (a->n_addrs == 0 && h->kind != POLICY_HOST_NAME) {
+        memcpy(addr[0], h->addr, 16);
+        *n = 1;
+        return true;
+    }
+    for (size_t i = 0; i < a->n_addrs; i++) {
+        const char *s = a->addrs[i];
+        if (!policy_addr_parse(s, strlen(s), addr[i])) {
+            fprintf(stderr, "egressctl: --addr: expected an IP address, found '%s'\n", s);
+            return false;
+        }
+    }
+    *n = a->n_addrs;
+    return true;
+}
+
 static int explain(struct policy *p, const struct explain_args *a, const char *default_preset)
 {
     char text[300];
     uint16_t port;
     struct policy_host h;
-    struct policy_verdict name, v;
+    struct policy_verdict name, v, each[MAX_ADDRS];
+    uint8_t addr[MAX_ADDRS][16];
+    size_t n;
     enum policy_host_error e;
     struct policy_binding *b;
     struct policy_diag d = {0};
@@ -240,27 +265,17 @@ static int explain(struct policy *p, const struct explain_args *a, const char *d
     }
     printf("host      %s port %u\npreset    %s%s\n", h.text, port, policy_binding_preset(b),
            policy_binding_report(b) ? " (mode report)" : "");
-    policy_decide_name(b, &h, port, a->now, &name);
+    if (!parse_addrs(a, &h, addr, &n)) {
+        policy_binding_free(b);
+        return EXIT_USAGE;
+    }
+    policy_decide(b, &h, port, NULL, 0, a->now, &name);
     print_rule("name", &name);
-    v = name;
-    if (name.decision != POLICY_DENY) {
-        uint8_t addr[16];
-        size_t n = a->n_addrs;
-        for (size_t i = 0; i < n || (n == 0 && h.kind != POLICY_HOST_NAME && i == 0); i++) {
-            const char *s = n ? a->addrs[i] : h.text;
-            if (!policy_addr_parse(s, strlen(s), addr)) {
-                fprintf(stderr, "egressctl: --addr: expected an IP address, found '%s'\n", s);
-                policy_binding_free(b);
-                return EXIT_USAGE;
-            }
-            struct policy_verdict av;
-            char label[80];
-            policy_decide_addr(b, addr, port, &name, a->now, &av);
-            snprintf(label, sizeof(label), "address %s", s);
-            print_rule(label, &av);
-            if (av.decision != POLICY_ALLOW && v.decision == POLICY_ALLOW)
-                v = av;
-        }
+    policy_decide_addrs(b, &name, port, (const uint8_t(*)[16])addr, n, a->now, &v, each);
+    for (size_t i = 0; i < n && name.decision != POLICY_DENY; i++) {
+        char label[320];
+        snprintf(label, sizeof(label), "address %s", a->n_addrs > 0 ? a->addrs[i] : h.text);
+        print_rule(label, &each[i]);
     }
     print_rule("verdict", &v);
     rc = v.decision == POLICY_DENY ? EXIT_DENIED : 0;

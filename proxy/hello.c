@@ -21,7 +21,8 @@ bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len)
 }
 
 /* CONNECT without SNI: allowed when the policy allows the address it goes
- * to as an IP literal (or `require-sni off`). */
+ * to as an IP literal, by the one decision on that literal and its address
+ * (or `require-sni off`). */
 static bool literal_allowed(struct px_conn *c)
 {
     struct policy_host h;
@@ -33,7 +34,8 @@ static bool literal_allowed(struct px_conn *c)
     px_sockaddr_host_text(&c->up_ss.sa, ip);
     if (policy_host_normalize(ip, strlen(ip), &h) != POLICY_HOST_OK)
         return false;
-    return policy_decide_name(c->pb, &h, c->rq.port, (int64_t)time(NULL), &v) != POLICY_DENY;
+    return policy_decide(c->pb, &h, c->rq.port, (const uint8_t(*)[16])h.addr, 1,
+                         (int64_t)time(NULL), &v) != POLICY_DENY;
 }
 
 enum px_reason px_hello_refused(const struct sni_parser *p, enum sni_result r)

@@ -7,6 +7,9 @@
  *     ─▶ bad host ─▶ name phase ─▶ byte quota
  *     ─▶ addresses: the kept upstream's, the IP literal, or the resolver's
  *     ─▶ address phase on every one ─▶ the transparent destination check
+ *
+ * Both phases are policy/'s one decision (policy_decide, any deny wins),
+ * split only so that a denied name is answered before any lookup.
  *     ─▶ connect (upstream.c), or the kept upstream at once
  *
  * A denial or a refusal answers and closes (answer.c).
@@ -27,37 +30,33 @@ bool px_sandbox_expired(const struct px_sandbox *sb, int64_t now)
     return sb->expires != 0 && now >= sb->expires;
 }
 
-/* The address phase on every address of c->ans: a denied one denies the
- * request (a name that answers with a private address beside public ones
- * is not trusted with either).  False when it was denied (closed). */
-static bool addresses_pass(struct px_conn *c)
+/* Take c->rq.v, the verdict the one decision gave, as the request's:
+ * deny, or go on allowed (or in report mode, would_deny).  False when it
+ * denied (closed). */
+static bool settle(struct px_conn *c)
 {
-    int64_t now = (int64_t)time(NULL);
-    struct policy_verdict name = c->rq.v, av;
-    bool would_deny = c->rq.decision == POLICY_WOULD_DENY;
-
-    for (size_t i = 0; i < c->ans.n; i++) {
-        policy_decide_addr(c->pb, c->ans.addr[i], c->rq.port, &name, now, &av);
-        if (i == 0 || av.decision != POLICY_ALLOW) {
-            memcpy(c->rq.v.country, av.country, sizeof(av.country));
-            c->rq.v.asn = av.asn;
-        }
-        if (av.decision == POLICY_DENY) {
-            c->rq.v = av;
-            px_conn_deny(c, (enum px_reason)av.reason);
-            return false;
-        }
-        if (av.decision == POLICY_WOULD_DENY && !would_deny) {
-            would_deny = true;
-            c->rq.v = av;
-            c->rq.reason = (enum px_reason)av.reason;
-        }
+    c->rq.decision = c->rq.v.decision;
+    c->rq.reason = (enum px_reason)c->rq.v.reason;
+    if (c->rq.decision == POLICY_DENY) {
+        px_conn_deny(c, c->rq.reason);
+        return false;
     }
-    c->rq.decision = would_deny ? POLICY_WOULD_DENY : POLICY_ALLOW;
-    if (!would_deny)
+    if (c->rq.decision == POLICY_ALLOW)
         c->rq.reason = PX_R_ALLOWED;
     c->rq.decided = true;
     return true;
+}
+
+/* The rest of the one decision (policy_decide_addrs) on the addresses of
+ * c->ans, after the name phase that left its verdict in c->rq.v.  False
+ * when it denied (closed). */
+static bool addresses_pass(struct px_conn *c)
+{
+    struct policy_verdict name = c->rq.v;
+
+    policy_decide_addrs(c->pb, &name, c->rq.port, (const uint8_t(*)[16])c->ans.addr, c->ans.n,
+                        (int64_t)time(NULL), &c->rq.v, NULL);
+    return settle(c);
 }
 
 /* A redirected transparent connection goes where the client aimed, and
@@ -83,7 +82,9 @@ static bool keep_aimed_address(struct px_conn *c)
     if (c->rq.host.kind == POLICY_HOST_NAME && px_handout_has(c->rq.host.text, aimed)) {
         memcpy(c->ans.addr[0], aimed, 16);
         c->ans.n = 1;
-        return addresses_pass(c);
+        policy_decide(c->pb, &c->rq.host, c->rq.port, (const uint8_t(*)[16])c->ans.addr, 1,
+                      (int64_t)time(NULL), &c->rq.v);
+        return settle(c);
     }
     px_conn_deny_unruled(c, c->mode == PX_MODE_TLS ? PX_R_SNI_MISMATCH : PX_R_BAD_HOST);
     return false;
@@ -173,7 +174,7 @@ static void decide(struct px_conn *c)
         px_conn_deny(c, PX_R_BAD_HOST);
         return;
     }
-    policy_decide_name(c->pb, &c->rq.host, c->rq.port, now, &c->rq.v);
+    policy_decide(c->pb, &c->rq.host, c->rq.port, NULL, 0, now, &c->rq.v); /* the name phase */
     c->rq.decision = c->rq.v.decision;
     c->rq.reason = (enum px_reason)c->rq.v.reason;
     if (c->rq.v.decision == POLICY_DENY) {

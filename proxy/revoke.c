@@ -45,17 +45,14 @@ static bool holds_verdict(const struct px_conn *c)
 static bool denied_now(const struct px_conn *c, const struct policy_binding *pb,
                        struct policy_verdict *v)
 {
-    int64_t now = (int64_t)time(NULL);
-    struct policy_verdict name;
-    uint8_t a[16];
+    uint8_t a[1][16];
+    /* While resolving, the name alone: its addresses are judged in this
+     * world when they come. */
+    size_t n = c->state == PX_S_RESOLVE ? 0 : 1;
 
-    if (policy_decide_name(pb, &c->rq.host, c->rq.port, now, v) == POLICY_DENY)
-        return true;
-    if (c->state == PX_S_RESOLVE)
-        return false; /* its addresses are judged in this world when they come */
-    name = *v;
-    px_sockaddr_to16(&c->up_ss.sa, a);
-    return policy_decide_addr(pb, a, c->rq.port, &name, now, v) == POLICY_DENY;
+    px_sockaddr_to16(&c->up_ss.sa, a[0]);
+    return policy_decide(pb, &c->rq.host, c->rq.port, (const uint8_t(*)[16])a, n,
+                         (int64_t)time(NULL), v) == POLICY_DENY;
 }
 
 /* Judge c from now on in world w (sandbox sb, binding pb). */

@@ -103,6 +103,11 @@ cat >"$tmp/geo/p/watch.allow" <<'EOF2'
 mode report
 github.com
 EOF2
+cat >"$tmp/geo/p/rep.allow" <<'EOF2'
+mode report
+example.com
+deny ip 1.2.3.0/24
+EOF2
 cat >"$tmp/geo/p/geo.allow" <<'EOF2'
 *
 deny country SE
@@ -122,6 +127,14 @@ expect "explain --at: and has expired at its time" 1 "no rule matched" \
     -- "$ctl" explain -c "$gconf" --at 2026-12-01T00:00:00Z pypi.org
 expect "explain: report mode says would_deny and exits 0" 0 "preset    watch (mode report)" \
     "verdict   would_deny not_allowed" -- "$ctl" explain -c "$gconf" --preset watch example.com
+# Any deny wins, in either order: the private range denies even in report
+# mode, beside an address the ip rule would deny.
+for order in "1.2.3.4 10.0.0.1" "10.0.0.1 1.2.3.4"; do
+    read -r a1 a2 <<<"$order"
+    expect "explain: report mode, --addr $a1 --addr $a2: deny private_range, exit 1" 1 \
+        "address 1.2.3.4 would_deny deny_rule" "verdict   deny private_range" \
+        -- "$ctl" explain -c "$gconf" --preset rep example.com --addr "$a1" --addr "$a2"
+done
 expect "explain: deny country SE on 89.160.20.112" 1 \
     "deny geo rule $tmp/geo/p/geo.allow:2 country SE asn 29518" \
     -- "$ctl" explain -c "$gconf" --preset geo cdn.example --addr 89.160.20.112
