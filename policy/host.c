@@ -77,6 +77,17 @@ bool policy_addr_parse(const char *s, size_t len, uint8_t out[16])
     return inet_pton(AF_INET6, buf, out) == 1;
 }
 
+const char *policy_addr_text(const uint8_t addr[16], char *buf, size_t size)
+{
+    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+    if (memcmp(addr, v4mapped, 12) == 0)
+        inet_ntop(AF_INET, addr + 12, buf, (socklen_t)size);
+    else
+        inet_ntop(AF_INET6, addr, buf, (socklen_t)size);
+    return buf;
+}
+
 /* "[" RFC 5952 text "]" into h->text.  An IPv4-mapped address written as
  * IPv6 stays IPv6 (it is what the client asked for). */
 static enum policy_host_error normalize_ipv6(const char *in, size_t len, struct policy_host *h)

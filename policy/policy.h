@@ -306,6 +306,11 @@ enum policy_decision policy_decide_addr(const struct policy_binding *b, const ui
  * one. */
 bool policy_addr_parse(const char *s, size_t len, uint8_t out[16]);
 
+/* The text of a 16-byte address: an IPv4-mapped one as a dotted quad,
+ * any other in RFC 5952 form, without brackets.  Into buf (size at least
+ * 46, INET6_ADDRSTRLEN); returns buf. */
+const char *policy_addr_text(const uint8_t addr[16], char *buf, size_t size);
+
 /* Parse an RFC 3339 time ("2026-12-01T00:00Z", seconds and fraction
  * optional, "Z" or "+HH:MM") into Unix seconds.  Returns false if it is
  * not one. */

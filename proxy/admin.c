@@ -320,16 +320,6 @@ static json_t *verdict_json(const struct policy_verdict *v, json_t *o)
     return o;
 }
 
-static const char *addr_text(const uint8_t a[16], char *buf, size_t size)
-{
-    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (memcmp(a, v4mapped, 12) == 0)
-        evutil_inet_ntop(AF_INET, a + 12, buf, size);
-    else
-        evutil_inet_ntop(AF_INET6, a, buf, size);
-    return buf;
-}
-
 /* The answer: the name phase's verdict, then (a == NULL: none were
  * checked; dns: why not) each address's, and the verdict of the one
  * decision (policy_decide_addrs) on them all, as the judge takes it. */
@@ -345,7 +335,7 @@ static void explain_answer(struct explain *x, const struct px_dns_answer *a, enu
 
     policy_decide_addrs(x->pb, &x->name, x->port, addr, n, x->now, &v, each);
     for (size_t i = 0; i < n && x->name.decision != POLICY_DENY; i++) {
-        json_t *e = json_pack("{s:s}", "addr", addr_text(a->addr[i], t, sizeof(t)));
+        json_t *e = json_pack("{s:s}", "addr", policy_addr_text(a->addr[i], t, sizeof(t)));
         json_array_append_new(addrs, verdict_json(&each[i], e));
     }
     verdict_json(&v, o);

@@ -41,18 +41,14 @@
 #include <unistd.h>
 
 #include "denials.h"
-#include "fileio.h"
+#include "errbuf.h"
 #include "log.h"
 #include "metrics.h"
 #include "sandboxca.h"
 #include "sblimits.h"
+#include "state.h"
 
-#define STATE_FILE      "sandboxes.json"
-#define STATE_MAX_BYTES (64u << 20) /* far above any real set; a bound on what is read */
-#define MAX_SANDBOXES   65536
-#define MAX_ALLOW_LINES 256
-#define MAX_STR         127 /* name, owner, token */
-#define MAX_BASIC_B64   512 /* "id:token" is at most 63 + 1 + 127 bytes */
+#define MAX_BASIC_B64 512 /* "id:token" is at most 63 + 1 + 127 bytes */
 
 /* What bindings are compiled against, made by init and by each reload. */
 struct base {
@@ -116,381 +112,10 @@ static int error_status;
 
 /* ------------------------------------------------------------ errors */
 
-/* Append one printf-style line to err (lines joined by '\n'); a full
- * buffer ends in "..." rather than a cut line. */
-__attribute__((format(printf, 3, 4))) static void err_add(char *err, size_t errlen, const char *fmt,
-                                                          ...)
-{
-    size_t used = strnlen(err, errlen);
-    va_list ap;
-
-    if (errlen == 0 || used + 1 >= errlen)
-        return;
-    if (used > 0)
-        err[used++] = '\n';
-    va_start(ap, fmt);
-    int n = vsnprintf(err + used, errlen - used, fmt, ap);
-    va_end(ap);
-    if (n > 0 && (size_t)n >= errlen - used && errlen > 4)
-        memcpy(err + errlen - 4, "...", 4);
-}
-
 static void err_diag(char *err, size_t errlen, const struct policy_diag *d)
 {
     for (size_t i = 0; i < d->n; i++)
-        err_add(err, errlen, "%s", d->lines[i]);
-}
-
-/* A JSON value as error messages show it: a string quoted (cut, control
- * bytes as '?'), anything else by its type. */
-static const char *show(const json_t *v, char *buf, size_t size)
-{
-    static const char *const types[] = {"an object", "an array", "a string", "an integer",
-                                        "a number",  "true",     "false",    "null"};
-    if (!json_is_string(v))
-        return types[json_typeof(v)];
-    const char *s = json_string_value(v);
-    size_t n = json_string_length(v), i, o = 0;
-    buf[o++] = '\'';
-    for (i = 0; i < n && o + 5 < size && i < 64; i++)
-        buf[o++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-    if (i < n)
-        o += (size_t)snprintf(buf + o, size - o, "...");
-    snprintf(buf + o, size - o, "'");
-    return buf;
-}
-
-static const char *addr_str(const uint8_t a[16], char *buf, size_t size)
-{
-    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (memcmp(a, v4mapped, 12) == 0)
-        inet_ntop(AF_INET, a + 12, buf, (socklen_t)size);
-    else
-        inet_ntop(AF_INET6, a, buf, (socklen_t)size);
-    return buf;
-}
-
-/* ------------------------------------------------- parsing a binding */
-
-static const char *const fields[] = {"id",    "name",    "owner", "addresses", "policy",
-                                     "allow", "secrets", "token", "expires",   NULL};
-
-static bool id_ok(const char *s, size_t n)
-{
-    return n >= 1 && n <= 63 &&
-           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
-}
-
-/* No control characters (jansson has already checked the UTF-8). */
-static bool printable(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return false;
-    return true;
-}
-
-static bool token_ok(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
-            return false;
-    return n >= 1 && n <= MAX_STR;
-}
-
-/* An optional printable string field into dst (cap MAX_STR). */
-static int parse_text(const json_t *v, const char *field, const char *who, char *dst, size_t size,
-                      char *err, size_t errlen)
-{
-    char b[96];
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_string(v) || json_string_length(v) >= size ||
-        !printable(json_string_value(v), json_string_length(v))) {
-        err_add(err, errlen,
-                "sandbox %s: %s: expected a string of at most %zu characters, no control "
-                "characters, found %s",
-                who, field, size - 1, show(v, b, sizeof(b)));
-        return -1;
-    }
-    memcpy(dst, json_string_value(v), json_string_length(v) + 1);
-    return 0;
-}
-
-static int parse_addresses(const json_t *v, const char *who, struct px_sandbox *sb, char *err,
-                           size_t errlen)
-{
-    char b[96], t[INET6_ADDRSTRLEN];
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_array(v) || json_array_size(v) > PX_SANDBOX_MAX_ADDRS) {
-        if (json_is_array(v))
-            snprintf(b, sizeof(b), "%zu", json_array_size(v));
-        err_add(err, errlen,
-                "sandbox %s: addresses: expected an array of at most %d IP addresses, found %s",
-                who, PX_SANDBOX_MAX_ADDRS, json_is_array(v) ? b : show(v, b, sizeof(b)));
-        return -1;
-    }
-    for (size_t i = 0; i < json_array_size(v); i++) {
-        const json_t *a = json_array_get(v, i);
-        if (!json_is_string(a) ||
-            !policy_addr_parse(json_string_value(a), json_string_length(a), sb->addrs[i])) {
-            err_add(err, errlen, "sandbox %s: addresses[%zu]: expected an IP address, found %s",
-                    who, i, show(a, b, sizeof(b)));
-            return -1;
-        }
-        for (size_t k = 0; k < i; k++) {
-            if (memcmp(sb->addrs[k], sb->addrs[i], 16) == 0) {
-                err_add(err, errlen, "sandbox %s: addresses[%zu]: %s is listed twice", who, i,
-                        addr_str(sb->addrs[i], t, sizeof(t)));
-                return -1;
-            }
-        }
-        sb->n_addrs = i + 1;
-    }
-    return 0;
-}
-
-static int parse_allow(const json_t *v, const char *who, char *err, size_t errlen)
-{
-    char b[96];
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_array(v) || json_array_size(v) > MAX_ALLOW_LINES) {
-        if (json_is_array(v))
-            snprintf(b, sizeof(b), "%zu", json_array_size(v));
-        err_add(err, errlen,
-                "sandbox %s: allow: expected an array of at most %d strings (policy lines), "
-                "found %s",
-                who, MAX_ALLOW_LINES, json_is_array(v) ? b : show(v, b, sizeof(b)));
-        return -1;
-    }
-    for (size_t i = 0; i < json_array_size(v); i++) {
-        const json_t *l = json_array_get(v, i);
-        if (!json_is_string(l)) {
-            err_add(err, errlen,
-                    "sandbox %s: allow[%zu] is not a string (expected a policy line), found %s",
-                    who, i, show(l, b, sizeof(b)));
-            return -1;
-        }
-        if (!printable(json_string_value(l), json_string_length(l))) {
-            err_add(err, errlen,
-                    "sandbox %s: allow[%zu]: expected one policy line, found control characters",
-                    who, i);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* "secrets": unique secret names.  Whether the store has them is the
- * world's to check (secrets_check), not the shape's. */
-static int parse_secrets(const json_t *v, const char *who, struct px_sandbox *sb, char *err,
-                         size_t errlen)
-{
-    char b[96];
-    if (v == NULL || json_is_null(v))
-        return 0;
-    if (!json_is_array(v) || json_array_size(v) > PX_SANDBOX_MAX_SECRETS) {
-        if (json_is_array(v))
-            snprintf(b, sizeof(b), "%zu", json_array_size(v));
-        err_add(err, errlen,
-                "sandbox %s: secrets: expected an array of at most %d secret names, found %s", who,
-                PX_SANDBOX_MAX_SECRETS, json_is_array(v) ? b : show(v, b, sizeof(b)));
-        return -1;
-    }
-    for (size_t i = 0; i < json_array_size(v); i++) {
-        const json_t *n = json_array_get(v, i);
-        if (!json_is_string(n) || !px_secret_name_ok(json_string_value(n), json_string_length(n))) {
-            err_add(
-                err, errlen,
-                "sandbox %s: secrets[%zu]: expected a secret's name ([a-z0-9][a-z0-9_-]{0,62}), "
-                "found %s",
-                who, i, show(n, b, sizeof(b)));
-            return -1;
-        }
-        for (size_t k = 0; k < i; k++) {
-            if (strcmp(sb->secrets[k], json_string_value(n)) == 0) {
-                err_add(err, errlen, "sandbox %s: secrets[%zu]: '%s' is listed twice", who, i,
-                        sb->secrets[k]);
-                return -1;
-            }
-        }
-        memcpy(sb->secrets[i], json_string_value(n), json_string_length(n) + 1);
-        sb->n_secrets = i + 1;
-    }
-    return 0;
-}
-
-static int parse_policy(const json_t *v, const char *who, struct px_sandbox *sb, char *err,
-                        size_t errlen)
-{
-    char b[96];
-    if (v == NULL || json_is_null(v)) {
-        err_add(err, errlen, "sandbox %s: policy: required (the name of a preset)", who);
-        return -1;
-    }
-    if (!json_is_string(v) || json_string_length(v) == 0 ||
-        json_string_length(v) >= sizeof(sb->policy) ||
-        !printable(json_string_value(v), json_string_length(v))) {
-        err_add(err, errlen, "sandbox %s: policy: expected the name of a preset, found %s", who,
-                show(v, b, sizeof(b)));
-        return -1;
-    }
-    memcpy(sb->policy, json_string_value(v), json_string_length(v) + 1);
-    return 0;
-}
-
-static int parse_token_expires(const json_t *tok, const json_t *exp, const char *who,
-                               struct px_sandbox *sb, char *err, size_t errlen)
-{
-    char b[96];
-    if (tok != NULL && !json_is_null(tok)) {
-        if (!json_is_string(tok) || !token_ok(json_string_value(tok), json_string_length(tok))) {
-            err_add(err, errlen,
-                    "sandbox %s: token: expected 1..%d printable ASCII characters, no spaces, "
-                    "found %s",
-                    who, MAX_STR, json_is_string(tok) ? "another string" : show(tok, b, sizeof(b)));
-            return -1;
-        }
-        memcpy(sb->token, json_string_value(tok), json_string_length(tok) + 1);
-    }
-    if (exp != NULL && !json_is_null(exp)) {
-        if (!json_is_string(exp) ||
-            !policy_time_parse(json_string_value(exp), json_string_length(exp), &sb->expires)) {
-            err_add(err, errlen,
-                    "sandbox %s: expires: expected an RFC 3339 time such as "
-                    "2026-11-30T09:00:00Z, found %s",
-                    who, show(exp, b, sizeof(b)));
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* The id: the path's (which "id" must equal) or the body's. */
-static int parse_id(const json_t *v, const char *path_id, struct px_sandbox *sb, char *err,
-                    size_t errlen)
-{
-    char b[96];
-    const char *who = path_id ? path_id : "?";
-
-    if (path_id != NULL && !id_ok(path_id, strlen(path_id))) {
-        err_add(err, errlen, "sandbox id: expected 1..63 of A-Z a-z 0-9 '.' '_' '-', found '%.64s'",
-                path_id);
-        return -1;
-    }
-    if (v == NULL && path_id == NULL) {
-        err_add(err, errlen, "sandbox ?: id: required");
-        return -1;
-    }
-    if (v != NULL && (!json_is_string(v) || !id_ok(json_string_value(v), json_string_length(v)))) {
-        err_add(err, errlen, "sandbox %s: id: expected 1..63 of A-Z a-z 0-9 '.' '_' '-', found %s",
-                who, show(v, b, sizeof(b)));
-        return -1;
-    }
-    if (v != NULL && path_id != NULL && strcmp(json_string_value(v), path_id) != 0) {
-        err_add(err, errlen, "sandbox %s: id: '%s' differs from the id in the path", who,
-                json_string_value(v));
-        return -1;
-    }
-    snprintf(sb->id, sizeof(sb->id), "%s", path_id ? path_id : json_string_value(v));
-    if (strcmp(sb->id, "default") == 0) {
-        err_add(err, errlen,
-                "sandbox default: id: 'default' is reserved (it names sources without a binding)");
-        return -1;
-    }
-    return 0;
-}
-
-static int check_fields(const json_t *obj, const char *who, char *err, size_t errlen)
-{
-    const char *key;
-    const json_t *v;
-    int rc = 0;
-
-    json_object_foreach((json_t *)obj, key, v)
-    {
-        size_t i;
-        for (i = 0; fields[i] != NULL && strcmp(fields[i], key) != 0; i++)
-            ;
-        if (fields[i] != NULL)
-            continue;
-        const char *near = policy_nearest_word(key, strlen(key), fields);
-        err_add(err, errlen, "sandbox %s: unknown field '%.64s'%s%s%s", who, key,
-                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
-        rc = -1;
-    }
-    return rc;
-}
-
-int px_sandbox_parse(const json_t *obj, const char *id, struct px_sandbox *sb, char *err,
-                     size_t errlen)
-{
-    char b[96];
-
-    memset(sb, 0, sizeof(*sb));
-    err[0] = '\0';
-    if (!json_is_object(obj)) {
-        err_add(err, errlen, "sandbox %s: expected a JSON object (a binding), found %s",
-                id ? id : "?", obj ? show(obj, b, sizeof(b)) : "nothing");
-        return -1;
-    }
-    if (parse_id(json_object_get(obj, "id"), id, sb, err, errlen) == -1 ||
-        check_fields(obj, sb->id, err, errlen) == -1 ||
-        parse_text(json_object_get(obj, "name"), "name", sb->id, sb->name, sizeof(sb->name), err,
-                   errlen) == -1 ||
-        parse_text(json_object_get(obj, "owner"), "owner", sb->id, sb->owner, sizeof(sb->owner),
-                   err, errlen) == -1 ||
-        parse_addresses(json_object_get(obj, "addresses"), sb->id, sb, err, errlen) == -1 ||
-        parse_policy(json_object_get(obj, "policy"), sb->id, sb, err, errlen) == -1 ||
-        parse_allow(json_object_get(obj, "allow"), sb->id, err, errlen) == -1 ||
-        parse_secrets(json_object_get(obj, "secrets"), sb->id, sb, err, errlen) == -1 ||
-        parse_token_expires(json_object_get(obj, "token"), json_object_get(obj, "expires"), sb->id,
-                            sb, err, errlen) == -1) {
-        explicit_bzero(sb->token, sizeof(sb->token));
-        return -1;
-    }
-    sb->json = json_deep_copy(obj);
-    if (sb->json == NULL)
-        abort();
-    json_object_del(sb->json, "token");
-    json_object_set_new(sb->json, "id", json_string(sb->id));
-    return 0;
-}
-
-bool px_sandbox_has_secret(const struct px_sandbox *sb, const char *name)
-{
-    for (size_t i = 0; sb != NULL && i < sb->n_secrets; i++)
-        if (strcmp(sb->secrets[i], name) == 0)
-            return true;
-    return false;
-}
-
-struct policy_binding *px_sandbox_bind(struct policy *p, const struct px_sandbox *sb,
-                                       struct policy_diag *diag)
-{
-    const json_t *allow = json_object_get(sb->json, "allow");
-    const char *lines[MAX_ALLOW_LINES];
-    size_t n = json_is_array(allow) ? json_array_size(allow) : 0;
-    char origin[80];
-
-    if (policy_preset_rules(p, sb->policy) < 0) {
-        char names[512] = "";
-        size_t used = 0;
-        for (size_t i = 0; policy_preset_name(p, i) != NULL && used < sizeof(names); i++)
-            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
-                                     policy_preset_name(p, i));
-        policy_diag_add(diag,
-                        "sandbox %s: policy: expected the name of a preset, found '%s': no such "
-                        "preset (presets: %s)",
-                        sb->id, sb->policy, names);
-        return NULL;
-    }
-    for (size_t i = 0; i < n && i < MAX_ALLOW_LINES; i++)
-        lines[i] = json_string_value(json_array_get(allow, i));
-    snprintf(origin, sizeof(origin), "sandbox %s", sb->id);
-    return policy_binding_new(p, sb->policy, lines, n, origin, diag);
+        px_err_add(err, errlen, "%s", d->lines[i]);
 }
 
 /* ---------------------------------------------------------- layers */
@@ -658,7 +283,7 @@ static enum fault world_finish(struct world *w, const char *changed, char *err, 
         w->sbx[i] = tmp[i].sb;
         w->held[i] = tmp[i].h;
         if (i > 0 && strcmp(w->sbx[i - 1].id, w->sbx[i].id) == 0) {
-            err_add(err, errlen, "sandbox %s: id: given twice", w->sbx[i].id);
+            px_err_add(err, errlen, "sandbox %s: id: given twice", w->sbx[i].id);
             rc = FAULT_SHAPE;
         }
     }
@@ -686,8 +311,8 @@ static enum fault world_finish(struct world *w, const char *changed, char *err, 
             a = b;
             b = x;
         }
-        err_add(err, errlen, "sandbox %s: addresses: %s is already bound to sandbox %s", a->id,
-                addr_str(w->index[i].addr, t, sizeof(t)), b->id);
+        px_err_add(err, errlen, "sandbox %s: addresses: %s is already bound to sandbox %s", a->id,
+                   policy_addr_text(w->index[i].addr, t, sizeof(t)), b->id);
         rc = worse(rc, FAULT_NO_LOAD);
     }
     w->pub.policy = w->base->policy;
@@ -718,12 +343,13 @@ static bool secrets_check(const struct px_secrets *s, const struct px_sandbox *s
             continue;
         const char *near = policy_nearest_word(sb->secrets[i], strlen(sb->secrets[i]), names);
         if (g_cfg->secret_dir[0] == '\0')
-            err_add(err, errlen, "sandbox %s: secrets: no secret '%s': egressd has no secret-dir",
-                    sb->id, sb->secrets[i]);
+            px_err_add(err, errlen,
+                       "sandbox %s: secrets: no secret '%s': egressd has no secret-dir", sb->id,
+                       sb->secrets[i]);
         else
-            err_add(err, errlen, "sandbox %s: secrets: no secret '%s' in secret-dir%s%s%s", sb->id,
-                    sb->secrets[i], near ? "; did you mean '" : "", near ? near : "",
-                    near ? "'?" : "");
+            px_err_add(err, errlen, "sandbox %s: secrets: no secret '%s' in secret-dir%s%s%s",
+                       sb->id, sb->secrets[i], near ? "; did you mean '" : "", near ? near : "",
+                       near ? "'?" : "");
         all = false;
     }
     return all;
@@ -757,7 +383,7 @@ static enum fault world_add_json(struct world *w, const json_t *obj, const char 
     char one[2048];
 
     if (px_sandbox_parse(obj, id, &sb, one, sizeof(one)) == -1) {
-        err_add(err, errlen, "%s", one);
+        px_err_add(err, errlen, "%s", one);
         return FAULT_SHAPE;
     }
     struct policy_binding *pb = NULL;
@@ -778,11 +404,6 @@ static enum fault world_add_json(struct world *w, const json_t *obj, const char 
 
 /* ------------------------------------------------------- persistence */
 
-static void state_path(char *buf, size_t size, const char *name)
-{
-    snprintf(buf, size, "%s/%s", g_cfg->state_dir, name);
-}
-
 /* The bindings of w as stored: the GET form plus the token. */
 static json_t *world_state_json(const struct world *w)
 {
@@ -798,125 +419,26 @@ static json_t *world_state_json(const struct world *w)
     return arr;
 }
 
-/* Write w's bindings to state-dir/sandboxes.json so that a crash at any
- * point leaves either the old file or the new one: a temp file in the same
- * directory (mode 0600: it holds tokens), fsync, rename, fsync of the
- * directory.  Returns 0 or -1 with "PATH: reason". */
+/* Write w's bindings to state-dir (state.c), if there is one.  0, or -1
+ * with "PATH: reason". */
 static int world_persist(const struct world *w, char *err, size_t errlen)
 {
-    char tmp[1100], path[1100];
-    json_t *arr;
-    char *text;
-    int fd, e;
-
     if (g_cfg->state_dir[0] == '\0')
         return 0;
-    state_path(tmp, sizeof(tmp), "." STATE_FILE ".XXXXXX");
-    state_path(path, sizeof(path), STATE_FILE);
-    fd = mkstemp(tmp);
-    if (fd == -1) {
-        err_add(err, errlen, "%s: cannot create a temporary file: %s", tmp, strerror(errno));
-        return -1;
-    }
-    arr = world_state_json(w);
-    text = json_dumps(arr, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_t *arr = world_state_json(w);
+    int rc = px_state_save(g_cfg->state_dir, arr, err, errlen);
     json_decref(arr);
-    if (text == NULL)
-        abort();
-    size_t len = strlen(text);
-    if (fchmod(fd, 0600) == -1 || px_write_all(fd, text, len) == -1 ||
-        px_write_all(fd, "\n", 1) == -1 || fsync(fd) == -1) {
-        e = errno;
-        explicit_bzero(text, len);
-        free(text);
-        close(fd);
-        unlink(tmp);
-        err_add(err, errlen, "%s: cannot write: %s", tmp, strerror(e));
-        return -1;
-    }
-    explicit_bzero(text, len);
-    free(text);
-    if (close(fd) == -1 || rename(tmp, path) == -1) {
-        e = errno;
-        unlink(tmp);
-        err_add(err, errlen, "%s: cannot replace: %s", path, strerror(e));
-        return -1;
-    }
-    /* The rename is durable only once the directory itself is synced. */
-    if (px_sync_dir(g_cfg->state_dir) == -1) {
-        err_add(err, errlen, "%s: cannot sync the directory: %s", g_cfg->state_dir,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
-/* Create state-dir (0700) and the directories above it if missing. */
-static int state_dir_make(char *err, size_t errlen)
-{
-    char p[sizeof(g_cfg->state_dir)];
-    struct stat st;
-
-    snprintf(p, sizeof(p), "%s", g_cfg->state_dir);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char c = *s;
-        *s = '\0';
-        if (mkdir(p, 0700) == -1 && errno != EEXIST) {
-            err_add(err, errlen, "%s: state-dir: cannot create %s: %s", g_cfg->state_dir, p,
-                    strerror(errno));
-            return -1;
-        }
-        *s = c;
-        if (c == '\0')
-            break;
-    }
-    if (stat(p, &st) == -1 || !S_ISDIR(st.st_mode)) {
-        err_add(err, errlen, "%s: state-dir: not a directory", g_cfg->state_dir);
-        return -1;
-    }
-    return 0;
-}
-
-/* The saved bindings as JSON (a new reference; an empty array when there
- * is no file yet), or NULL with "PATH:LINE:COL: ..." in err. */
+/* The saved bindings (state.c), or an empty array without a state-dir. */
 static json_t *state_load(char *err, size_t errlen)
 {
-    char path[1100];
-    json_error_t je;
-    struct stat st;
-    FILE *f;
-
     if (g_cfg->state_dir[0] == '\0') {
         px_log_warnx("no state-dir: sandbox bindings will not survive a restart");
         return json_array();
     }
-    if (state_dir_make(err, errlen) == -1)
-        return NULL;
-    state_path(path, sizeof(path), STATE_FILE);
-    f = fopen(path, "rb");
-    if (f == NULL && errno == ENOENT)
-        return json_array();
-    if (f == NULL || fstat(fileno(f), &st) == -1 || st.st_size > STATE_MAX_BYTES) {
-        err_add(err, errlen, "%s: cannot read: %s", path,
-                f == NULL || st.st_size <= STATE_MAX_BYTES ? strerror(errno) : "too large");
-        if (f != NULL)
-            fclose(f);
-        return NULL;
-    }
-    json_t *j = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
-    fclose(f);
-    if (j == NULL) {
-        err_add(err, errlen, "%s:%d:%d: %s", path, je.line, je.column, je.text);
-        return NULL;
-    }
-    if (!json_is_array(j) || json_array_size(j) > MAX_SANDBOXES) {
-        err_add(err, errlen, "%s: expected an array of at most %d bindings", path, MAX_SANDBOXES);
-        json_decref(j);
-        return NULL;
-    }
-    return j;
+    return px_state_load(g_cfg->state_dir, err, errlen);
 }
 
 /* ------------------------------------------------------------ swaps */
@@ -928,7 +450,7 @@ static struct world *current(char *err, size_t errlen)
     struct world *w = atomic_load(&cur);
 
     if (w == NULL) {
-        err_add(err, errlen, "no world yet (px_world_init has not succeeded)");
+        px_err_add(err, errlen, "no world yet (px_world_init has not succeeded)");
         error_status = 500;
     }
     return w;
@@ -1273,7 +795,7 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
         base_unref(b);
         return -1;
     }
-    state_path(path, sizeof(path), STATE_FILE);
+    px_state_path(g_cfg->state_dir, path, sizeof(path));
     struct world *w = world_new(b, json_array_size(saved));
     base_unref(b);
     int rc = 0;
@@ -1282,7 +804,7 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
         struct policy_diag d = {0};
         char one[2048];
         if (px_sandbox_parse(json_array_get(saved, i), NULL, &sb, one, sizeof(one)) == -1) {
-            err_add(err, errlen, "%s: [%zu]: %s", path, i, one);
+            px_err_add(err, errlen, "%s: [%zu]: %s", path, i, one);
             rc = -1;
             continue;
         }
@@ -1390,8 +912,9 @@ int px_world_replace_sandboxes(const json_t *arr, char *err, size_t errlen)
     struct world *old = current(err, errlen);
     if (old == NULL)
         return -1;
-    if (!json_is_array(arr) || json_array_size(arr) > MAX_SANDBOXES) {
-        err_add(err, errlen, "expected a JSON array of at most %d bindings", MAX_SANDBOXES);
+    if (!json_is_array(arr) || json_array_size(arr) > PX_STATE_MAX_BINDINGS) {
+        px_err_add(err, errlen, "expected a JSON array of at most %d bindings",
+                   PX_STATE_MAX_BINDINGS);
         error_status = 400;
         return -1;
     }
