@@ -42,6 +42,7 @@
 
 #include "denials.h"
 #include "errbuf.h"
+#include "http.h"
 #include "log.h"
 #include "metrics.h"
 #include "sandboxca.h"
@@ -690,40 +691,6 @@ const struct px_sandbox *px_world_by_id(const struct px_world *pw, const char *i
     return NULL;
 }
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-/* Base64 (RFC 4648 section 4; the padding may be left out) of in[0..n)
- * into out; returns the decoded length, or -1 if it is not base64. */
-static ssize_t b64_decode(const char *in, size_t n, uint8_t *out)
-{
-    uint32_t acc = 0;
-    size_t bits = 0, o = 0;
-
-    while (n > 0 && in[n - 1] == '=')
-        n--;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)in[i]);
-        if (v < 0)
-            return -1;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return bits >= 6 ? -1 : (ssize_t)o; /* one stray symbol is not a byte */
-}
-
 /* Equal tokens, in a time that depends only on the fixed buffer size. */
 static bool token_equal(const char *want, const uint8_t *got, size_t got_len)
 {
@@ -757,8 +724,8 @@ const struct px_sandbox *px_world_by_basic_auth(const struct px_world *w, const 
         len--;
     if (len - i == 0 || len - i > MAX_BASIC_B64)
         return NULL;
-    ssize_t n = b64_decode(value + i, len - i, dec);
-    uint8_t *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
+    size_t n = http_base64_decode(value + i, len - i, dec, sizeof(dec));
+    uint8_t *colon = n != HTTP_BASE64_BAD && n > 0 ? memchr(dec, ':', n) : NULL;
     /* An id with a NUL in it would name a shorter one: "101\0x" is not 101. */
     if (colon != NULL && colon - dec < 64 && memchr(dec, '\0', (size_t)(colon - dec)) == NULL) {
         char id[64];

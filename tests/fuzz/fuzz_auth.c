@@ -4,10 +4,13 @@
  *   - it names sandbox 101 (the one binding with a token) or nobody;
  *   - it names 101 only if the value is "Basic" + white space + base64 whose
  *     bytes, decoded here independently, are exactly "101:s3cret";
- *   - the same value with its last byte flipped never names 101 unless the
- *     flipped byte still decodes the same (padding, white space).
+ *   - and only if that base64 is the one strict encoding of those bytes
+ *     (RFC 4648 section 3.5, padded, pad bits zero: what RFC 7617 asks
+ *     for), MTAxOnMzY3JldA==; and whenever the value is that encoding
+ *     between the scheme and blanks, it names 101.
  * Setup: a temporary policy dir, state dir and world made once.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include "world.h"
 
 static const char secret[] = "101:s3cret";
+static const char strict_b64[] = "MTAxOnMzY3JldA==";
 
 static void write_file(const char *dir, const char *name, const char *text)
 {
@@ -77,22 +81,36 @@ static int b64v(unsigned char ch)
     return p ? (int)(p - a) : -1;
 }
 
-/* Independent reading: "basic" (any case), SP/HT, base64 (padding
- * optional, leftover bits ignored), optional trailing SP/HT; the bytes. */
-static long decode(const uint8_t *v, size_t n, uint8_t *out, size_t cap)
+/* The credentials part of a value: past "basic" (any case) and SP/HT,
+ * before trailing SP/HT, into *start and *end; false if there is no
+ * scheme. */
+static bool credentials_part(const uint8_t *v, size_t n, size_t *start, size_t *end)
 {
-    size_t i = 0, o = 0, bits = 0;
-    uint32_t acc = 0;
+    size_t i = 0;
 
     while (i < n && (v[i] == ' ' || v[i] == '\t'))
         i++;
     if (n - i < 6 || strncasecmp((const char *)v + i, "basic", 5) != 0 ||
         (v[i + 5] != ' ' && v[i + 5] != '\t'))
-        return -1;
+        return false;
     for (i += 5; i < n && (v[i] == ' ' || v[i] == '\t'); i++)
         ;
     while (n > i && (v[n - 1] == ' ' || v[n - 1] == '\t'))
         n--;
+    *start = i;
+    *end = n;
+    return true;
+}
+
+/* Independent reading: base64 (padding optional, leftover bits ignored)
+ * of the credentials part; the bytes. */
+static long decode(const uint8_t *v, size_t n, uint8_t *out, size_t cap)
+{
+    size_t i, o = 0, bits = 0;
+    uint32_t acc = 0;
+
+    if (!credentials_part(v, n, &i, &n))
+        return -1;
     while (n > i && v[n - 1] == '=')
         n--;
     for (; i < n; i++) {
@@ -123,6 +141,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(n == (long)strlen(secret) && memcmp(dec, secret, (size_t)n) == 0,
               "accepted a value that does not decode to the credentials (%ld bytes)", n);
     }
+    size_t a, b;
+    bool strict = credentials_part(data, size, &a, &b) && b - a == strlen(strict_b64) &&
+                  memcmp(data + a, strict_b64, b - a) == 0;
+    CHECK((sb != NULL) == strict, "%s a value whose credentials are %sthe strict encoding",
+          sb != NULL ? "accepted" : "refused", strict ? "" : "not ");
     px_world_put(w);
     return 0;
 }

@@ -446,7 +446,9 @@ static void test_basic_auth(void)
     } cases[] = {
         {"Basic MTAxOm5ldw==", "101", "the right id:token"},
         {"basic MTAxOm5ldw==", "101", "the scheme in any case"},
-        {"  BASIC   MTAxOm5ldw  ", "101", "blanks around, padding left out"},
+        {"  BASIC   MTAxOm5ldw==  ", "101", "blanks around"},
+        {"Basic MTAxOm5ldw", NULL, "padding left out (RFC 7617: RFC 4648 base64, padded)"},
+        {"Basic MTAxOm5ldx==", NULL, "pad bits not zero (the loose decoder read it as 101:new)"},
         {"Basic MTAxOndyb25n", NULL, "a wrong token"},
         {"Basic MTAxOm5ld3g=", NULL, "a token with one byte more"},
         {"Basic MTAxOm5l", NULL, "a token with one byte less"},
