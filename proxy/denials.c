@@ -14,11 +14,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "nametext.h"
+
 struct entry {
     int64_t ts_ms;
     /* mode and reason hold the longest word of px_mode_str() and
-     * px_reason_str() ("intercept", "credential_host_mismatch") */
-    char mode[16], method[24], host[POLICY_HOST_MAX + 1], sni[POLICY_HOST_MAX + 1];
+     * px_reason_str() ("intercept", "credential_host_mismatch"); host and
+     * sni the presentation text of a name of up to 255 bytes */
+    char mode[16], method[24], host[PX_NAMETEXT_MAX + 1], sni[PX_NAMETEXT_MAX + 1];
     char reason[32], rule[160];
     unsigned port, status;
 };
@@ -100,14 +103,24 @@ static struct ring *ring_of(const char *id)
     return r;
 }
 
-/* d as an entry: its strings copied, cut to fit. */
+/* A name a sandbox chose into dst (size bytes) as presentation text;
+ * "" for NULL. */
+static void copy_name(char *dst, size_t size, const char *s)
+{
+    px_nametext_from_text(s != NULL ? s : "", s != NULL ? strlen(s) : 0, dst, size);
+}
+
+/* d as an entry: its strings copied, cut to fit; its names escaped. */
 static void entry_of(struct entry *e, const struct px_denial *d)
 {
     e->ts_ms = d->ts_ms;
     copy(e->mode, sizeof(e->mode), d->mode);
     copy(e->method, sizeof(e->method), d->method);
-    copy(e->host, sizeof(e->host), d->host);
-    copy(e->sni, sizeof(e->sni), d->sni);
+    if (d->qname != NULL)
+        px_nametext_from_wire(d->qname, d->qname_len, e->host, sizeof(e->host));
+    else
+        copy_name(e->host, sizeof(e->host), d->host);
+    copy_name(e->sni, sizeof(e->sni), d->sni);
     copy(e->reason, sizeof(e->reason), d->reason);
     copy(e->rule, sizeof(e->rule), d->rule);
     e->port = d->port;
@@ -198,10 +211,24 @@ void px_denials_batch_stop(void)
     pending = NULL;
 }
 
+/* A JSON string of s.  Never NULL, so no field is ever left out: text
+ * that is not UTF-8 (jansson refuses it) is written as presentation
+ * text, which is ASCII. */
+static json_t *text(const char *s)
+{
+    json_t *j = json_string(s);
+    char esc[PX_NAMETEXT_MAX + 1];
+
+    if (j != NULL)
+        return j;
+    px_nametext_from_text(s, strlen(s), esc, sizeof(esc));
+    return json_string(esc);
+}
+
 /* A JSON string, or null for "". */
 static json_t *str_or_null(const char *s)
 {
-    return s[0] != '\0' ? json_string(s) : json_null();
+    return s[0] != '\0' ? text(s) : json_null();
 }
 
 /* "2026-12-01T16:33:00.952Z" of ms since the epoch. */
@@ -244,12 +271,12 @@ static json_t *entry_json(const struct entry *e)
     json_t *o = json_object();
 
     json_object_set_new(o, "ts", timestamp(e->ts_ms));
-    json_object_set_new(o, "mode", json_string(e->mode));
+    json_object_set_new(o, "mode", text(e->mode));
     json_object_set_new(o, "method", str_or_null(e->method));
     json_object_set_new(o, "host", str_or_null(e->host));
     json_object_set_new(o, "port", e->port ? json_integer(e->port) : json_null());
     json_object_set_new(o, "sni", str_or_null(e->sni));
-    json_object_set_new(o, "reason", json_string(e->reason));
+    json_object_set_new(o, "reason", text(e->reason));
     json_object_set_new(o, "rule", str_or_null(e->rule));
     json_object_set_new(o, "status", e->status ? json_integer(e->status) : json_null());
     json_object_set_new(o, "hint", hint != NULL ? json_string(hint) : json_null());

@@ -20,12 +20,19 @@
 #define PX_DENIALS_SANDBOXES_MAX 1024
 
 /* One denial, as its access-log line says it (strings are copied, cut to
- * fit; NULL for none). */
+ * fit; NULL for none).  host and sni are names a sandbox chose: the ring
+ * keeps them in DNS presentation format (nametext.h), whatever bytes they
+ * hold, so GET .../denials shows them escaped and never without them. */
 struct px_denial {
     int64_t ts_ms;
     const char *mode;   /* px_mode_str() */
     const char *method; /* or NULL */
     const char *host;   /* or NULL */
+    /* A DNS question's name in wire form, when host is that name as it
+     * came (not normalized): the ring keeps it from this, with its label
+     * structure (a '.' inside a label is "\."); or NULL. */
+    const uint8_t *qname;
+    size_t qname_len;
     unsigned port;
     const char *sni;    /* or NULL */
     const char *reason; /* px_reason_str() */

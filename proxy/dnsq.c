@@ -205,11 +205,16 @@ static void note_denial(const struct px_dnsq *q, const struct px_log_entry *e)
 {
     if (!noted_as_denial(q))
         return;
+    /* a name the policy could not normalize is kept as it came, with its
+     * label structure */
+    bool as_came = e->host != NULL && q->r.host.len == 0;
     struct px_denial d = {
         .ts_ms = e->ts_ms,
         .mode = e->mode,
         .method = e->method,
         .host = e->host,
+        .qname = as_came ? q->q.qname : NULL,
+        .qname_len = as_came ? q->q.qname_len : 0,
         .reason = e->reason,
         .rule = e->rule,
     };

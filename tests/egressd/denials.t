@@ -3,15 +3,20 @@
 # denials, newest first, with the reason and the rule, as the access log
 # says them; bounded to 16; nothing for what was allowed, nothing for other
 # sandboxes; 404 for a sandbox that is not bound, 405 for another method;
-# a binding deleted takes its denials along; an ech denial says how to avoid it.
-# TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
+# a binding deleted takes its denials along; an ech denial says how to avoid it;
+# a name of any bytes (DNS questions with ESC, 0xff, '.' and '\' inside a
+# label) is there, in DNS presentation format (\DDD), never left out.
+# TAP on stdout.  Needs BUILD_DIR, TOP, dig; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 egd_netns "$@"
+command -v dig >/dev/null || egm_bail "dig is installed (bind9-dnsutils)"
 egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
 egd_allow 'deny blocked.test'
 egd_origin a.test || egm_bail "the origins start"
-egd_start || egm_bail "egressd starts"
+DNS=127.0.0.1
+DNS_PORT=5353
+egd_start "dns $DNS:$DNS_PORT" || egm_bail "egressd starts"
 A=http://a.test:$EGD_HTTP_PORT
 RULE_BLOCKED=$(egd_rule "deny blocked.test")
 SB='{"id":"401","name":"t","owner":"dana","addresses":["127.0.0.5"],"policy":"test"}'
@@ -78,6 +83,29 @@ EOF
 egd_log_wait 'l["reason"] == "ech"' >/dev/null
 denials 401 'd["denials"][0]["reason"] == "ech" and "EncryptedClientHelloEnabled" in d["denials"][0]["hint"] and "--disable-features=EncryptedClientHello" in d["denials"][0]["hint"]' \
     "an ech denial carries the hint: the managed policy, or the flag"
+
+# --- names of any bytes: in presentation format, never left out.  dig
+# reads its argument in presentation format too, so 'a\027[31m...' sends
+# the ESC byte itself; the Host header carries a raw ESC.
+dq() { dig -b 127.0.0.5 "@$DNS" -p "$DNS_PORT" +tries=1 +time=3 "$@" 2>&1; }
+ESC_NAME='a\027[31mRED\027[0m.test'
+out=$(dq "$ESC_NAME" A)
+check "a DNS question with ESC bytes is answered NXDOMAIN" grep -q 'status: NXDOMAIN' <<<"$out"
+denials 401 'd["denials"][0]["mode"] == "dns" and d["denials"][0]["host"] == r"a\027[31mRED\027[0m.test"' \
+    "its denial's host: a\\027[31mRED\\027[0m.test, exactly"
+out=$(dq '\255\255x.test' A)
+check "a DNS question with 0xff bytes is answered NXDOMAIN" grep -q 'status: NXDOMAIN' <<<"$out"
+denials 401 '"host" in d["denials"][0] and d["denials"][0]["host"] == r"\255\255x.test" and len(d["denials"][0]) == 10' \
+    "its denial has its host, \\255\\255x.test, and every other field"
+dq 'a\.b\092c.test' A >/dev/null
+denials 401 'd["denials"][0]["host"] == r"a\.b\092c.test"' \
+    "a '.' inside a label is \\. and a backslash \\092: the name's labels stay apart"
+# (the proxy's paths take a host only once the HTTP parser or the SNI parser
+# has checked its bytes: a Host header with ESC or 0xff is a 400 without one)
+c=$(egd_curl --interface 127.0.0.5 -s -o /dev/null -w '%{http_code}' -x "http://$EGD_PROXY" \
+    -H "$(printf 'Host: x\033]0;T\007\377.test')" http://x.test/)
+denials 401 'not any(ord(ch) < 0x20 or ord(ch) == 0x7f for x in d["denials"] for v in x.values() if isinstance(v, str) for ch in v)' \
+    "after a Host header with ESC, BEL and 0xff ($c) too, no string of the denials holds a control character"
 
 # --- bounded: 20 more denials, the 16 newest kept
 for i in $(seq 1 20); do get 127.0.0.5 "http://n$i.test/" >/dev/null; done

@@ -152,8 +152,86 @@ static void test_every_word(void)
     ok(cut == 0, "every mode and reason word is kept whole");
 }
 
+/* The newest denial of sandbox id, as the admin API gives it. */
+static json_t *newest(const char *id)
+{
+    json_t *arr = px_denials_json(id);
+    json_t *e = json_incref(json_array_get(arr, 0));
+
+    json_decref(arr);
+    return e;
+}
+
+/* Names a sandbox chose come back in presentation format, whatever bytes
+ * they hold, and no field is ever left out. */
+static void test_hostile_names(void)
+{
+    struct px_denial d = denial(1);
+    json_t *e;
+
+    d.host = "a\x1b[31mRED\x1b[0m.test";
+    d.sni = "s\x07.test";
+    px_denials_note("hostile", &d);
+    e = newest("hostile");
+    const char *host = json_string_value(json_object_get(e, "host"));
+    if (!ok(host != NULL && strcmp(host, "a\\027[31mRED\\027[0m.test") == 0,
+            "a host with ESC bytes is kept as a\\027[31mRED\\027[0m.test"))
+        diag("host: %s", host ? host : "(missing)");
+    const char *sni = json_string_value(json_object_get(e, "sni"));
+    ok(sni != NULL && strcmp(sni, "s\\007.test") == 0, "so is an SNI (%s)", sni ? sni : "-");
+    json_decref(e);
+
+    d.host = "\xff\xfe.test";
+    d.sni = NULL;
+    px_denials_note("hostile", &d);
+    e = newest("hostile");
+    host = json_string_value(json_object_get(e, "host"));
+    if (!ok(host != NULL && strcmp(host, "\\255\\254.test") == 0,
+            "a host that is not UTF-8 is there, as \\255\\254.test"))
+        diag("host: %s", host ? host : "(missing)");
+    ok(json_object_size(e) == 10, "all 10 fields (%zu)", json_object_size(e));
+    json_decref(e);
+
+    static const uint8_t wire[] = {5, 'a', '.', 'b', 0x1b, '\\', 4, 't', 'e', 's', 't', 0};
+    d.host = "a.b\x1b\\.test"; /* the text form, ambiguous */
+    d.qname = wire;
+    d.qname_len = sizeof(wire);
+    px_denials_note("hostile", &d);
+    e = newest("hostile");
+    host = json_string_value(json_object_get(e, "host"));
+    ok(host != NULL && strcmp(host, "a\\.b\\027\\092.test") == 0,
+       "a DNS name as it came keeps its labels: a '.' inside one is \\. (%s)", host ? host : "-");
+    json_decref(e);
+
+    d = denial(2);
+    d.rule = "/etc/egressd/\xe9t\xe9.allow:3"; /* Latin-1, not UTF-8 */
+    px_denials_note("hostile", &d);
+    e = newest("hostile");
+    const char *rule = json_string_value(json_object_get(e, "rule"));
+    ok(rule != NULL && strcmp(rule, "/etc/egressd/\\233t\\233.allow:3") == 0,
+       "a rule that is not UTF-8 is written escaped, not left out (%s)", rule ? rule : "-");
+    json_decref(e);
+
+    char longer[300];
+    memset(longer, 'a', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    for (size_t i = 0; i < sizeof(longer) - 1; i += 2)
+        longer[i] = '\x01';
+    d = denial(3);
+    d.host = longer;
+    px_denials_note("hostile", &d);
+    e = newest("hostile");
+    host = json_string_value(json_object_get(e, "host"));
+    ok(host != NULL && strlen(host) == 150 * 4 + 149,
+       "a 299-byte host of which 150 control "
+       "bytes: escaped whole, %zu bytes",
+       host ? strlen(host) : 0);
+    json_decref(e);
+}
+
 int main(void)
 {
+    test_hostile_names();
     test_every_word();
     test_ring();
     test_never_waits();
