@@ -88,7 +88,8 @@
 # waiter; needs perf and tracepoints), BENCH_PROFILE (a directory: perf
 # record each run of every proxy but direct into DIR/PROXY.RUN.data, for
 # perf report; BENCH_PROFILE_CALLS=0 leaves out the call graphs, which
-# cost the proxy more).
+# cost the proxy more), BENCH_SYSCALLS (1: perf trace -s each run of every
+# proxy but direct: its system calls per connection, by call).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -567,6 +568,11 @@ locks_start() {
         mkdir -p "$BENCH_PROFILE"
         perf record -q -F 1999 $calls -o "$BENCH_PROFILE/$CUR.$RUN.data" -p "$PROXY_PID" \
             2>/dev/null &
+    elif [ "${BENCH_SYSCALLS:-0}" = 1 ] && [ "$CUR" != direct ]; then
+        # every process of the proxy (nginx's and squid's workers are children)
+        local pids
+        pids=$(printf '%s\n' "$PROXY_PID" $(pgrep -P "$PROXY_PID") | paste -sd,)
+        perf trace -s -o "$T/syscalls.txt" -p "$pids" >/dev/null 2>&1 &
     elif [ "${BENCH_LOCKS:-0}" = 1 ] && [ "$CUR" = egressd ]; then
         perf stat -e syscalls:sys_enter_futex --per-thread -x, -o "$T/futex.csv" \
             -p "$PROXY_PID" 2>/dev/null &
@@ -589,11 +595,37 @@ locks_stop() {
     wait "$LOCKS_PID"
     LOCKS_PID=
     [ -z "${BENCH_PROFILE:-}" ] || return 0
+    if [ "${BENCH_SYSCALLS:-0}" = 1 ]; then
+        syscalls_report "$1"
+        return 0
+    fi
     cp "$T/futex.csv" "$1" 2>/dev/null
     awk -F, -v run="$CUR $RUN" '
         $4 ~ /sys_enter_futex/ { if ($1 ~ /^egressd-w[0-9]+-/) w += $2; else o += $2; seen = 1 }
         END { if (seen) printf "  %s: futex calls: workers %d, other threads %d\n", run, w, o
               else printf "  %s: futex calls: perf gave no count\n", run }' "$1"
+}
+# syscalls_report FILE: with BENCH_SYSCALLS=1, the proxy's system calls
+# over one run (perf trace -s, every thread summed) into FILE.syscalls, and
+# a line with the calls and the epoll waits per connection (egress-load's
+# count of finished exchanges in FILE's run).
+syscalls_report() {
+    local f=$1 n
+    cp "$T/syscalls.txt" "$f.syscalls" 2>/dev/null || {
+        echo "  $CUR $RUN: system calls: perf trace gave nothing"
+        return 0
+    }
+    n=$(grep '^{' "$R/$CUR.$RUN.out" 2>/dev/null | tail -n 1 |
+        python3 -c 'import json,sys; print(json.load(sys.stdin).get("total", 0))' 2>/dev/null ||
+        echo 0)
+    awk -v run="$CUR $RUN" -v n="$n" '
+        $1 ~ /^[a-z_0-9]+$/ && $2 ~ /^[0-9]+$/ { calls[$1] += $2; total += $2 }
+        END {
+            if (n <= 0) { printf "  %s: system calls: %d (no exchange count)\n", run, total; exit }
+            printf "  %s: system calls per connection: %.2f;", run, total / n
+            for (c in calls) if (calls[c] / n >= 0.05) printf " %s %.2f", c, calls[c] / n
+            printf "\n"
+        }' "$f.syscalls"
 }
 # idle RUN MODE N ARGS...: hold N tunnels (egress-load --mode MODE, idle or
 # interceptidle); the proxy's VmRSS before and while.
