@@ -21,4 +21,10 @@ want="admin.c dnsrule.c egressctl.c hello.c judge.c revoke.c"
 [ "$users" = "$want" ] || echo "# policy_decide is called from: $users (expected $want)"
 ok "$([ "$users" = "$want" ]; echo $?)" "the six places that judge a destination all call policy_decide"
 
+# --- the include graph of proxy/
+graph=$(python3 "$top/tests/source/includes.py" "$top/proxy")
+rc=$?
+grep '^cycle:' <<<"$graph" | sed 's/^/# /'
+ok "$rc" "proxy/: no include cycles among its headers"
+
 echo "1..$n"
