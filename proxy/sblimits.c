@@ -15,12 +15,13 @@
  */
 #include "sblimits.h"
 
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "policy.h"
 
 #define BUCKETS  1024
 #define NS_PER_S 1000000000ull
@@ -130,14 +131,10 @@ struct px_limit *px_limit_ref(struct px_limit *l)
 
 struct px_limit *px_limit_get_source(const uint8_t addr[16])
 {
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     char id[64] = PX_LIMIT_DEFAULT "/";
     size_t n = strlen(id);
 
-    if (memcmp(addr, mapped, 12) == 0)
-        inet_ntop(AF_INET, addr + 12, id + n, (socklen_t)(sizeof(id) - n));
-    else
-        inet_ntop(AF_INET6, addr, id + n, (socklen_t)(sizeof(id) - n));
+    policy_addr_text(addr, id + n, sizeof(id) - n);
     unsigned b = hash(id);
     pthread_mutex_lock(&table_lock);
     struct px_limit *l = find(id, b);
