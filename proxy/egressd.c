@@ -1,7 +1,8 @@
 /*
  * egressd.c - the process: read the config, build the first world, open
  * the listeners, start the workers, then serve signals, policy-dir changes,
- * the admin API and the metrics page on the main thread until SIGTERM.
+ * the host's address changes (addrwatch.c), the admin API and the metrics
+ * page on the main thread until SIGTERM.
  *
  *   egressd -c FILE        run (foreground; diagnostics on stderr)
  *   egressd -t -c FILE     check the config, the presets and the hosts file
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "accesslog.h"
+#include "addrwatch.h"
 #include "admin.h"
 #include "appliance.h"
 #include "certs.h"
@@ -52,6 +54,7 @@ static struct event *drain_timer, *reload_timer, *expiry_timer;
 static EVP_PKEY *appliance_key; /* state-dir/appliance.key (appliance.h) */
 static int64_t drain_end_ms;
 static int inotify_fd = -1;
+static struct px_addrwatch *addrwatch;
 
 /* libevent's own messages (evdns marking a server down, ...) go to the
  * diagnostics log instead of raw stderr. */
@@ -72,15 +75,18 @@ static void usage(void)
 
 /* ------------------------------------------------------------ reload */
 
-static void reload(const char *why)
+/* Build the world again (px_world_reload); returns 0, or -1 when the
+ * current one stays.  Either way one line says why and what came of it. */
+static int reload(const char *why)
 {
     char err[8192];
 
     if (px_world_reload(err, sizeof(err)) == 0) {
         px_log_info("policy reloaded (%s)", why);
-        return;
+        return 0;
     }
     px_log_warnx("policy reload (%s) failed; the previous policy stays in force:\n%s", why, err);
+    return -1;
 }
 
 static void on_reload_timer(evutil_socket_t fd, short what, void *arg)
@@ -117,6 +123,18 @@ static void watch_policy_dir(void)
         px_log_warn("cannot watch %s for changes; reload with SIGHUP", cfg.secret_dir);
     reload_timer = evtimer_new(main_base, on_reload_timer, NULL);
     event_add(event_new(main_base, inotify_fd, EV_READ | EV_PERSIST, on_inotify, NULL), NULL);
+}
+
+/* An address added to the host or removed from it: the world is built
+ * again as by a reload, which lists the host's addresses to deny them
+ * (px_policy_load), and open connections are judged again with it. */
+static int on_own_addrs(const char *what, void *arg)
+{
+    char why[1200];
+    (void)arg;
+
+    snprintf(why, sizeof(why), "own addresses: %s", what);
+    return reload(why);
 }
 
 /* ------------------------------------------------------------ revocation */
@@ -363,6 +381,12 @@ static int start(char *err, size_t errlen)
         return -1;
     if (start_credentials(err, errlen) == -1)
         return -1;
+    /* The watch before the first world: a change after the world listed
+     * the addresses is then one the watch hears of. */
+    main_base = event_base_new();
+    addrwatch = px_addrwatch_new(main_base, on_own_addrs, NULL, err, errlen);
+    if (addrwatch == NULL)
+        return -1;
     if (px_world_init(&cfg, &geo, err, errlen) == -1)
         return -1;
     add_listeners();
@@ -374,7 +398,6 @@ static int start(char *err, size_t errlen)
     for (unsigned i = 0; i < n_workers; i++)
         if (px_worker_init(&workers[i], i, err, errlen) == -1)
             return -1;
-    main_base = event_base_new();
     expiry_timer = evtimer_new(main_base, on_expiry, NULL);
     px_world_on_swap(on_world_swap);
     arm_expiry();
@@ -449,6 +472,7 @@ int main(int argc, char **argv)
 
     for (unsigned i = 0; i < n_workers; i++)
         px_worker_join(&workers[i]);
+    px_addrwatch_free(addrwatch);
     px_admin_stop();
     px_metrics_stop();
     px_resolver_free(main_resolver);

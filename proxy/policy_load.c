@@ -127,11 +127,7 @@ static bool add_dir(struct policy_builder *b, const char *dir, struct policy_dia
     return true;
 }
 
-/* The 16-byte form (IPv4 as ::ffff:a.b.c.d) of an interface address;
- * false for other families, and for an IPv6 address with a zone: the
- * snapshot's form has none, and such an address is link-local, in
- * fe80::/10 of the default list already. */
-static bool ifaddr_to16(const struct sockaddr *sa, uint8_t a16[16])
+bool px_ifaddr_to16(const struct sockaddr *sa, uint8_t a16[16])
 {
     memset(a16, 0, 16);
     if (sa->sa_family == AF_INET) {
@@ -162,7 +158,7 @@ static void deny_own_addrs(struct policy_builder *b, struct policy_diag *diag)
         return;
     }
     for (const struct ifaddrs *i = list; i != NULL; i = i->ifa_next)
-        if (i->ifa_addr != NULL && ifaddr_to16(i->ifa_addr, a16))
+        if (i->ifa_addr != NULL && px_ifaddr_to16(i->ifa_addr, a16))
             policy_builder_deny_addr(b, a16);
     freeifaddrs(list);
 }

@@ -8,6 +8,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 
 #include <maxminddb.h>
 
@@ -35,5 +37,12 @@ void px_geo_close(struct px_geo *g);
  * NULL with every error in `diag` (a failing getifaddrs is one). */
 struct policy *px_policy_load(const struct px_config *c, struct px_geo *g,
                               struct policy_diag *diag);
+
+/* The 16-byte form (IPv4 as ::ffff:a.b.c.d) of an interface address, as
+ * px_policy_load denies it; false for other families, and for an IPv6
+ * address with a zone: the snapshot's form has none, and such an address
+ * is link-local, in fe80::/10 of the default list already.  (addrwatch.c
+ * lists the same addresses the same way.) */
+bool px_ifaddr_to16(const struct sockaddr *sa, uint8_t a16[16]);
 
 #endif

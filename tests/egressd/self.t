@@ -5,10 +5,14 @@
 # allows it by name (self.test) and as a literal.  CONNECT to either is 403
 # private_range (status, X-Egress-Deny, body, access log) and the service
 # sees no connection; an address added to self0 later (11.22.33.45) is denied
-# from the next reload on; egressctl explain, which reads the same files,
-# says so too, also once self0 is down; an address not on the host (a.test)
-# still goes through; and an allow-range naming 11.22.33.44 lifts it, as for
-# any denied range.  TAP on stdout.  Needs BUILD_DIR, TOP; runs
+# after a reload; egressctl explain, which reads the same files, says so too,
+# also once self0 is down; an address not on the host (a.test) still goes
+# through; and an allow-range naming 11.22.33.44 lifts it, as for any denied
+# range.  Without any reload: an address added to self0 while egressd runs
+# (11.22.33.46, and the IPv6 2a01:4f8::77) is denied once egressd has heard
+# of it (netlink; its log line names the address), a burst of five is denied
+# whole, and an address removed is no longer denied (egressd then tries to
+# connect: no route there, 502).  TAP on stdout.  Needs BUILD_DIR, TOP; runs
 # itself in a network namespace (root: it adds an interface there).
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
@@ -64,7 +68,9 @@ check "control: the service on 11.22.33.44:$PORT takes a direct connection" \
 
 egd_host 11.22.33.44 self.test
 egd_host 11.22.33.45 self2.test
+egd_host 11.22.33.46 self3.test
 egd_allow "self.test:$PORT" "self2.test:$PORT" "ip 11.22.33.44/32:$PORT" "ip 11.22.33.45/32:$PORT"
+egd_allow "self3.test:$PORT" "ip 11.22.33.0/24:$PORT" "ip [2a01:4f8::77]:$PORT"
 egd_origin a.test || bail "the origin a.test starts"
 egd_start || bail "egressd starts and answers /healthz"
 
@@ -113,6 +119,65 @@ check "egressctl explain: address 11.22.33.45 deny private_range" \
     grep -qF "address 11.22.33.45 deny private_range" <<<"$out"
 out=$("$CTL" explain -c "$T/egressd.conf" "a.test:$EGD_HTTPS_PORT" --addr 127.0.0.16 2>&1)
 ok $? "egressctl explain a.test --addr 127.0.0.16: allowed"
+
+# Without a reload: egressd hears of the host's address changes (netlink)
+# and builds its world again, as a reload does.
+# heard TEXT: egressd's diagnostics gain a reload line naming TEXT (10 s).
+heard() {
+    local i
+    for ((i = 0; i < 200; i++)); do
+        grep -qF "policy reloaded (own addresses: " "$T/egressd.err" &&
+            grep "policy reloaded (own addresses: " "$T/egressd.err" | grep -qF "$1" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+# not_self HOST: CONNECT HOST:PORT is not denied as egressd's own: egressd
+# tries the address, which nothing answers (no route there): 502, and the
+# log line says it went for that address.
+not_self() {
+    egd_log_mark
+    raw --out "$R" "$EGD_PROXY" "$(connect "$1:$PORT")" head >/dev/null 2>&1
+    check_resp "CONNECT $1:$PORT ($2, not on the host): 502, not a denial" "$R" \
+        "r[0]['status'] == 502 and 'x-egress-deny' not in r[0]['h']"
+    egd_log_ok "CONNECT $1:$PORT: logged with status 502, no deny reason" \
+        "l['host'] == '$1' and l['mode'] == 'connect'" \
+        "l['status'] == 502 and l['reason'] != 'private_range'"
+}
+reloads() { grep -c "policy reloaded" "$T/egressd.err"; }
+not_self self3.test 11.22.33.46
+r0=$(reloads)
+ip addr add 11.22.33.46/32 dev self0 || bail "add 11.22.33.46 to self0"
+check "egressd heard 11.22.33.46 come (log: '11.22.33.46 added on self0')" \
+    heard "11.22.33.46 added on self0"
+self_denied self3.test 11.22.33.46
+self_denied 11.22.33.46 11.22.33.46
+check "... one world built for it ($r0 reload lines before, $(reloads) now)" \
+    test "$(reloads)" = $((r0 + 1))
+ip addr del 11.22.33.46/32 dev self0 || bail "remove 11.22.33.46 from self0"
+check "egressd heard 11.22.33.46 go (log: '11.22.33.46 removed from self0')" \
+    heard "11.22.33.46 removed from self0"
+not_self self3.test 11.22.33.46
+# IPv6 (another netlink group).
+ip addr add 2a01:4f8::77/128 dev self0 nodad || bail "add 2a01:4f8::77 to self0"
+check "egressd heard 2a01:4f8::77 come" heard "2a01:4f8::77 added on self0"
+egd_log_mark
+raw --out "$R" "$EGD_PROXY" "$(connect "[2a01:4f8::77]:$PORT")" head >/dev/null 2>&1
+check_resp "CONNECT [2a01:4f8::77]:$PORT (egressd's own now): 403 private_range" "$R" \
+    "r[0]['status'] == 403 and r[0]['h'].get('x-egress-deny') == 'private_range'"
+# A burst: five addresses in one go, each of them denied afterwards.
+for n in 50 51 52 53 54; do echo "addr add 11.22.33.$n/32 dev self0"; done >"$T/burst"
+ip -batch "$T/burst" || bail "add 11.22.33.50-54 to self0"
+check "egressd heard of all five (the last: 11.22.33.54)" heard "11.22.33.54 added on self0"
+check "... and of the first (11.22.33.50)" heard "11.22.33.50 added on self0"
+diag "reload lines for the burst of five: $(($(reloads) - r0 - 3))"
+bad=0
+for n in 50 51 52 53 54; do
+    raw --out "$R" "$EGD_PROXY" "$(connect "11.22.33.$n:$PORT")" head >/dev/null 2>&1
+    raw parse "$R" "r[0]['status'] == 403 and r[0]['h'].get('x-egress-deny') == 'private_range'" \
+        >/dev/null 2>&1 || { bad=1; diag "11.22.33.$n: not 403 private_range"; }
+done
+ok $bad "each of 11.22.33.50-54 is denied (403 private_range) without a reload"
 egd_finish
 
 # allow-range lifts an own address as it lifts any denied range, and only it.
