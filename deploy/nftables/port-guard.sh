@@ -2,7 +2,8 @@
 # port-guard.sh - the sandboxes' identity on a plain Linux bridge: per port,
 # the one address and MAC a sandbox may send from (egressd-ports.nft, table
 # bridge egressd_ports; nothing else from that port, and a port without an
-# entry may pose as no sandbox).
+# entry may pose as no sandbox).  What a port sends from its address is
+# marked for the wall (chain guarded), which lets in nothing else.
 #   port-guard.sh add PORT ADDR MAC   guard PORT: only ADDR (IPv4) and MAC;
 #                                     again with other values replaces them
 #   port-guard.sh del PORT            remove PORT's entry (nothing to remove
@@ -91,7 +92,7 @@ cmd_add() {
         echo "add chain $table port_$port"
         echo "flush chain $table port_$port"
         echo "add rule $table port_$port ether saddr != $mac counter drop comment \"port-guard $port $addr $mac\""
-        echo "add rule $table port_$port ip saddr $addr accept"
+        echo "add rule $table port_$port ip saddr $addr goto guarded"
         echo "add rule $table port_$port arp htype 1 arp ptype ip arp hlen 6 arp plen 4 arp saddr ether $mac arp saddr ip $addr accept"
         echo "add rule $table port_$port counter drop"
         [ -n "$old_mac" ] && [ "$old_mac" != "$mac" ] && echo "delete element $table macs { $old_mac }"

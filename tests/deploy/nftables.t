@@ -18,7 +18,11 @@
 # address, claiming it in ARP, or with another MAC gets nothing to the host,
 # S1 as itself still does, and so does nothing once its entry is gone (a
 # port without an entry is fail-closed).  Each of those probes is made once
-# before the guard is loaded, with the wall up: the wall alone lets them in.
+# on the bare bridge first (no wall, no guard), where they get in.  The
+# wall needs the guard: loaded alone it lets nothing in from the bridge,
+# neither S1 sending from S2's address (egressd would count that datagram
+# against S2's DNS rate) nor S1 as itself; what a guarded port sends from
+# its own address carries the guard's mark, which the wall requires.
 # TAP on stdout.  Needs TOP; run as root.
 set -u
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -140,6 +144,72 @@ for k in "${!before[@]}"; do
 done
 ok $bad "without the wall, sandbox 1 reaches the LAN, the far address, sandbox 2 and the host's 22, 8006, DNS on both its addresses, udp/3128 and udp/5353 (${#before[@]} probes)"
 
+# --- posing as another sandbox, on the bare bridge (neither wall nor guard)
+mac_of() { nsx "$1" cat /sys/class/net/eth0/address; }
+mac1=$(mac_of "$ns_s1") mac2=$(mac_of "$ns_s2")
+fake_mac=02:00:00:00:99:11
+# seen PEER: whether the host's DNS stand-in got a datagram from PEER (ADDR:PORT).
+seen() { grep -q "\"peer\": \"$1\", \"local\": \"10.99.0.1:53\"" "$T/H.log"; }
+# neigh_mac ADDR: the MAC the host holds for ADDR on vmbr99 ("" when none).
+neigh_mac() { nsx "$ns_h" ip neigh show "$1" dev vmbr99 | awk '{ for (i = 1; i < NF; i++) if ($i == "lladdr") print $(i + 1) }'; }
+# spoof_probes TAG: what S1 tries, each seen (or not) by the host:
+#   a datagram to the DNS stand-in from S2's address (10.99.0.12:45TAG02);
+#   an ARP claim to 10.99.0.12 (arp_claim: what the host then holds for it);
+#   an ARP from its own address and frame naming another MAC as the
+#   sender's (arp_sha: what the host then holds for 10.99.0.11);
+#   a datagram from its own address with another MAC (10.99.0.11:45TAG01;
+#   S1 is given the host's MAC by hand, so that no ARP from the other MAC
+#   is needed first);
+# then S1 is itself again and the host forgets every claim.
+spoof_probes() {
+    local tag=$1 hmac
+    hmac=$(nsx "$ns_h" cat /sys/class/net/vmbr99/address)
+    probe "$ns_s1" udp 10.99.0.1 53 "10.99.0.12:45${tag}02" >/dev/null
+    nsx "$ns_h" ip neigh flush dev vmbr99
+    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 10.99.0.12 10.99.0.1
+    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 10.99.0.11 10.99.0.1 "$fake_mac"
+    sleep 0.2
+    arp_claim=$(neigh_mac 10.99.0.12) arp_sha=$(neigh_mac 10.99.0.11)
+    nsx "$ns_h" ip neigh flush dev vmbr99
+    nsx "$ns_s1" ip link set eth0 address "$fake_mac"
+    nsx "$ns_s1" ip neigh replace 10.99.0.1 lladdr "$hmac" dev eth0 nud permanent
+    probe "$ns_s1" udp 10.99.0.1 53 "10.99.0.11:45${tag}01" >/dev/null
+    nsx "$ns_s1" ip link set eth0 address "$mac1"
+    nsx "$ns_s1" ip neigh flush dev eth0
+    nsx "$ns_h" ip neigh flush dev vmbr99
+}
+# fdb_port MAC: the port the bridge sends frames for MAC to.
+fdb_port() {
+    nsx "$ns_h" bridge fdb show br vmbr99 |
+        awk -v m="$1" '$1 == m { for (i = 2; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }'
+}
+# mac_steal: S1 sends one frame (ARP, from an address outside the sandbox
+# network) with S2's MAC; stolen is the port the bridge then holds S2's MAC
+# on.  Then S1 is itself again and S2 teaches the bridge its MAC again.
+mac_steal() {
+    nsx "$ns_s1" ip link set eth0 address "$mac2"
+    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 192.0.2.1 192.0.2.2
+    sleep 0.1
+    stolen=$(fdb_port "$mac2")
+    nsx "$ns_s1" ip link set eth0 address "$mac1"
+    nsx "$ns_s1" ip neigh flush dev eth0
+    probe "$ns_s2" udp 10.99.0.1 53 >/dev/null
+}
+check "set-up: the sandboxes' MACs ($mac1, $mac2)" test -n "$mac1" -a -n "$mac2" -a "$mac1" != "$mac2"
+: >"$T/H.log"
+spoof_probes 1
+ok "$(seen 10.99.0.12:45102; echo $?)" \
+    "bare bridge: a datagram S1 sends from S2's address 10.99.0.12 reaches the host's DNS"
+ok "$([ "$arp_claim" = "$mac1" ]; echo $?)" \
+    "bare bridge: S1's ARP claim to 10.99.0.12 makes the host send S2's traffic to S1 (${arp_claim:-no entry})"
+ok "$([ "$arp_sha" = "$fake_mac" ]; echo $?)" \
+    "bare bridge: S1's ARP naming another sender MAC for its own address is taken (${arp_sha:-no entry})"
+ok "$(seen 10.99.0.11:45101; echo $?)" "bare bridge: S1 with another MAC ($fake_mac) reaches the host's DNS"
+mac_steal
+ok "$([ "$stolen" = p1 ]; echo $?)" "bare bridge: a frame from S1 with S2's MAC moves S2's MAC to port ${stolen:-none} (p1)"
+check "... and S2 gets it back by sending" test "$(fdb_port "$mac2")" = p2
+
+
 # --- the wall
 nsx "$ns_h" nft -f "$WALL" >"$T/nft.err" 2>&1
 ok $? "nft -f: the ruleset loads in the host" || diag_file "$T/nft.err"
@@ -152,6 +222,36 @@ ok $((!$?)) "isolate-ports.sh --check: fails while the sandboxes' ports are not 
 nsx "$ns_h" "$ISOLATE" vmbr99 >"$T/iso.out" 2>&1
 ok $? "isolate-ports.sh: isolates every port of vmbr99"
 check "isolate-ports.sh --check: passes now" nsx "$ns_h" "$ISOLATE" --check vmbr99
+
+# The wall without the guard (egressd-ports.nft not loaded): the wall lets
+# in from the bridge only what a guarded port marked, so nothing; in
+# particular not a datagram to egressd's DNS port from S1's port with S2's
+# address, which egressd would count against S2's DNS rate.
+: >"$T/H.log"
+probe "$ns_s1" udp 10.99.0.1 53 10.99.0.12:45501 >"$T/p.out"
+ok "$([ "$(cat "$T/p.out")" = none ] && ! seen 10.99.0.12:45501; echo $?)" \
+    "the wall without the guard: S1 sending from S2's address gets nothing to egressd's DNS ($(cat "$T/p.out"))"
+probe "$ns_s1" udp 10.99.0.1 53 10.99.0.11:45502 >"$T/p.out"
+ok "$([ "$(cat "$T/p.out")" = none ] && ! seen 10.99.0.11:45502; echo $?)" \
+    "the wall without the guard: nor S1 as itself (fail-closed; $(cat "$T/p.out"))"
+check "the wall without the guard: nor S1's tcp to the proxy port" \
+    test "$(probe "$ns_s1" tcp 10.99.0.1 3128)" = none
+unguarded() { nsx "$ns_h" nft list chain inet egressd_wall from_sandboxes | sed -n 's/.*counter packets \([0-9]*\) .*not through a guarded port.*/\1/p'; }
+check "... each counted by the wall's 'not through a guarded port' drop ($(unguarded) packets)" \
+    test "$(unguarded)" -ge 3
+
+# The guard: an entry for each sandbox's port (port-guard.sh).
+nsx "$ns_h" "$GUARD" add p1 10.99.0.11 "$mac1" >"$T/guard.out" 2>&1
+ok $? "port-guard.sh add p1 10.99.0.11 $mac1 (loads egressd-ports.nft)" || diag_file "$T/guard.out"
+nsx "$ns_h" "$GUARD" add p2 10.99.0.12 "${mac2^^}" >"$T/guard.out" 2>&1
+ok $? "port-guard.sh add p2 10.99.0.12 (the MAC in capitals)" || diag_file "$T/guard.out"
+nsx "$ns_h" "$GUARD" add p2 10.99.0.12 "$mac2" >"$T/guard.out" 2>&1
+ok $? "port-guard.sh add again: the same entry, no error (idempotent)" || diag_file "$T/guard.out"
+check "port-guard.sh list: the two entries" \
+    test "$(nsx "$ns_h" "$GUARD" list | sort | tr '\n' ' ')" = "p1 10.99.0.11 $mac1 p2 10.99.0.12 $mac2 "
+check "one chain per guarded port" \
+    test "$(nsx "$ns_h" nft list table bridge egressd_ports | grep -cE '^\s+chain port_p[12] \{')" = 2
+
 : >"$T/H.log"
 : >"$T/L.log"
 : >"$T/S2.log"
@@ -216,81 +316,6 @@ fwd=$(nsx "$ns_h" nft list chain inet egressd_wall forward | grep -o 'packets [0
 check "the forward chain's drop counters counted the attempts ($fwd packets)" test "$fwd" -gt 0
 
 # --- the guard: each port's address and MAC (egressd-ports.nft, port-guard.sh)
-mac_of() { nsx "$1" cat /sys/class/net/eth0/address; }
-mac1=$(mac_of "$ns_s1") mac2=$(mac_of "$ns_s2")
-fake_mac=02:00:00:00:99:11
-# seen PEER: whether the host's DNS stand-in got a datagram from PEER (ADDR:PORT).
-seen() { grep -q "\"peer\": \"$1\", \"local\": \"10.99.0.1:53\"" "$T/H.log"; }
-# neigh_mac ADDR: the MAC the host holds for ADDR on vmbr99 ("" when none).
-neigh_mac() { nsx "$ns_h" ip neigh show "$1" dev vmbr99 | awk '{ for (i = 1; i < NF; i++) if ($i == "lladdr") print $(i + 1) }'; }
-# spoof_probes TAG: what S1 tries, each seen (or not) by the host:
-#   a datagram to the DNS stand-in from S2's address (10.99.0.12:45TAG02);
-#   an ARP claim to 10.99.0.12 (arp_claim: what the host then holds for it);
-#   an ARP from its own address and frame naming another MAC as the
-#   sender's (arp_sha: what the host then holds for 10.99.0.11);
-#   a datagram from its own address with another MAC (10.99.0.11:45TAG01;
-#   S1 is given the host's MAC by hand, so that no ARP from the other MAC
-#   is needed first);
-# then S1 is itself again and the host forgets every claim.
-spoof_probes() {
-    local tag=$1 hmac
-    hmac=$(nsx "$ns_h" cat /sys/class/net/vmbr99/address)
-    probe "$ns_s1" udp 10.99.0.1 53 "10.99.0.12:45${tag}02" >/dev/null
-    nsx "$ns_h" ip neigh flush dev vmbr99
-    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 10.99.0.12 10.99.0.1
-    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 10.99.0.11 10.99.0.1 "$fake_mac"
-    sleep 0.2
-    arp_claim=$(neigh_mac 10.99.0.12) arp_sha=$(neigh_mac 10.99.0.11)
-    nsx "$ns_h" ip neigh flush dev vmbr99
-    nsx "$ns_s1" ip link set eth0 address "$fake_mac"
-    nsx "$ns_s1" ip neigh replace 10.99.0.1 lladdr "$hmac" dev eth0 nud permanent
-    probe "$ns_s1" udp 10.99.0.1 53 "10.99.0.11:45${tag}01" >/dev/null
-    nsx "$ns_s1" ip link set eth0 address "$mac1"
-    nsx "$ns_s1" ip neigh flush dev eth0
-    nsx "$ns_h" ip neigh flush dev vmbr99
-}
-# fdb_port MAC: the port the bridge sends frames for MAC to.
-fdb_port() {
-    nsx "$ns_h" bridge fdb show br vmbr99 |
-        awk -v m="$1" '$1 == m { for (i = 2; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }'
-}
-# mac_steal: S1 sends one frame (ARP, from an address outside the sandbox
-# network) with S2's MAC; stolen is the port the bridge then holds S2's MAC
-# on.  Then S1 is itself again and S2 teaches the bridge its MAC again.
-mac_steal() {
-    nsx "$ns_s1" ip link set eth0 address "$mac2"
-    nsx "$ns_s1" "$PY" "$PROBE" arp eth0 192.0.2.1 192.0.2.2
-    sleep 0.1
-    stolen=$(fdb_port "$mac2")
-    nsx "$ns_s1" ip link set eth0 address "$mac1"
-    nsx "$ns_s1" ip neigh flush dev eth0
-    probe "$ns_s2" udp 10.99.0.1 53 >/dev/null
-}
-check "set-up: the sandboxes' MACs ($mac1, $mac2)" test -n "$mac1" -a -n "$mac2" -a "$mac1" != "$mac2"
-: >"$T/H.log"
-spoof_probes 1
-ok "$(seen 10.99.0.12:45102; echo $?)" \
-    "without the guard: a datagram S1 sends from S2's address 10.99.0.12 reaches the host's DNS (the wall alone lets it in)"
-ok "$([ "$arp_claim" = "$mac1" ]; echo $?)" \
-    "without the guard: S1's ARP claim to 10.99.0.12 makes the host send S2's traffic to S1 (${arp_claim:-no entry})"
-ok "$([ "$arp_sha" = "$fake_mac" ]; echo $?)" \
-    "without the guard: S1's ARP naming another sender MAC for its own address is taken (${arp_sha:-no entry})"
-ok "$(seen 10.99.0.11:45101; echo $?)" "without the guard: S1 with another MAC ($fake_mac) reaches the host's DNS"
-mac_steal
-ok "$([ "$stolen" = p1 ]; echo $?)" "without the guard: a frame from S1 with S2's MAC moves S2's MAC to port ${stolen:-none} (p1)"
-check "... and S2 gets it back by sending" test "$(fdb_port "$mac2")" = p2
-
-nsx "$ns_h" "$GUARD" add p1 10.99.0.11 "$mac1" >"$T/guard.out" 2>&1
-ok $? "port-guard.sh add p1 10.99.0.11 $mac1 (loads egressd-ports.nft)" || diag_file "$T/guard.out"
-nsx "$ns_h" "$GUARD" add p2 10.99.0.12 "${mac2^^}" >"$T/guard.out" 2>&1
-ok $? "port-guard.sh add p2 10.99.0.12 (the MAC in capitals)" || diag_file "$T/guard.out"
-nsx "$ns_h" "$GUARD" add p2 10.99.0.12 "$mac2" >"$T/guard.out" 2>&1
-ok $? "port-guard.sh add again: the same entry, no error (idempotent)" || diag_file "$T/guard.out"
-check "port-guard.sh list: the two entries" \
-    test "$(nsx "$ns_h" "$GUARD" list | sort | tr '\n' ' ')" = "p1 10.99.0.11 $mac1 p2 10.99.0.12 $mac2 "
-check "one chain per guarded port" \
-    test "$(nsx "$ns_h" nft list table bridge egressd_ports | grep -cE '^\s+chain port_p[12] \{')" = 2
-
 check "guarded, S1 as itself reaches egressd's DNS server" test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
 check "... and its proxy port" test "$(probe "$ns_s1" tcp 10.99.0.1 3128)" = H:3128
 check "guarded, S2 as itself reaches egressd's DNS server" test "$(probe "$ns_s2" udp 10.99.0.1 53)" = H:53
