@@ -246,7 +246,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         if (n == -1 && errno == EINTR)
             continue;
         if (n == -1 && errno == ENOBUFS) {
-            px_log_debug("netlink: address messages lost (ENOBUFS); listing the addresses again");
+            px_log_info("netlink: address messages lost (ENOBUFS); listing the addresses again");
             arm(w, PX_ADDRWATCH_SETTLE_MS);
             continue;
         }
