@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "nametext.h"
 #include "utf8.h"
 
 /* A string field longer than this is cut (hosts are at most 253 bytes once
@@ -52,7 +53,8 @@ static atomic_bool warned_write_error; /* one warning per run of failures */
 /* ------------------------------------------------------------- formatting */
 
 /* The longest line: sixteen string fields (and a spare) of FIELD_MAX bytes, each byte at
- * worst six bytes escaped ("\u0001"), plus names and numbers. */
+ * worst six bytes escaped ("\u0001"; a host's or SNI's five: "\\001"), plus names and
+ * numbers. */
 #define LINE_MAX_BYTES (17 * (FIELD_MAX * 6 + 32) + 1024)
 
 struct line {
@@ -68,32 +70,17 @@ static void put(struct line *l, const char *s, size_t n)
 
 #define PUT_LIT(l, lit) put((l), (lit), sizeof(lit) - 1)
 
-/* A JSON string for s, or null.  A client may send any bytes as a host or
- * SNI: when the text is not valid UTF-8, every byte >= 0x80 becomes U+FFFD,
- * so the line stays valid JSON and still shows where the odd bytes were.
- * Quotes, backslashes and control characters are escaped as jansson
- * escapes them. */
-static void put_str(struct line *l, const char *str)
+/* A JSON string of s[0..n).  When the text is not valid UTF-8, every byte
+ * >= 0x80 becomes U+FFFD, so the line stays valid JSON and still shows
+ * where the odd bytes were.  Quotes, backslashes and control characters
+ * are escaped as jansson escapes them. */
+static void put_text(struct line *l, const unsigned char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
-    const unsigned char *s = (const unsigned char *)str;
-    size_t n;
-    bool valid;
-
-    if (s == NULL) {
-        PUT_LIT(l, "null");
-        return;
-    }
-    n = strnlen(str, FIELD_MAX + 1);
-    if (n > FIELD_MAX) {
-        n = FIELD_MAX;
-        /* do not cut a multi-byte character in two */
-        while (n > 0 && (s[n] & 0xc0) == 0x80)
-            n--;
-    }
     /* utf8.h checks what jansson checks: a line stays what it was when
      * jansson wrote it. */
-    valid = px_utf8_valid(s, n);
+    bool valid = px_utf8_valid(s, n);
+
     l->p[l->len++] = '"';
     for (size_t i = 0; i < n; i++) {
         unsigned char c = s[i];
@@ -117,6 +104,46 @@ static void put_str(struct line *l, const char *str)
         }
     }
     l->p[l->len++] = '"';
+}
+
+/* How much of s the line takes: at most FIELD_MAX bytes, not cutting a
+ * multi-byte character in two. */
+static size_t field_len(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strnlen(str, FIELD_MAX + 1);
+
+    if (n > FIELD_MAX) {
+        n = FIELD_MAX;
+        while (n > 0 && (s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    return n;
+}
+
+/* A JSON string for s (cut to FIELD_MAX bytes), or null. */
+static void put_str(struct line *l, const char *s)
+{
+    if (s == NULL)
+        PUT_LIT(l, "null");
+    else
+        put_text(l, (const unsigned char *)s, field_len(s));
+}
+
+/* A host or SNI, names a client chose and may fill with any bytes: in
+ * DNS presentation format (nametext.h), as the denials keep them, so the
+ * line says exactly which bytes came and holds no control character even
+ * once a reader such as `jq -r` has decoded it; or null. */
+static void put_name(struct line *l, const char *s)
+{
+    char text[4 * FIELD_MAX + 1]; /* every byte as \DDD */
+
+    if (s == NULL) {
+        PUT_LIT(l, "null");
+        return;
+    }
+    size_t n = px_nametext_from_text(s, field_len(s), text, sizeof(text));
+    put_text(l, (const unsigned char *)text, n);
 }
 
 /* Counters never get near 2^63, but a wrapped value must not come out
@@ -204,11 +231,11 @@ static size_t format_line(const struct px_log_entry *e, char *buf)
     PUT_LIT(&l, ",\"method\":");
     put_str(&l, e->method);
     PUT_LIT(&l, ",\"host\":");
-    put_str(&l, e->host);
+    put_name(&l, e->host);
     PUT_LIT(&l, ",\"port\":");
     put_uint_or_null(&l, e->port);
     PUT_LIT(&l, ",\"sni\":");
-    put_str(&l, e->sni);
+    put_name(&l, e->sni);
     PUT_LIT(&l, ",\"decision\":");
     put_str(&l, e->decision);
     PUT_LIT(&l, ",\"reason\":");
