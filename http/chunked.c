@@ -129,3 +129,20 @@ enum http_chunked_result http_chunked_feed(struct http_chunked *c, const char *b
         return HTTP_CHUNKED_DONE;
     return c->state == CH_BAD ? HTTP_CHUNKED_BAD : HTTP_CHUNKED_MORE;
 }
+
+/* Contract in http.h. */
+enum http_chunked_result http_chunked_span(struct http_chunked *c, const char *buf, size_t len,
+                                           size_t *used, bool *data)
+{
+    size_t i = 0;
+
+    *data = c->state == CH_DATA;
+    if (*data) /* (CH_DATA holds left > 0) */
+        return http_chunked_feed(c, buf, len < c->left ? len : (size_t)c->left, used);
+    while (i < len && c->state != CH_DATA && c->state != CH_DONE && c->state != CH_BAD)
+        c->state = chunked_byte(c, (unsigned char)buf[i++]);
+    *used = i;
+    if (c->state == CH_DONE)
+        return HTTP_CHUNKED_DONE;
+    return c->state == CH_BAD ? HTTP_CHUNKED_BAD : HTTP_CHUNKED_MORE;
+}

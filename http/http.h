@@ -140,6 +140,12 @@ enum http_chunked_result {
 void http_chunked_init(struct http_chunked *c);
 enum http_chunked_result http_chunked_feed(struct http_chunked *c, const char *buf, size_t len,
                                            size_t *used);
+/* As http_chunked_feed, but takes only chunk-data or only framing (size
+ * lines, extensions, CRLFs, trailers): *data says which the *used bytes
+ * were.  Fed one after the other, the spans are the body as
+ * http_chunked_feed walks it (a scan of what a client decodes uses it). */
+enum http_chunked_result http_chunked_span(struct http_chunked *c, const char *buf, size_t len,
+                                           size_t *used, bool *data);
 
 /* Find a field by name (case-insensitive); NULL if absent. */
 const struct http_header *http_find(const struct http_header *h, size_t n, const char *name);

@@ -134,6 +134,8 @@ struct px_intercept {
     bool up_failed;  /* ... or failed (up_error says why) */
     bool cert_error; /* it failed on the origin's certificate */
     bool waiting;    /* a judged request waits for the handshake */
+    /* The secrets sent, searched for in what comes back (gate.h); or NULL. */
+    struct px_gate *gate;
     char up_error[160];
 };
 

@@ -11,6 +11,9 @@
 #include <event2/buffer.h>
 
 #include "conn.h"
+#include "gate.h"
+#include "log.h"
+#include "metrics.h"
 
 #define EX_HIGH       (256 * 1024) /* back-pressure mark, as relay.c */
 #define RESP_HEAD_MAX (64 * 1024)  /* an origin's response head */
@@ -145,6 +148,40 @@ static void forward_request_body(struct px_conn *c)
 
 /* ------------------------------------------------------------ response */
 
+/* The gate of an intercepted connection that sent a secret, or NULL. */
+static struct px_gate *gate_of(const struct px_conn *c)
+{
+    return c->ic != NULL ? c->ic->gate : NULL;
+}
+
+/* The origin sent back the value of the sandbox's secret `who` (its index
+ * in c->sb->secrets): nothing more of the response goes on.  Closes. */
+static void reflected(struct px_conn *c, int who)
+{
+    const char *name =
+        c->sb != NULL && who >= 0 && (size_t)who < c->sb->n_secrets ? c->sb->secrets[who] : "?";
+
+    px_log_warnx("conn %llu: %s sent back the value of secret '%s' (sandbox %s, %s %s): the "
+                 "response is cut",
+                 (unsigned long long)c->id, c->rq.host.text, name, c->sb ? c->sb->id : "-",
+                 c->rq.method, c->ex->path);
+    px_metrics_injection(name, PX_INJ_REFLECTED);
+    c->rq.reason = PX_R_CREDENTIAL_REFLECTED;
+    px_conn_ended(c, PX_END_PROXY);
+    px_conn_close(c, "an origin sent back a secret");
+}
+
+/* Whether head p[0..n) may go on to the client (else: closed). */
+static bool head_clean(struct px_conn *c, const char *p, size_t n)
+{
+    struct px_gate *g = gate_of(c);
+    int who = g != NULL ? px_gate_head(g, p, n) : PX_GATE_NONE;
+
+    if (who != PX_GATE_NONE)
+        reflected(c, who);
+    return who == PX_GATE_NONE;
+}
+
 /* How long the connection may still wait for its next request: the idle
  * timeout, or what is left of max-conn-life (0: its life is over). */
 static uint64_t next_request_ms(const struct px_conn *c)
@@ -220,6 +257,10 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
     if (resp->body == HTTP_BODY_TO_CLOSE || next_request_ms(c) == 0 ||
         (c->mode == PX_MODE_INTERCEPT && !c->ex->upstream_keep_alive))
         c->ex->client_keep_alive = false; /* the answer says so: Connection: close */
+    if (!head_clean(c, p, resp->head_len))
+        return HEAD_CLOSED;
+    if (gate_of(c) != NULL)
+        px_gate_body_start(gate_of(c), resp->body, resp->content_length);
     size_t m = http_format_response(resp, p, c->ex->client_keep_alive, buf, sizeof(buf));
     if (m == 0) {
         px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
@@ -250,15 +291,35 @@ static enum head_state response_head(struct px_conn *c)
         if (resp.status >= 200)
             return send_final_head(c, &resp, p);
         /* 100 Continue, 103: pass on, read on */
+        if (!head_clean(c, p, resp.head_len))
+            return HEAD_CLOSED;
         evbuffer_remove_buffer(in, bufferevent_get_output(c->cli), resp.head_len);
     }
     return HEAD_MORE;
 }
 
-/* The response's next bytes in up's input: its head, then its body, sent
- * on to the client.  False when the connection was closed, or the
- * response is done (then the next request's phase has begun). */
-static bool take_response(struct px_conn *c)
+/* How many bytes of the body at the front of up's input may go on now
+ * (*allow; UINT64_MAX: all): what the gate, if c has one, lets through
+ * (eof: the origin ended).  False when the origin sent a secret back
+ * (closed). */
+static bool body_allowed(struct px_conn *c, bool eof, uint64_t *allow)
+{
+    struct px_gate *g = gate_of(c);
+    int who = PX_GATE_NONE;
+
+    *allow = UINT64_MAX;
+    if (g != NULL)
+        who = px_gate_body(g, bufferevent_get_input(c->up), eof, allow);
+    if (who != PX_GATE_NONE)
+        reflected(c, who);
+    return who == PX_GATE_NONE;
+}
+
+/* The response's next bytes in up's input (eof: the origin ended after
+ * them): its head, then its body, sent on to the client.  False when the
+ * connection was closed, or the response is done (then the next request's
+ * phase has begun). */
+static bool take_response(struct px_conn *c, bool eof)
 {
     /* A read takes at most PX_BEV_READ_MAX (bev.h): when that much came,
      * take what else is there now rather than in another round. */
@@ -281,9 +342,16 @@ static bool take_response(struct px_conn *c)
         }
     }
     size_t moved = 0;
+    uint64_t most = quota_left(c), allow;
+    if (!body_allowed(c, eof, &allow))
+        return false;
     enum body_state r =
         move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli), c->ex->resp_body,
-                  &c->ex->resp_left, &c->ex->resp_chunks, quota_left(c), &moved);
+                  &c->ex->resp_left, &c->ex->resp_chunks, allow < most ? allow : most, &moved);
+    if (gate_of(c) != NULL)
+        px_gate_moved(gate_of(c), moved);
+    if (r == BODY_QUOTA && allow < most)
+        r = BODY_MORE; /* the gate holds the rest back until more comes */
     if (r == BODY_BROKEN) {
         c->rq.reason = PX_R_CONNECT_FAIL;
         px_conn_ended(c, PX_END_UPSTREAM);
@@ -311,7 +379,7 @@ static void on_up_read(struct bufferevent *bev, void *arg)
     (void)bev;
 
     c->t_active_ms = px_now_ms();
-    (void)take_response(c);
+    (void)take_response(c, false);
 }
 
 static void on_up_event(struct bufferevent *bev, short what, void *arg)
@@ -320,7 +388,7 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
 
     if ((what & BEV_EVENT_EOF) && c->ex->resp_head_done) {
-        if (!take_response(c)) /* what came with the end */
+        if (!take_response(c, true)) /* what came with the end */
             return;
         if (c->ex->resp_body == HTTP_BODY_TO_CLOSE) {
             px_conn_ended(c, PX_END_UPSTREAM); /* its close ends the body */

@@ -26,6 +26,7 @@
 
 #include "certs.h"
 #include "conn.h"
+#include "gate.h"
 #include "log.h"
 #include "metrics.h"
 #include "placeholder.h"
@@ -295,6 +296,8 @@ void px_intercept_start(struct px_conn *c)
 
 void px_intercept_free(struct px_conn *c)
 {
+    if (c->ic != NULL)
+        px_gate_free(c->ic->gate);
     free(c->ic);
     c->ic = NULL;
 }
@@ -383,19 +386,66 @@ static void refuse(struct px_conn *c, const struct cred_table *t, enum http_cred
     }
 }
 
-/* The secrets (bit i: c->sb->secrets[i]) of t's credentials in `used`,
- * each counted as added. */
-static uint32_t added(const struct px_conn *c, const struct cred_table *t, uint32_t used)
+/* The secrets (bit i: c->sb->secrets[i]) of t's credentials in `used`. */
+static uint32_t secrets_of(const struct cred_table *t, uint32_t used)
 {
     uint32_t mask = 0;
 
     for (size_t k = 0; k < t->n; k++)
         if (used & (1u << k))
             mask |= 1u << t->secret[k];
+    return mask;
+}
+
+/* The secrets (bit i: c->sb->secrets[i]) of t's credentials in `used`,
+ * each counted as added. */
+static uint32_t added(const struct px_conn *c, const struct cred_table *t, uint32_t used)
+{
+    uint32_t mask = secrets_of(t, used);
+
     for (size_t i = 0; i < c->sb->n_secrets; i++)
         if (mask & (1u << i))
             px_metrics_injection(c->sb->secrets[i], PX_INJ_ADDED);
     return mask;
+}
+
+/* The methods a request that gets a credential may have (RFC 9110 section
+ * 9 and PATCH, RFC 5789).  TRACE (and IIS's TRACK) echo the request with
+ * its credentials; an unknown method may do anything. */
+static bool method_ok(struct http_view m)
+{
+    static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"};
+
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (m.len == strlen(known[i]) && memcmp(m.p, known[i], m.len) == 0)
+            return true;
+    return false;
+}
+
+/* The request gets secrets (bit i: c->sb->secrets[i] in mask) with a
+ * method not in method_ok's list: deny it.  Closes. */
+static void refuse_method(struct px_conn *c, uint32_t mask)
+{
+    note_secrets(c, mask);
+    for (size_t i = 0; i < c->sb->n_secrets; i++)
+        if (mask & (1u << i))
+            px_metrics_injection(c->sb->secrets[i], PX_INJ_METHOD);
+    px_log_info("conn %llu: sandbox %s: %s to %s would carry a secret and may echo it: denied",
+                (unsigned long long)c->id, c->sb->id, c->rq.method, c->ic->host.text);
+    px_conn_deny_unruled(c, PX_R_CREDENTIAL_METHOD);
+}
+
+/* The secrets of t's credentials in `used` go upstream on c: search for
+ * them in what comes back (gate.h). */
+static void guard(struct px_conn *c, const struct cred_table *t, uint32_t used)
+{
+    if (used == 0)
+        return;
+    if (c->ic->gate == NULL)
+        c->ic->gate = px_gate_new();
+    for (size_t k = 0; k < t->n; k++)
+        if (used & (1u << k))
+            px_gate_add(c->ic->gate, t->cr[k].secret.p, t->cr[k].secret.len, t->secret[k]);
 }
 
 /* The judged request's head, still in the client's input: substitute the
@@ -423,6 +473,11 @@ static void forward(struct px_conn *c)
         refuse(c, &t, r, which);
         return;
     }
+    if (used != 0 && !method_ok(req.method)) {
+        refuse_method(c, secrets_of(&t, used));
+        return;
+    }
+    guard(c, &t, used);
     note_secrets(c, added(c, &t, used));
     bool sent = px_request_forward(c, &req);
     if (used != 0)

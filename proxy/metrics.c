@@ -97,7 +97,8 @@ static struct global_row rows[PX_METRICS_SHARDS];
 
 /* injections_total: a slot per secret name, taken once (under inj_lock)
  * and then only counted in (no lock). */
-static const char *const injection_words[PX_INJ_COUNT] = {"added", "mismatch", "unavailable"};
+static const char *const injection_words[PX_INJ_COUNT] = {"added", "mismatch", "unavailable",
+                                                          "method", "reflected"};
 struct injection_slot {
     char secret[64];
     atomic_uint_fast64_t n[PX_INJ_COUNT];

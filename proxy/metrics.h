@@ -80,6 +80,8 @@ enum px_injection {
     PX_INJ_ADDED,       /* the placeholder was replaced by the value */
     PX_INJ_MISMATCH,    /* the placeholder was out of place: denied */
     PX_INJ_UNAVAILABLE, /* bound, but the value cannot be sent: refused */
+    PX_INJ_METHOD,      /* the request's method may echo it (TRACE, ...): refused */
+    PX_INJ_REFLECTED,   /* the origin sent it back: the response was cut */
     PX_INJ_COUNT
 };
 #define PX_METRICS_SECRETS 256

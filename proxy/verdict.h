@@ -37,6 +37,8 @@ enum px_reason {
     PX_R_REVOKED, /* open when its binding went away, expired or the policy stopped allowing it */
     PX_R_CREDENTIAL_HOST_MISMATCH, /* a secret's placeholder sent where the secret is not bound */
     PX_R_UPSTREAM_TLS,             /* an intercepted origin's certificate did not verify */
+    PX_R_CREDENTIAL_METHOD,        /* a method that may echo a credential (TRACE, ...) */
+    PX_R_CREDENTIAL_REFLECTED,     /* an intercepted origin sent a secret back: cut */
     PX_R_COUNT
 };
 
@@ -108,7 +110,9 @@ static inline const char *px_reason_str(enum px_reason r)
                                                   "limit",
                                                   "revoked",
                                                   "credential_host_mismatch",
-                                                  "upstream_tls"};
+                                                  "upstream_tls",
+                                                  "credential_method",
+                                                  "credential_reflected"};
     return (unsigned)r < PX_R_COUNT ? words[r] : "?";
 }
 

@@ -725,6 +725,56 @@ static void test_chunked(void)
        "after DONE a feed is DONE with nothing used");
 }
 
+/* http_chunked_span over body, cut into pieces of at most `piece` bytes:
+ * the data spans joined (into data), and whether the walk matches
+ * http_chunked_feed's (the same end, the same offset). */
+static bool spans_agree(const char *body, size_t piece, char *data, size_t *data_len)
+{
+    struct http_chunked a, b;
+    size_t len = strlen(body), off = 0, used_b = 0, n = 0;
+    enum http_chunked_result ra = HTTP_CHUNKED_MORE, rb = HTTP_CHUNKED_MORE;
+    bool is_data;
+
+    http_chunked_init(&a);
+    http_chunked_init(&b);
+    for (size_t at = 0; at < len && rb == HTTP_CHUNKED_MORE; at += used_b) {
+        size_t k = len - at < piece ? len - at : piece;
+        rb = http_chunked_feed(&b, body + at, k, &used_b);
+    }
+    while (off < len && ra == HTTP_CHUNKED_MORE) {
+        size_t k = len - off < piece ? len - off : piece, used;
+        ra = http_chunked_span(&a, body + off, k, &used, &is_data);
+        if (is_data) {
+            memcpy(data + n, body + off, used);
+            n += used;
+        }
+        if (used == 0 && ra == HTTP_CHUNKED_MORE)
+            return false; /* no progress */
+        off += used;
+    }
+    *data_len = n;
+    return ra == rb;
+}
+
+static void test_chunked_span(void)
+{
+    const char *body = "5;ext=sk-x\r\nhello\r\n1\r\n \r\nA\r\nworld, one\r\n0\r\nX-T: v\r\n\r\n";
+    char data[128];
+    size_t n = 0;
+    bool all = true;
+
+    for (size_t piece = 1; piece <= strlen(body) && all; piece++) {
+        all = spans_agree(body, piece, data, &n) && n == 16 &&
+              memcmp(data, "hello world, one", 16) == 0;
+        if (!all)
+            diag("pieces of %zu bytes: %zu data bytes", piece, n);
+    }
+    ok(all,
+       "chunked spans: in pieces of every size, the data joined is the payload, the end as feed's");
+    ok(!spans_agree("5\r\nhelloX", 64, data, &n) || n == 5,
+       "chunked spans: broken framing after data");
+}
+
 static void test_find(void)
 {
     static struct http_request req;
@@ -747,6 +797,7 @@ int main(void)
     test_format_request();
     test_format_response();
     test_chunked();
+    test_chunked_span();
     test_find();
     return tap_done();
 }
