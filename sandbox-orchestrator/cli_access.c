@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "ops.h"
+#include "printable.h"
 
 #define EXIT_FAILED 1
 #define EXIT_USAGE  2
@@ -23,9 +24,11 @@ static int usage(const char *why)
     return EXIT_USAGE;
 }
 
-static const char *str(const json_t *o, const char *key)
+/* Member key of o as printable text (printable.h), "-" when it is not a
+ * string: hosts and reasons come from sandboxes and egressd's denials. */
+static const char *str(json_t *o, const char *key)
 {
-    const char *v = json_string_value(json_object_get(o, key));
+    const char *v = sbx_printable_get(o, key);
 
     return v ? v : "-";
 }
@@ -37,7 +40,7 @@ static const char *asked_for(const json_t *r, char *buf, size_t len)
     return buf;
 }
 
-static void print_request(const json_t *r)
+static void print_request(json_t *r)
 {
     char d[32];
 
@@ -57,9 +60,9 @@ static void print_request(const json_t *r)
                    : "");
 }
 
-static void print_list(const json_t *o)
+static void print_list(json_t *o)
 {
-    const json_t *r;
+    json_t *r;
     size_t i;
     char d[32];
 
@@ -73,9 +76,9 @@ static void print_list(const json_t *o)
     }
 }
 
-static void print_denials(const json_t *o)
+static void print_denials(json_t *o)
 {
-    const json_t *d;
+    json_t *d;
     size_t i;
     char where[300];
 
@@ -91,7 +94,7 @@ static void print_denials(const json_t *o)
 }
 
 /* Runs op on args (consumed) and prints its result: JSON, or human(). */
-static int run(struct sbx *s, int json, sbx_op_fn op, json_t *args, void (*human)(const json_t *))
+static int run(struct sbx *s, int json, sbx_op_fn op, json_t *args, void (*human)(json_t *))
 {
     char err[4096];
     json_t *out = NULL;
@@ -99,6 +102,7 @@ static int run(struct sbx *s, int json, sbx_op_fn op, json_t *args, void (*human
 
     json_decref(args);
     if (rc) {
+        sbx_printable(err);
         fprintf(stderr, "sandboxctl: %s\n", err);
         return EXIT_FAILED;
     }

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "mcp/mcp.h"
 #include "ops.h"
+#include "printable.h"
 #include "review.h"
 #include "sbx.h"
 
@@ -62,11 +63,22 @@ static int usage(const char *why)
     return EXIT_USAGE;
 }
 
+/* An error on stderr: one line, whatever a sandbox or its guest agent
+ * put into it (printable.h). */
+static void print_error(const char *err)
+{
+    char line[4096];
+
+    snprintf(line, sizeof line, "%s", err);
+    sbx_printable(line);
+    fprintf(stderr, "sandboxctl: %s\n", line);
+}
+
 /* Print a result: JSON when asked, else via the command's printer. */
 static int finish(struct cli *c, int rc, json_t *out, const char *err, void (*human)(json_t *out))
 {
     if (rc) {
-        fprintf(stderr, "sandboxctl: %s\n", err);
+        print_error(err);
         return EXIT_FAILED;
     }
     if (c->json) {
@@ -80,9 +92,11 @@ static int finish(struct cli *c, int rc, json_t *out, const char *err, void (*hu
     return 0;
 }
 
+/* Member key of o as printable text (printable.h), "-" when it is not a
+ * string: a printer shows names, branches and reasons a sandbox chose. */
 static const char *str(json_t *o, const char *key)
 {
-    const char *v = json_string_value(json_object_get(o, key));
+    const char *v = sbx_printable_get(o, key);
 
     return v ? v : "-";
 }
@@ -98,7 +112,7 @@ static const char *joined(json_t *o, const char *key, char *buf, size_t len)
     {
         if (used < len)
             used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "",
-                                     json_string_value(v) ? json_string_value(v) : "?");
+                                     sbx_printable_value(v) ? json_string_value(v) : "?");
     }
     return buf[0] ? buf : "-";
 }
@@ -183,7 +197,7 @@ static void print_reap(json_t *o)
     }
     json_array_foreach(json_object_get(o, "errors"), i, v)
     {
-        fprintf(stderr, "sandboxctl: reap: %s\n", json_string_value(v));
+        fprintf(stderr, "sandboxctl: reap: %s\n", sbx_printable_value(v));
     }
     printf("%zu reaped, %d kept\n", json_array_size(json_object_get(o, "reaped")),
            (int)json_integer_value(json_object_get(o, "kept")));
@@ -770,7 +784,7 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     c.s = sbx_new(c.config, err, sizeof err);
     if (!c.s) {
-        fprintf(stderr, "sandboxctl: %s\n", err);
+        print_error(err);
         curl_global_cleanup();
         return EXIT_USAGE;
     }

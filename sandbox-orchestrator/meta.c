@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "meta.h"
+#include "printable.h"
 
 #define MARKER       "sandboxctl-sandbox v1"
 #define HEADER       "Sandbox managed by sandboxctl: change it with sandboxctl, not by hand."
@@ -210,16 +211,6 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
     return -1;
 }
 
-/* A reason quotes hostile values and ends up on a terminal or in a log:
- * every byte outside printable ASCII becomes '?', so a value cannot carry
- * escape sequences or a line break into either. */
-static void printable(char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
-            *s = '?';
-}
-
 static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
 {
     if (!sbx_meta_valid_owner(m->owner))
@@ -269,7 +260,7 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
     int n;
 
     if (check_values(m, err, errlen)) {
-        printable(err);
+        sbx_printable(err);
         return -1;
     }
     sbx_time_format(m->created, created, sizeof created);
@@ -510,6 +501,6 @@ enum sbx_meta_result sbx_meta_decode(const char *text, size_t len, struct sbx_me
     enum sbx_meta_result r = decode(text, len, m, err, errlen);
 
     if (r == SBX_META_MALFORMED)
-        printable(err);
+        sbx_printable(err);
     return r;
 }

@@ -31,6 +31,7 @@
 #include "egress.h"
 #include "guard.h"
 #include "ops.h"
+#include "printable.h"
 #include "sbx.h"
 #include "vm.h"
 
@@ -440,9 +441,7 @@ int sbx_op_access_request(struct sbx *s, json_t *args, json_t **out, char *err, 
     snprintf(entry, sizeof entry, "%s", host);
     if (strlen(host) >= sizeof entry || !sbx_access_normalize(entry)) {
         snprintf(entry, sizeof entry, "%.200s", host);
-        for (char *c = entry; *c; c++) /* the reason reaches a terminal or a log */
-            if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                *c = '?';
+        sbx_printable(entry); /* the reason reaches a terminal or a log */
         snprintf(err, errlen,
                  "host: expected HOST, *.DOMAIN or .DOMAIN with optional :PORTS (crates.io:443), "
                  "got '%s'",

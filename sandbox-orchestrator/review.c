@@ -5,6 +5,7 @@
 
 #include "git.h"
 #include "guest.h"
+#include "printable.h"
 #include "protect.h"
 #include "review.h"
 
@@ -149,8 +150,10 @@ int sbx_review(const struct sbx_config *c, const char *repo, const char *base, c
 
 void sbx_review_print(json_t *r, const char *label)
 {
-    const char *stat = json_string_value(json_object_get(r, "stat"));
-    const char *base = json_string_value(json_object_get(r, "base"));
+    const char *base = sbx_printable_get(r, "base");
+    char *stat = json_is_string(json_object_get(r, "stat"))
+                     ? strdup(json_string_value(json_object_get(r, "stat")))
+                     : NULL;
     json_t *f;
     size_t i;
 
@@ -160,11 +163,13 @@ void sbx_review_print(json_t *r, const char *label)
                ? ""
                : " (NOT on top of it: history rewritten)",
            (int)json_integer_value(json_object_get(r, "files")));
-    if (stat && *stat)
+    if (stat) { /* the guest's paths, one per line */
+        sbx_printable_lines(stat);
         fputs(stat, stdout);
+        free(stat);
+    }
     json_array_foreach(json_object_get(r, "flags"), i, f)
     {
-        printf("  FLAG %s: %s\n", json_string_value(json_object_get(f, "path")),
-               json_string_value(json_object_get(f, "why")));
+        printf("  FLAG %s: %s\n", sbx_printable_get(f, "path"), sbx_printable_get(f, "why"));
     }
 }

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "mcp_server.h"
+#include "printable.h"
 
 /* JSON-RPC 2.0 error codes (section 5.1), and MCP's own. */
 enum {
@@ -51,9 +52,6 @@ json_t *sbx_mcp_rpc_error(const json_t *id, int code, const char *fmt, ...)
 
 /* A JSON-RPC result response; steals result. */
 json_t *sbx_mcp_rpc_result(const json_t *id, json_t *result);
-
-/* Replaces the bytes of s that are not valid UTF-8 with '?'. */
-void sbx_mcp_utf8_clean(char *s);
 
 /* Whether name is in the NULL-terminated list (NULL: an empty one). */
 int sbx_mcp_listed(const char *const *list, const char *name);

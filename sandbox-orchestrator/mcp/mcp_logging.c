@@ -57,7 +57,7 @@ static void log_send(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess,
     if (!sbx_mcp_log_wanted(srv, sess, level))
         return;
     vsnprintf(msg, sizeof msg, fmt, ap);
-    sbx_mcp_utf8_clean(msg);
+    sbx_printable(msg);
     sess->notify(sess->notify_arg, json_pack("{s:s, s:s, s:{s:s, s:s, s:s}}", "jsonrpc", "2.0",
                                              "method", "notifications/message", "params", "level",
                                              level_names[level], "logger", logger, "data", msg));

@@ -178,7 +178,7 @@ static json_t *on_get(struct sbx_mcp_server *srv, const json_t *id, const json_t
     } else {
         text_review(text, sizeof text, json_string_value(json_object_get(args, "name")));
     }
-    sbx_mcp_utf8_clean(text);
+    sbx_printable_lines(text);
     return sbx_mcp_rpc_result(id, json_pack("{s:s, s:[{s:s, s:{s:s, s:s}}]}", "description",
                                             p->description, "messages", "role", "user", "content",
                                             "type", "text", "text", text));

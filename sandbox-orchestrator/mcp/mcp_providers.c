@@ -126,7 +126,7 @@ json_t *sbx_mcp_providers_read(struct sbx_mcp_server *srv, const json_t *id, con
         if (rc == SBX_MCP_PROVIDED && json_is_array(contents))
             return sbx_mcp_rpc_result(id, json_pack("{s:o}", "contents", contents));
         json_decref(contents);
-        sbx_mcp_utf8_clean(err);
+        sbx_printable(err);
         return sbx_mcp_rpc_error(id, RPC_INTERNAL_ERROR, "reading %.200s failed: %s", uri,
                                  err[0] ? err : "no contents");
     }
@@ -218,7 +218,7 @@ json_t *sbx_mcp_providers_get(struct sbx_mcp_server *srv, const json_t *id, cons
         rc = srv->cfg.providers[i].get
                  ? srv->cfg.providers[i].get(name, args, &result, err, sizeof err)
                  : SBX_MCP_PROVIDE_FAILED;
-        sbx_mcp_utf8_clean(err);
+        sbx_printable(err);
         if (rc == SBX_MCP_PROVIDED && json_is_object(result))
             r = sbx_mcp_rpc_result(id, json_incref(result));
         else

@@ -213,7 +213,7 @@ static json_t *read_denials(struct sbx_mcp_server *srv, const json_t *id, const 
     json_decref(args);
     if (rc != 0 || !json_is_object(out)) {
         json_decref(out);
-        sbx_mcp_utf8_clean(err);
+        sbx_printable(err);
         return sbx_mcp_rpc_error(id, RPC_INTERNAL_ERROR, "reading the denials of %s failed: %s",
                                  name, err[0] ? err : "no result");
     }

@@ -48,54 +48,6 @@ const char *sbx_mcp_version_negotiate(const char *asked)
     return versions[0];
 }
 
-/* The length of the valid UTF-8 sequence (RFC 3629 section 4) at p, or 0
- * when none starts there.  Stops at a NUL, so it never reads past one. */
-static size_t utf8_len(const unsigned char *p)
-{
-    unsigned lo = 0x80, hi = 0xbf;
-    size_t n;
-
-    if (p[0] < 0x80)
-        return 1;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        n = 2;
-    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        n = 3;
-        lo = p[0] == 0xe0 ? 0xa0 : lo; /* no overlong form */
-        hi = p[0] == 0xed ? 0x9f : hi; /* no surrogate */
-    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        n = 4;
-        lo = p[0] == 0xf0 ? 0x90 : lo;
-        hi = p[0] == 0xf4 ? 0x8f : hi; /* nothing above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
-/* Replaces each byte of s that is not part of valid UTF-8 with '?'.  A
- * message cut at its buffer's end may end inside a character the client
- * sent, and an operation's reason may carry any bytes; jansson refuses to
- * make a string of either, and the request would get no answer at all. */
-void sbx_mcp_utf8_clean(char *s)
-{
-    unsigned char *p = (unsigned char *)s;
-
-    while (*p) {
-        size_t n = utf8_len(p);
-
-        if (n == 0)
-            *p++ = '?';
-        else
-            p += n;
-    }
-}
-
 /* Contract in mcp_internal.h; id NULL: the request's id could not be read. */
 json_t *sbx_mcp_rpc_error(const json_t *id, int code, const char *fmt, ...)
 {
@@ -105,7 +57,7 @@ json_t *sbx_mcp_rpc_error(const json_t *id, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sbx_mcp_utf8_clean(msg);
+    sbx_printable(msg);
     return json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
                      "error", "code", code, "message", msg);
 }
@@ -406,7 +358,7 @@ static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess
 
     args = tool_args(srv, t, given, err, sizeof err);
     if (!args) {
-        sbx_mcp_utf8_clean(err);
+        sbx_printable(err);
         fprintf(srv->log, "sandboxctl mcp: %s refused: %s\n", tool->name, err);
         sbx_mcp_log(srv, sess, SBX_MCP_LOG_ERROR, "%s refused: %s", tool->name, err);
         return tool_result(err, NULL, 1);
@@ -425,10 +377,10 @@ static json_t *tool_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess
                  tool->flags & SBX_MCP_TOOL_CONTENT ? "with a content array" : "object");
         rc = -1;
     }
+    sbx_printable(err); /* it may quote a sandbox, its guest agent or egressd */
     fprintf(srv->log, "sandboxctl mcp: %s %s after %.1fs%s%s\n", tool->name,
             rc == 0 ? "done" : "failed", now_seconds() - start, rc == 0 ? "" : ": ",
             rc == 0 ? "" : err);
-    sbx_mcp_utf8_clean(err);
     sbx_mcp_log(srv, sess, rc == 0 ? SBX_MCP_LOG_INFO : SBX_MCP_LOG_ERROR, "%s %s after %.1f s%s%s",
                 tool->name, rc == 0 ? "done" : "failed", now_seconds() - start, rc == 0 ? "" : ": ",
                 rc == 0 ? "" : err);

@@ -77,6 +77,23 @@ check "  the table names b.test:8000 and not_allowed" grep -qE 'b\.test:8000 +no
 out=$(sbx denials nosuch 2>&1)
 ok "$([ $? -eq 1 ] && grep -q "no sandbox called 'nosuch'" <<<"$out"; echo $?)" "denials of a sandbox that does not exist: exit 1, named ($out)"
 
+# --- a name a sandbox chose, of any bytes: egressd 1 again with a policy DNS
+# server (its bindings stay in its state dir), asked by s1 with dig for a
+# name that holds ESC bytes; `sandboxctl denials` prints no control byte.
+dns_port=$(sbx_ports 1)
+echo "dns 127.0.0.1:$dns_port" >>"$T/egressd1/egressd.conf"
+egressd_stop 1
+egressd_start 1 2>"$T/egressd1.restart"
+ok $? "egressd 1 starts again with a dns listener"
+dig -b "$a1" @127.0.0.1 -p "$dns_port" +tries=1 +time=5 'a\027[31mRED\027[0m.test' A >"$T/dig.out" 2>&1
+check "  s1 asks it for a\\027[31mRED\\027[0m.test: NXDOMAIN" grep -q 'status: NXDOMAIN' "$T/dig.out"
+sbx denials s1 >"$T/denials.out" 2>&1
+ok $? "denials s1 after the question"
+check "  the table holds no control byte (od: $(tr -d '\n' <"$T/denials.out" | LC_ALL=C grep -oP '[\x00-\x1f\x7f]' | od -An -c | tr -s ' ' | head -c 60))" \
+    test "$(tr -d '\n' <"$T/denials.out" | LC_ALL=C grep -cP '[\x00-\x1f\x7f]')" = 0
+check "  and names it as egressd keeps it, a\\027[31mRED\\027[0m.test" \
+    grep -qF 'a\027[31mRED\027[0m.test:0' "$T/denials.out"
+
 # --- request, and nothing changes while it waits
 out=$(sbx --json access request s1 b.test:8000 --for 30m --why "the crate mirror" 2>&1)
 ok $? "access request s1 b.test:8000 --for 30m ($(tr -d "\n" <<<"$out" | head -c 200))"

@@ -54,6 +54,12 @@ run_version() {
     rc=$?
     ok "$([ $rc -eq 1 ] && grep -q 'writing to stdout' <<<"$out"; echo $?)" \
         "PVE $v: read into a full disk exits 1 and says so (rc $rc: $out)"
+    # An error quotes what the guest agent said: its control bytes are '?'.
+    out=$(sbx read a1 "$(printf '/root/no\033[2J\033]0;x\007such')" 2>&1 >/dev/null)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && [ "$(tr -d '\n' <<<"$out" | LC_ALL=C grep -cP '[\x00-\x1f\x7f]')" = 0 ] &&
+        grep -qF 'no?[2J?]0;x?such' <<<"$out"; echo $?)" \
+        "PVE $v: an error quoting the guest shows no control byte, '?' for each (rc $rc: $(tr -d '\n' <<<"$out" | cat -v | head -c 300))"
     out=$(sbx list 2>&1 >/dev/full)
     rc=$?
     ok "$([ $rc -eq 1 ] && grep -q 'writing its output failed' <<<"$out"; echo $?)" \

@@ -459,6 +459,16 @@ static void test_tools_call(void)
            json_object_get(json_object_get(result_of(r), "structuredContent"), "content_base64"),
        "read_file of binary bytes gives base64 only");
     json_decref(r);
+    r = call("read_file", "{\"name\":\"box1\",\"path\":\"/n\\u001b[2J\\u0007\\u009bo\"}");
+    {
+        const char *t = result_text(r);
+        int clean = t != NULL;
+        for (const char *c = t; c && *c; c++)
+            clean &= (unsigned char)*c >= 0x20 && *c != 0x7f && (unsigned char)*c != 0xc2;
+        ok(is_error_result(r) && clean && strstr(t, "/n?[2J???o"),
+           "a tool error quoting what came back shows '?' for its control bytes: %s", t ? t : "-");
+    }
+    json_decref(r);
     r = call("destroy_server", "{\"name\":\"box1\"}");
     ok(!is_error_result(r) && json_is_true(json_object_get(
                                   json_object_get(result_of(r), "structuredContent"), "destroyed")),
