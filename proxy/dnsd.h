@@ -1,13 +1,14 @@
 /*
  * dnsd.h - the policy DNS server (docs/design.md, "Policy DNS server").
- * Private to the daemon.  Two nouns, two files:
- *   dnsd.c  the transports: every worker has its own SO_REUSEPORT UDP
- *           socket and TCP listener on each `dns` address; TCP
- *           connections, their framing and their timeouts
- *   dnsq.c  one query: who asks (the binding of its source address), the
- *           rate, the name phase on any port, egressd's own resolver, the
- *           address phase on every address, the answer, its log line and
- *           its count
+ * Private to the daemon.  One noun a file:
+ *   dnsd.c    the server of a worker: its own SO_REUSEPORT UDP socket on
+ *             each `dns` address, the datagrams; its TCP side; the log timer
+ *   dnstcp.c  the TCP side: listeners, the connections with their framing,
+ *             their bounds and timers, the table they share
+ *   dnsq.c    one query: who asks (the binding of its source address), the
+ *             rate, the name phase on any port, egressd's own resolver, the
+ *             address phase on every address, the answer, its log line and
+ *             its count
  * A query that must wait for the resolver is kept on its transport's
  * pending list, so that a transport that goes (a TCP connection closing,
  * the worker stopping) cancels its queries and no callback runs after.
@@ -56,6 +57,16 @@ void px_dnsq_cancel_all(struct px_dnsq_list *l);
 void px_dnsq_log_flush(struct px_worker *w);
 /* The same, and the worker's table goes (on its thread, as it stops). */
 void px_dnsq_log_end(struct px_worker *w);
+
+/* dnstcp.c: a worker's TCP side (never NULL); a listener on a, its own in
+ * this worker (0, or -1 with "ADDR: reason" in err); the end of every
+ * connection, every query that waits on one and every listener
+ * (NULL: nothing). */
+struct px_dnstcp;
+struct px_addr;
+struct px_dnstcp *px_dnstcp_new(struct px_worker *w);
+int px_dnstcp_listen(struct px_dnstcp *t, const struct px_addr *a, char *err, size_t errlen);
+void px_dnstcp_free(struct px_dnstcp *t);
 
 /* dnsd.c: open w's sockets on every `dns` address (0, or -1 with
  * "ADDR: reason" in err); close them, with every TCP connection and every
