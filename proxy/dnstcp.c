@@ -2,16 +2,21 @@
  * dnstcp.c - the policy DNS server over TCP (RFC 7766), per worker: its
  * listeners and the table of its connections.  Several queries ride one
  * connection, each framed by its two-byte length, and are answered as
- * they are ready.  What a client leaves unread is bounded:
+ * they are ready.  Every resource a client can make egressd hold is
+ * bounded:
  *
+ *   accept ─▶ a source without a binding: closed at once
+ *          ─▶ its source holds TCP_CONNS_PER_SOURCE here: its own least
+ *             recently active idle connection goes (none idle: refused)
+ *          ─▶ the table holds TCP_CONNS_MAX: the least recently active idle
+ *             connection goes (none idle: refused)
  *   read   ─▶ only while fewer than TCP_PIPELINE_MAX queries are owed
  *             (waiting for the resolver, or answered but not all written)
  *             and fewer than TCP_OUT_MAX bytes wait to be written: a client
  *             that does not read its answers stops being read
- *   time   ─▶ TCP_IDLE_S owed nothing since the accept or the last
- *             answer; TCP_IDLE_S without any write progress while answers
- *             wait; TCP_LIFE_S in all
- *   accept ─▶ past TCP_CONNS_MAX connections in the table, closed
+ *   time   ─▶ the first answer within TCP_FIRST_S, the next within
+ *             TCP_IDLE_S of the last; TCP_IDLE_S without any write
+ *             progress while answers wait; TCP_LIFE_S in all
  *
  * "Idle" is a connection owed nothing: no query waits and every answer is
  * written, whatever bytes of a query it has begun.  What to read is
@@ -30,7 +35,11 @@
 #include "dns.h"
 #include "dnsd.h"
 #include "egressd.h"
+#include "world.h"
 
+/* The first answer's deadline from the accept: a client that connects
+ * sends its query at once. */
+#define TCP_FIRST_S 3
 /* Without an answer or without write progress this long, a connection
  * closes (RFC 7766 §6.2.3 suggests seconds, not minutes). */
 #define TCP_IDLE_S 10
@@ -41,8 +50,9 @@
 /* Answer bytes waiting to be written; past that the connection is not
  * read (an answer is at most 64 KiB, a usual one under 200 bytes). */
 #define TCP_OUT_MAX (16 * 1024)
-/* TCP connections a worker keeps; a new one past that is closed. */
-#define TCP_CONNS_MAX 256
+/* Connections a worker keeps, and of one source address. */
+#define TCP_CONNS_MAX        256
+#define TCP_CONNS_PER_SOURCE 16
 
 /* The lengths of the answers not yet all written, oldest first. */
 struct unsent {
@@ -58,6 +68,7 @@ struct tcp_conn {
     struct event *timer; /* first answer, idle, life */
     union px_sockaddr peer;
     socklen_t peer_len;
+    uint8_t src16[16];
     int64_t accepted_ms;
     struct px_dnsq_list pending; /* queries waiting for the resolver */
     struct unsent unsent;
@@ -121,6 +132,36 @@ static bool conn_idle(const struct tcp_conn *c)
     return c->pending.n == 0 && c->unsent.n == 0;
 }
 
+/* Room for a connection from src16: when its source has its share, its
+ * least recently active idle connection goes; when the table is full, the
+ * least recently active idle one.  False when nothing idle can go. */
+static bool make_room(struct px_dnstcp *t, const uint8_t src16[16])
+{
+    struct tcp_conn *mine_idle = NULL, *any_idle = NULL;
+    size_t mine = 0;
+
+    for (struct tcp_conn *c = t->head; c != NULL; c = c->next) {
+        bool same = memcmp(c->src16, src16, 16) == 0, idle = conn_idle(c);
+        mine += same;
+        if (idle && same && mine_idle == NULL)
+            mine_idle = c;
+        if (idle && any_idle == NULL)
+            any_idle = c;
+    }
+    if (mine >= TCP_CONNS_PER_SOURCE) {
+        if (mine_idle == NULL)
+            return false;
+        conn_close(mine_idle);
+        return true;
+    }
+    if (t->n < TCP_CONNS_MAX)
+        return true;
+    if (any_idle == NULL)
+        return false;
+    conn_close(any_idle);
+    return true;
+}
+
 /* ------------------------------------------------------------ timers */
 
 /* The timer at `after_s` from now, or at the end of c's life if sooner. */
@@ -135,9 +176,10 @@ static void timer_arm(struct tcp_conn *c, int64_t after_s)
     event_add(c->timer, &tv);
 }
 
-/* Life over, or owed nothing for TCP_IDLE_S: close.  Still owed answers:
- * look again later (a client that takes nothing is closed by the write
- * timeout, a lookup ends by the resolver's own). */
+/* Life over, or owed nothing for TCP_IDLE_S (TCP_FIRST_S before the first
+ * answer): close.  Still owed answers: look again later (a client that
+ * takes nothing is closed by the write timeout, a lookup ends by the
+ * resolver's own). */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct tcp_conn *c = arg;
@@ -277,14 +319,26 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 
 /* ------------------------------------------------------------ accepting */
 
+/* Whether the source address a16 is bound to a sandbox now. */
+static bool source_bound(const uint8_t a16[16])
+{
+    struct px_world *world = px_world_get();
+    bool bound = px_world_by_addr(world, a16) != NULL;
+
+    px_world_put(world);
+    return bound;
+}
+
 static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct sockaddr *sa, int len,
                       void *arg)
 {
     struct px_dnstcp *t = arg;
     struct timeval idle = {TCP_IDLE_S, 0};
+    uint8_t src16[16];
     (void)lis;
 
-    if ((size_t)len > sizeof(union px_sockaddr) || t->n >= TCP_CONNS_MAX) {
+    px_sockaddr_to16(sa, src16);
+    if ((size_t)len > sizeof(union px_sockaddr) || !source_bound(src16) || !make_room(t, src16)) {
         close(fd);
         return;
     }
@@ -294,6 +348,7 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
     c->t = t;
     memcpy(&c->peer, sa, (size_t)len);
     c->peer_len = (socklen_t)len;
+    memcpy(c->src16, src16, sizeof(src16));
     c->accepted_ms = px_now_ms();
     c->bev = bufferevent_socket_new(t->w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     c->timer = event_new(t->w->base, -1, 0, on_timer, c);
@@ -307,7 +362,7 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
     bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     bufferevent_set_timeouts(c->bev, NULL, &idle);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    timer_arm(c, TCP_IDLE_S);
+    timer_arm(c, TCP_FIRST_S);
 }
 
 /* ------------------------------------------------------------ the server */
