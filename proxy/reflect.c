@@ -41,11 +41,6 @@
 #define STEP_MIN    8  /* the shortest form the gram table serves */
 #define STEP_SPAN   64 /* of each form's first bytes, those indexed */
 
-struct px_reflect_gram {
-    uint32_t value;
-    uint16_t form, off; /* f[form].p[off..off+GRAM) */
-    uint16_t next;      /* the next in its chain, + 1 (0: none) */
-};
 /* v's bytes that give a form of PX_REFLECT_FORM_MAX characters, at most */
 #define VALUE_USED (PX_REFLECT_FORM_MAX * 3 / 4 + 3)
 
@@ -129,6 +124,12 @@ static bool add_form(struct px_reflect *r, const uint8_t *p, size_t n, int who)
         return true;
     if (r->n == PX_REFLECT_PATTERNS_MAX)
         return false;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 8;
+        r->f = realloc(r->f, r->cap * sizeof(*r->f));
+        if (r->f == NULL)
+            abort();
+    }
     uint8_t *copy = malloc(n);
     if (copy == NULL)
         abort();
@@ -156,11 +157,13 @@ static size_t gram_hash(uint32_t v, unsigned bits)
 
 static void index_free(struct px_reflect *r)
 {
-    if (r->gram != NULL)
-        explicit_bzero(r->gram, sizeof(*r->gram) * r->n_grams);
-    free(r->gram);
+    if (r->value != NULL)
+        explicit_bzero(r->value, sizeof(*r->value) * r->n_grams);
+    free(r->value);
+    free(r->next);
     free(r->slot);
-    r->gram = NULL;
+    r->value = NULL;
+    r->next = NULL;
     r->slot = NULL;
     r->step = 0;
     r->n_grams = 0;
@@ -181,15 +184,14 @@ static void index_build(struct px_reflect *r)
         ;
     r->slot = calloc((size_t)1 << r->bits, sizeof(*r->slot));
     r->n_grams = r->n * r->step;
-    r->gram = calloc(r->n_grams, sizeof(*r->gram));
-    if (r->slot == NULL || r->gram == NULL)
+    r->value = malloc(r->n_grams * sizeof(*r->value));
+    r->next = malloc(r->n_grams * sizeof(*r->next));
+    if (r->slot == NULL || r->value == NULL || r->next == NULL)
         abort();
     for (size_t i = 0; i < r->n; i++)
         for (size_t off = 0; off < r->step; off++, k++) {
-            uint32_t v = load_gram(r->f[i].p + off);
-            size_t h = gram_hash(v, r->bits);
-            r->gram[k] = (struct px_reflect_gram){
-                .value = v, .form = (uint16_t)i, .off = (uint16_t)off, .next = r->slot[h]};
+            size_t h = gram_hash(r->value[k] = load_gram(r->f[i].p + off), r->bits);
+            r->next[k] = r->slot[h];
             r->slot[h] = (uint16_t)(k + 1);
         }
 }
@@ -236,6 +238,7 @@ void px_reflect_clear(struct px_reflect *r)
         explicit_bzero(r->f[i].p, r->f[i].len);
         free(r->f[i].p);
     }
+    free(r->f);
     memset(r, 0, sizeof(*r));
 }
 
@@ -262,11 +265,12 @@ static int within_indexed(const struct px_reflect *r, const uint8_t *p, size_t n
 {
     for (size_t j = 0; j + GRAM <= n; j += r->step) {
         uint32_t v = load_gram(p + j);
-        for (uint16_t k = r->slot[gram_hash(v, r->bits)]; k != 0; k = r->gram[k - 1].next) {
-            const struct px_reflect_gram *g = &r->gram[k - 1];
-            const struct px_reflect_form *f = &r->f[g->form];
-            if (g->value == v && j >= g->off && j - g->off + f->len <= n &&
-                memcmp(p + j - g->off, f->p, f->len) == 0)
+        for (size_t k = r->slot[gram_hash(v, r->bits)]; k != 0; k = r->next[k - 1]) {
+            if (r->value[k - 1] != v)
+                continue;
+            const struct px_reflect_form *f = &r->f[(k - 1) / r->step];
+            size_t off = (k - 1) % r->step;
+            if (j >= off && j - off + f->len <= n && memcmp(p + j - off, f->p, f->len) == 0)
                 return f->who;
         }
     }

@@ -34,18 +34,18 @@ struct px_reflect_form {
 };
 
 /* The forms searched for.  Zeroed is empty. */
-struct px_reflect_gram;
-
 struct px_reflect {
-    struct px_reflect_form f[PX_REFLECT_PATTERNS_MAX];
-    size_t n;
+    struct px_reflect_form *f; /* malloc'd, room for cap */
+    size_t n, cap;
     size_t longest; /* of f[].len */
     /* The index of the forms' first 4-byte grams (reflect.c); step 0: none,
-     * memmem for each form instead. */
+     * memmem for each form instead.  Gram k is form k / step's bytes at
+     * offset k % step: value[k], and next[k] the next gram in its chain. */
     size_t step;
-    uint16_t *slot; /* 1 << bits heads of chains into gram[], 0: none */
+    uint16_t *slot; /* 1 << bits heads of chains (k + 1; 0: none) */
     unsigned bits;
-    struct px_reflect_gram *gram;
+    uint32_t *value;
+    uint16_t *next;
     size_t n_grams;
 };
 
