@@ -2,7 +2,7 @@
  * dnsd.c - the policy DNS server of one worker: its own SO_REUSEPORT UDP
  * socket on every `dns` address (the kernel spreads queries over the
  * workers, as it does the proxy's connections), read and answered in
- * batches; its TCP side (dnstcp.c); and the timer of its summary lines.
+ * batches; its TCP side (dnstcp.c); and the timer of its log lines.
  * What a query is answered with is dnsq.c's.
  */
 #include <errno.h>
@@ -54,7 +54,7 @@ struct px_dnsd {
     size_t n_udp;
     struct px_dnstcp *tcp;
     struct px_dnsq_list pending; /* UDP queries waiting for the resolver */
-    struct event *log_timer;     /* dns-log summary */
+    struct event *log_timer;     /* the summaries and the refusals' tallies */
 };
 
 /* ------------------------------------------------------------ UDP */
@@ -160,6 +160,7 @@ static void on_log_timer(evutil_socket_t fd, short what, void *arg)
     struct px_dnsd *d = arg;
     (void)fd, (void)what;
     px_dnsq_log_flush(d->w);
+    px_dnstally_flush();
 }
 
 int px_dnsd_open(struct px_worker *w, char *err, size_t errlen)
@@ -180,7 +181,7 @@ int px_dnsd_open(struct px_worker *w, char *err, size_t errlen)
         if (udp_open(d, &cfg->dns[i], err, errlen) != 0 ||
             px_dnstcp_listen(d->tcp, &cfg->dns[i], err, errlen) != 0)
             return -1;
-    if (cfg->dns_log == PX_DNS_LOG_SUMMARY) {
+    if (cfg->dns_log != PX_DNS_LOG_OFF) {
         struct timeval tv = {(time_t)(cfg->dns_log_interval_ms / 1000),
                              (suseconds_t)(cfg->dns_log_interval_ms % 1000) * 1000};
         d->log_timer = event_new(w->base, -1, EV_PERSIST, on_log_timer, d);
@@ -204,6 +205,7 @@ void px_dnsd_close(struct px_worker *w)
     if (d->log_timer != NULL)
         event_free(d->log_timer);
     px_dnsq_log_end(w);
+    px_dnstally_end();
     free(d->batch);
     free(d);
     w->dnsd = NULL;

@@ -9,6 +9,7 @@
  *             rate, the name phase on any port, egressd's own resolver, the
  *             address phase on every address, the answer, its log line and
  *             its count
+ *   dnstally.c  the refusals counted per interval instead of a line each
  * A query that must wait for the resolver is kept on its transport's
  * pending list, so that a transport that goes (a TCP connection closing,
  * the worker stopping) cancels its queries and no callback runs after.
@@ -22,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "sockaddr.h"
+#include "verdict.h"
 
 struct px_worker;
 struct px_dnsq;
@@ -67,6 +69,17 @@ struct px_addr;
 struct px_dnstcp *px_dnstcp_new(struct px_worker *w);
 int px_dnstcp_listen(struct px_dnstcp *t, const struct px_addr *a, char *err, size_t errlen);
 void px_dnstcp_free(struct px_dnstcp *t);
+
+/* dnstally.c: the refusals that get no line of their own (a source
+ * without a binding, a sandbox past its rate), counted on the calling
+ * thread under (sandbox, source address, reason); sandbox is "default"
+ * for a source without a binding, owner may be NULL.  _flush writes a
+ * line per key and empties the tally (a worker's log timer), _end also
+ * frees it (the worker stopping). */
+void px_dnstally_note(const char *sandbox, const char *owner, const uint8_t src16[16],
+                      enum px_reason reason);
+void px_dnstally_flush(void);
+void px_dnstally_end(void);
 
 /* dnsd.c: open w's sockets on every `dns` address (0, or -1 with
  * "ADDR: reason" in err); close them, with every TCP connection and every

@@ -3,8 +3,10 @@
  * server"), from its bytes to its answer, in the world current when it
  * came:
  *
- *   parse ─▶ who asks: the binding of the source address (none: REFUSED)
+ *   parse (too short, or a response: nothing back)
+ *     ─▶ who asks: the binding of the source address (none: REFUSED)
  *     ─▶ the sandbox's query rate (REFUSED)
+ *     ─▶ a malformed query: FORMERR, NOTIMP, BADVERS
  *     ─▶ the decision (dnsrule.c): class IN, and the type: A and AAAA go
  *        on, HTTPS and SVCB are NODATA, the rest REFUSED; the name,
  *        normalized as the policy does, and the name phase on any port:
@@ -17,7 +19,10 @@
  *
  * Every query is counted (egressd_dns_queries_total) and logged: a line
  * each (dns-log all), or a line per (sandbox, name, type, answer) per
- * interval with the count (dns-log summary, a table per worker thread).
+ * interval with the count (dns-log summary, a table per worker thread);
+ * but a refusal of a source without a binding or past the rate only
+ * counts toward a line per (sandbox, source, reason) and interval
+ * (dnstally.c), whatever dns-log says, short of off.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -221,13 +226,24 @@ static void note_denial(const struct px_dnsq *q, const struct px_log_entry *e)
     px_denials_note(q->sb->id, &d);
 }
 
+/* Whether q is a refusal that comes as fast as anyone can send, counted
+ * per interval (dnstally.c) instead of a line each: a source without a
+ * binding, a sandbox past its rate. */
+static bool tallied(const struct px_dnsq *q, const struct outcome *o)
+{
+    return o->served != PX_DNSS_DROPPED && (q->sb == NULL || o->served == PX_DNSS_RATE);
+}
+
 static void log_query(const struct px_dnsq *q, const struct outcome *o)
 {
     struct px_log_entry e;
     char rule[160], src[PX_SOCKADDR_TEXT_MAX], qtype[12];
 
     px_metrics_dns_query(o->served);
-    if (o->served == PX_DNSS_DROPPED ||
+    if (tallied(q, o) && px_d.cfg->dns_log != PX_DNS_LOG_OFF)
+        px_dnstally_note(q->sb != NULL ? q->sb->id : "default", q->sb != NULL ? q->sb->owner : NULL,
+                         q->src16, q->r.reason);
+    if (o->served == PX_DNSS_DROPPED || tallied(q, o) ||
         (px_d.cfg->dns_log == PX_DNS_LOG_OFF && !noted_as_denial(q)))
         return;
     entry_of(q, o, &e, rule, sizeof(rule), src, qtype);
@@ -405,7 +421,7 @@ void px_dnsq_handle(struct px_worker *w, const struct px_dnsq_from *from, const 
     px_sockaddr_to16(&from->peer.sa, q->src16);
     q->perr = dns_query_parse(msg, len, &q->q);
     q->sb = px_world_by_addr(q->world, q->src16);
-    if (dns_error_rcode(q->perr) < 0 || (q->sb != NULL && q->perr != DNS_Q_OK)) {
+    if (dns_error_rcode(q->perr) < 0) { /* nothing goes back */
         refuse_malformed(q);
         return;
     }
@@ -413,8 +429,13 @@ void px_dnsq_handle(struct px_worker *w, const struct px_dnsq_from *from, const 
         answer_empty(q, DNS_RC_REFUSED, PX_DNSS_REFUSED, PX_R_NOT_ALLOWED);
         return;
     }
+    /* the rate before anything that writes a line of its own, FORMERR too */
     if (!px_limit_dns_query(q->sb->lim, px_d.cfg->dns_rate_per_sandbox)) {
         answer_empty(q, DNS_RC_REFUSED, PX_DNSS_RATE, PX_R_LIMIT);
+        return;
+    }
+    if (q->perr != DNS_Q_OK) {
+        refuse_malformed(q);
         return;
     }
     judge(q);
