@@ -43,7 +43,7 @@ struct sbx_pve {
     int debug;
     /* the answer being received */
     char *body;
-    size_t body_len;
+    size_t body_len, body_cap; /* body_cap: bytes allocated, the NUL's included */
     int body_over;
     char reason[256];
     char curl_err[CURL_ERROR_SIZE];
@@ -205,20 +205,32 @@ static CURLcode on_ssl_ctx(CURL *curl, void *sslctx, void *arg)
     return CURLE_OK;
 }
 
+/* The answer's bytes are appended to p->body, kept NUL-terminated.  The
+ * buffer at least doubles when it grows: a 16 MiB file-read arrives in
+ * some 1 500 pieces of 16 KiB, and growing by each piece would copy the
+ * answer that many times over (a realloc under AddressSanitizer always
+ * copies: tens of seconds for one answer). */
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     struct sbx_pve *p = arg;
-    size_t n = size * nmemb;
-    char *grown;
+    size_t n = size * nmemb, need;
 
     if (p->body_len + n > BODY_MAX) {
         p->body_over = 1;
         return 0;
     }
-    grown = realloc(p->body, p->body_len + n + 1);
-    if (!grown)
-        abort();
-    p->body = grown;
+    need = p->body_len + n + 1;
+    if (need > p->body_cap) {
+        size_t cap = p->body_cap * 2 > need ? p->body_cap * 2 : need;
+        char *grown;
+        if (cap > BODY_MAX + 1)
+            cap = BODY_MAX + 1;
+        grown = realloc(p->body, cap);
+        if (!grown)
+            abort();
+        p->body = grown;
+        p->body_cap = cap;
+    }
     memcpy(p->body + p->body_len, data, n);
     p->body_len += n;
     p->body[p->body_len] = '\0';
@@ -458,7 +470,7 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
     }
     free(p->body);
     p->body = NULL;
-    p->body_len = 0;
+    p->body_len = p->body_cap = 0;
     p->body_over = 0;
     p->reason[0] = '\0';
     p->pin.mismatch = 0;
