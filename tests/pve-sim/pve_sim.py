@@ -34,6 +34,15 @@ from schema import ParamError, Schema, split_tags  # noqa: E402
 
 MAX_BODY = 512 * 1024
 AUTH_DELAY = 0.2
+# The timeout of each socket operation: the handshake, each read, and each
+# slice of an answer.  It bounds a wait for progress, never an exchange: a
+# 16 MiB file-read answer to a slow reader may take minutes and must
+# arrive whole; only a peer that takes in less than one slice in that time
+# (8 KiB/s at 30 s) loses its connection.  --idle-timeout sets it.
+IDLE_TIMEOUT_S = 30.0
+# Python's SSL write of one buffer is one operation under one deadline, so
+# an answer written at once would get the timeout as its total time.
+WRITE_SLICE = 256 * 1024
 FILE_READ_MAX = 16 * 1024 * 1024
 
 
@@ -543,7 +552,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
 
     def setup(self):
-        self.request.settimeout(30)
+        self.request.settimeout(self.server.sim.args.idle_timeout)
         try:
             self.request.do_handshake()
         except (ssl.SSLError, OSError):
@@ -576,7 +585,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "max-age=0")
         self.send_header("Pragma", "no-cache")
         self.end_headers()
-        self.wfile.write(body)
+        with memoryview(body) as view:
+            for off in range(0, len(view), WRITE_SLICE):
+                self.wfile.write(view[off : off + WRITE_SLICE])
 
     def read_body(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -791,6 +802,7 @@ def parse_args(argv):
     ap.add_argument("--task-ms", type=int, default=0, help="how long each task runs, ms (0: it ends when its status is next polled, or after 2 s unwatched; default %(default)s)")
     ap.add_argument("--state-dir", help="guest file systems and logs (default: a temp dir removed at exit)")
     ap.add_argument("--agent-output-cap", type=int, default=16 * 1024 * 1024, metavar="BYTES", help="exec-status output cap per stream (default 16 MiB)")
+    ap.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S, metavar="SECONDS", help="timeout of each socket operation (handshake, read, each 256 KiB of an answer): a connection that makes no progress for this long is closed (default %(default)s)")
     ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
     ap.add_argument("--vm-net", action="store_true", help="give each running VM a network namespace on the Linux bridge of its net0 (tap{vmid}i0), with ipconfig0's address, and apply the VM firewalls with nftables (see README.md)")
     args = ap.parse_args(argv)
@@ -801,6 +813,8 @@ def parse_args(argv):
         args.pve = int(m.group(1))
     if args.agent_output_cap < 1:
         ap.error("--agent-output-cap must be positive")
+    if args.idle_timeout <= 0:
+        ap.error("--idle-timeout must be positive")
     if args.task_ms < 0:
         ap.error("--task-ms must be >= 0")
     return args

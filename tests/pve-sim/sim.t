@@ -3,11 +3,13 @@
 driven with real HTTPS requests. Prints TAP."""
 
 import base64
+import hashlib
 import http.client
 import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -518,6 +520,93 @@ def run_scenario(sim, V, version, task_ms):
     ok(st == 400, V + "config update without options refused", js)
 
 
+def slow_reader_checks(tmp):
+    """--idle-timeout bounds a wait for progress, not an exchange: a 16 MiB
+    file-read answer (22 MB of base64) to a reader that takes it in slowly,
+    for several times the timeout, arrives whole; a connection that sends
+    nothing is closed after the timeout."""
+    idle = 2.0
+    V = "pve9 --idle-timeout %g: " % idle
+    sim = Sim(9, ["--idle-timeout", str(idle)], tmp)
+    try:
+        run_slow_reader(sim, V, idle)
+    finally:
+        sim.stop()
+        ok(sim.proc.returncode == 0, V + "simulator exits 0 on SIGTERM", open(sim.dir + "/sim.log").read()[-2000:])
+
+
+def tls_connect(sim, rcvbuf=None):
+    """A TLS connection to the simulator; rcvbuf (set before connecting)
+    turns off the kernel's receive buffer growth, so only what the reader
+    takes in makes room for the server's writes."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(120)
+    s.connect(("127.0.0.1", sim.port))
+    return sim.ctx.wrap_socket(s, server_hostname="127.0.0.1")
+
+
+def read_answer(tls, piece, pause):
+    """One HTTP answer, taken in at most piece bytes at a time with pause
+    seconds before each (the pauses alone set a floor on how long it
+    takes); returns (head, body), body None when the connection ended
+    first."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = tls.recv(piece)
+        if not chunk:
+            return buf, None
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    body = bytearray(rest)  # appending to bytes would copy it each time
+    length = int([l.split(b":", 1)[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+    while len(body) < length:
+        time.sleep(pause)
+        want = min(len(body) + piece, length)
+        while len(body) < want:  # a TLS read returns one record (16 KiB) at most
+            chunk = tls.recv(want - len(body))
+            if not chunk:
+                return head, None
+            body += chunk
+    return head, bytes(body)
+
+
+def run_slow_reader(sim, V, idle):
+    size = 16 << 20
+    r = sim.exec_wait(120, ["sh", "-c", "head -c %d /dev/urandom > /root/big && sha256sum /root/big" % size], node="pve2")
+    want = (r.get("out-data") or "")[:64]
+    ok(r.get("exitcode") == 0 and len(want) == 64, V + "a 16 MiB file in the guest", r)
+    tls = tls_connect(sim, rcvbuf=64 << 10)
+    auth = "Authorization: PVEAPIToken=%s=%s\r\n" % (TOKEN, SECRET)
+    tls.sendall(("GET /api2/json/nodes/pve2/qemu/120/agent/file-read?file=/root/big&decode=0 HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n").encode())
+    # 64 KiB each 20 ms at most: the 22 MB take at least 6.8 s, and the
+    # server's last write (the kernel's send buffer takes up to 4 MiB of
+    # the end) waits at least 5.5 s for the reader, far past the timeout;
+    # yet each 256 KiB slice finds room within 80 ms.
+    t0 = time.monotonic()
+    head, body = read_answer(tls, 64 << 10, 0.02)
+    took = time.monotonic() - t0
+    got = ""
+    if body is not None:
+        try:
+            data = base64.b64decode(json.loads(body)["data"]["content"])
+            got = hashlib.sha256(data).hexdigest() if len(data) == size else "%d bytes" % len(data)
+        except (ValueError, KeyError, TypeError) as e:
+            got = "not a file-read answer: %s" % e
+    ok(head.startswith(b"HTTP/1.1 200") and got == want and took > 3 * idle, V + "a file-read answer taken in slowly for %.1f s arrives whole (SHA-256 as in the guest)" % took, (head[:200], got, want, len(body or b"")))
+    tls.close()
+    tls = tls_connect(sim)
+    t0 = time.monotonic()
+    try:
+        closed = tls.recv(1) == b""
+    except (ssl.SSLError, OSError) as e:
+        closed = "connection reset" in str(e).lower() or isinstance(e, ssl.SSLEOFError)
+    took = time.monotonic() - t0
+    ok(closed and took >= idle * 0.9, V + "a connection that sends nothing is closed after the idle timeout (%.1f s)" % took, (closed, took))
+    tls.close()
+
+
 def lib_sh_check(tmp):
     """lib.sh: start, exported variables, fingerprint, stop and clean-up."""
     script = r"""
@@ -554,7 +643,7 @@ pve_sim_stop
 def cli_checks(tmp):
     """--help and a bad world file."""
     p = subprocess.run([sys.executable, os.path.join(HERE, "pve_sim.py"), "--help"], capture_output=True, text=True)
-    ok(p.returncode == 0 and "--world" in p.stdout and "/_sim/faults" in p.stdout and "--agent-output-cap" in p.stdout, "pve_sim.py --help describes the options and control endpoints", p.stdout + p.stderr)
+    ok(p.returncode == 0 and "--world" in p.stdout and "/_sim/faults" in p.stdout and "--agent-output-cap" in p.stdout and "--idle-timeout" in p.stdout, "pve_sim.py --help describes the options and control endpoints", p.stdout + p.stderr)
     bad = os.path.join(tmp, "bad-world.json")
     w = world(8)
     w["vms"][0]["node"] = "pve7"
@@ -579,6 +668,7 @@ def main():
     try:
         scenario(8, tmp, 0)
         scenario(9, tmp, 150)
+        slow_reader_checks(tmp)
         lib_sh_check(tmp)
         cli_checks(tmp)
     except Exception as e:  # a crash is one more failure, with its story
