@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "answer.h"
 #include "conn.h"
 
 /* A fatal TLS alert, access_denied (RFC 8446 section 6.2). */

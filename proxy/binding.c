@@ -325,6 +325,11 @@ int px_sandbox_parse(const json_t *obj, const char *id, struct px_sandbox *sb, c
     return 0;
 }
 
+bool px_sandbox_expired(const struct px_sandbox *sb, int64_t now)
+{
+    return sb->expires != 0 && now >= sb->expires;
+}
+
 bool px_sandbox_has_secret(const struct px_sandbox *sb, const char *name)
 {
     for (size_t i = 0; sb != NULL && i < sb->n_secrets; i++)

@@ -56,6 +56,9 @@ struct px_sandbox {
 int px_sandbox_parse(const json_t *obj, const char *id, struct px_sandbox *sb, char *err,
                      size_t errlen);
 
+/* Whether sb's binding has expired at `now` (seconds since the epoch). */
+bool px_sandbox_expired(const struct px_sandbox *sb, int64_t now);
+
 /* Whether sb's binding lists secret `name` (its "secrets"). */
 bool px_sandbox_has_secret(const struct px_sandbox *sb, const char *name);
 

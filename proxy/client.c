@@ -12,7 +12,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "client.h"
 #include "conn.h"
+#include "exchange.h"
+#include "hello.h"
+#include "relay.h"
+#include "request.h"
 
 /* What a client may send ahead while its request is decided. */
 #define EARLY_MAX (64 * 1024)
@@ -123,7 +128,7 @@ bool px_client_to_raw(struct px_conn *c)
     bufferevent_setfd(c->cli, -1);
     bufferevent_free(c->cli);
     c->cli = NULL;
-    px_conn_drop_exchange(c); /* a tunnel from now on */
+    px_exchange_free(c); /* a tunnel from now on */
     return true;
 }
 

@@ -1,9 +1,8 @@
 /*
- * conn.c - one client connection: accept, the state ladder, timers, and
- * the one close path with its access-log line.  What happens in between
- * has a file of its own (conn.h lists them): judge.c decides, answer.c
- * refuses, upstream.c connects, hello.c reads the ClientHello, exchange.c
- * carries HTTP, relay.c carries tunnels, revoke.c judges open ones again.
+ * conn.c - one client connection: the object, the state ladder, the
+ * timer, and the one close path with its access-log line.  It names no
+ * phase (conn.h lists them): each says what its state's timer does and
+ * how to let go of what it holds.
  *
  *   proxy listener:  HEAD ─▶ RESOLVE ─▶ CONNECT ─┬▶ (CONNECT) 200, HELLO ─▶ RELAY
  *                      ▲                         └▶ (HTTP) REQUEST ─▶ RESPONSE ─┐
@@ -12,12 +11,9 @@
  *   any state but RELAY ─▶ FLUSH (a final answer is written) ─▶ closed
  */
 #include "conn.h"
-#include "bev.h"
 
 #include <assert.h>
 #include <event2/buffer.h>
-#include <linux/netfilter_ipv4.h>
-#include <linux/netfilter_ipv6/ip6_tables.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,7 +62,7 @@ static bool legal(enum px_conn_state from, enum px_conn_state to)
     return false;
 }
 
-void px_conn_set_state(struct px_conn *c, enum px_conn_state s)
+void px_conn_set_state(struct px_conn *c, enum px_conn_state s, px_conn_hook *on_timeout)
 {
     /* Checked in every build: it is one comparison, and a connection in a
      * state its code does not expect would misuse the tunnel union. */
@@ -76,6 +72,17 @@ void px_conn_set_state(struct px_conn *c, enum px_conn_state s)
         abort();
     }
     c->state = s;
+    c->on_timeout = on_timeout;
+}
+
+void px_conn_on_release(struct px_conn *c, px_conn_hook *fn)
+{
+    size_t i = 0;
+
+    while (i < PX_CONN_RELEASE_MAX && c->release[i] != NULL && c->release[i] != fn)
+        i++;
+    assert(i < PX_CONN_RELEASE_MAX); /* a phase that holds more must say so above */
+    c->release[i] = fn;
 }
 
 const char *px_state_str(enum px_conn_state s)
@@ -106,8 +113,7 @@ void px_conn_timeout(struct px_conn *c, uint64_t ms)
     evtimer_add(&c->timer, &tv);
 }
 
-/* A relay or exchange wakes up at most this late after its idle deadline. */
-static void rearm_idle(struct px_conn *c)
+void px_conn_on_idle(struct px_conn *c)
 {
     const struct px_config *cfg = px_d.cfg;
     int64_t now = px_now_ms();
@@ -124,39 +130,12 @@ static void rearm_idle(struct px_conn *c)
     px_conn_timeout(c, (uint64_t)(end - now));
 }
 
-/* The head timer: between requests nothing is owed; in the middle of
- * one, a 408. */
-static void head_timeout(struct px_conn *c)
-{
-    if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0) {
-        px_conn_ended(c, PX_END_TIMEOUT);
-        px_conn_close(c, "keep-alive idle");
-        return;
-    }
-    px_conn_fail(c, 408, PX_R_TIMEOUT, "the request head took too long");
-}
-
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct px_conn *c = arg;
     (void)fd, (void)what;
 
-    switch (c->state) {
-    case PX_S_HEAD: head_timeout(c); return;
-    case PX_S_HELLO: px_conn_end_denied(c, PX_R_TIMEOUT, NULL, "no ClientHello in time"); return;
-    case PX_S_RESOLVE:
-        px_conn_ended(c, PX_END_TIMEOUT);
-        px_conn_fail(c, 504, PX_R_DNS_FAIL, "name resolution took too long");
-        return;
-    case PX_S_CONNECT:
-        px_upstream_drop(c);
-        px_upstream_next(c);
-        return;
-    case PX_S_REQUEST:
-    case PX_S_RESPONSE:
-    case PX_S_RELAY: rearm_idle(c); return;
-    case PX_S_FLUSH: px_conn_close(c, "flush"); return;
-    }
+    c->on_timeout(c);
 }
 
 /* ----------------------------------------------------------- logging */
@@ -375,16 +354,6 @@ void px_conn_keep_raw_host(struct px_conn *c, const char *p, size_t n)
     c->raw_host[n] = '\0';
 }
 
-void px_conn_drop_exchange(struct px_conn *c)
-{
-    if (c->ex == NULL)
-        return;
-    if (c->ex->pending != NULL)
-        evbuffer_free(c->ex->pending);
-    free(c->ex);
-    c->ex = NULL;
-}
-
 /* ------------------------------------------------------------ closing */
 
 static void unlink_conn(struct px_conn *c)
@@ -418,10 +387,11 @@ void px_conn_close(struct px_conn *c, const char *why)
                      px_conn_src_text(c, src), why);
     px_conn_ended(c, px_end_of_reason(c->rq.reason)); /* where no caller said */
     px_conn_log(c);
+    for (size_t i = PX_CONN_RELEASE_MAX; i-- > 0;)
+        if (c->release[i] != NULL)
+            c->release[i](c);
     px_resolve_cancel(c->dns);
     free(c->hello);
-    px_conn_drop_exchange(c);
-    px_intercept_free(c);
     free(c->raw_host);
     px_request_clear_sni(&c->rq);
     px_request_set_inject(&c->rq, NULL);
@@ -429,9 +399,7 @@ void px_conn_close(struct px_conn *c, const char *why)
         bufferevent_free(c->up);
     if (c->cli != NULL)
         bufferevent_free(c->cli);
-    if (c->state == PX_S_RELAY) {
-        px_relay_free(c);
-    } else {
+    if (c->state != PX_S_RELAY) { /* (the relay's arm of the union is its own to free) */
         px_raw_free(&c->rc);
         px_raw_free(&c->ru);
         free(c->early);
@@ -480,14 +448,28 @@ static void on_flush_event(struct bufferevent *bev, short what, void *arg)
     px_conn_close(arg, "client gone after the answer");
 }
 
+static void on_flush_timeout(struct px_conn *c)
+{
+    px_conn_close(c, "flush");
+}
+
+void px_conn_drop_upstream(struct px_conn *c)
+{
+    if (c->up != NULL) {
+        bufferevent_free(c->up);
+        c->up = NULL;
+    }
+    px_raw_free(&c->ru);
+}
+
 void px_conn_flush_close(struct px_conn *c)
 {
-    px_upstream_drop(c);
+    px_conn_drop_upstream(c);
     px_resolve_cancel(c->dns);
     c->dns = NULL;
     px_conn_ended(c, PX_END_PROXY);
     px_conn_log(c);
-    px_conn_set_state(c, PX_S_FLUSH); /* (never from RELAY: its union arm is the relay's) */
+    px_conn_set_state(c, PX_S_FLUSH, on_flush_timeout); /* (never from RELAY: see close) */
     release(c);
     px_conn_timeout(c, FLUSH_MS);
     if (c->rc.ev != NULL) {
@@ -506,48 +488,11 @@ void px_conn_flush_close(struct px_conn *c)
         shutdown(bufferevent_getfd(c->cli), SHUT_WR);
 }
 
-/* ------------------------------------------------------------ accept */
+/* ------------------------------------------------------------ a new one */
 
-/* Whether address a (the firewall's original destination) differs from
- * the listener's own: the client aimed elsewhere and was redirected. */
-static bool not_the_listener(struct px_conn *c, evutil_socket_t fd)
-{
-    const struct sockaddr_storage *lss = &c->l->addr->ss;
-    struct sockaddr_storage local;
-    socklen_t llen = sizeof(local);
-    bool any = lss->ss_family == AF_INET6
-                   ? IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)lss)->sin6_addr)
-                   : ((const struct sockaddr_in *)lss)->sin_addr.s_addr == htonl(INADDR_ANY);
-    uint8_t a[16];
-
-    /* The listener's own address, unless it listens on all of them. */
-    if (!any)
-        local = *lss;
-    else if (getsockname(fd, (struct sockaddr *)&local, &llen) == -1)
-        return false;
-    px_sockaddr_to16(&c->orig_dst.sa, a);
-    return !px_sockaddr_is((struct sockaddr *)&local, a) ||
-           px_sockaddr_port(&c->orig_dst.sa) != px_sockaddr_port((struct sockaddr *)&local);
-}
-
-/* The client's real destination, if a firewall redirected it here. */
-static void original_dst(struct px_conn *c, evutil_socket_t fd)
-{
-    socklen_t len = sizeof(c->orig_dst);
-    int r;
-
-    if (c->l->addr->ss.ss_family == AF_INET6)
-        r = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &c->orig_dst, &len);
-    else
-        r = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &c->orig_dst, &len);
-    if (r == -1)
-        return;
-    c->redirected = not_the_listener(c, fd);
-}
-
-/* A new connection, in the worker's list and counted as open. */
-static struct px_conn *conn_new(struct px_worker *w, const struct px_listener_spec *l,
-                                const struct sockaddr *sa)
+struct px_conn *px_conn_new(struct px_worker *w, const struct px_listener_spec *l,
+                            const struct sockaddr *sa, enum px_mode mode, enum px_conn_state first,
+                            px_conn_hook *on_timeout)
 {
     struct px_conn *c = calloc(1, sizeof(*c));
 
@@ -564,49 +509,9 @@ static struct px_conn *conn_new(struct px_worker *w, const struct px_listener_sp
         w->conns->prev = c;
     w->conns = c;
     w->n_conns++;
-    c->mode = l->kind == PX_L_TLS    ? PX_MODE_TLS
-              : l->kind == PX_L_HTTP ? PX_MODE_PLAIN
-                                     : PX_MODE_HTTP;
-    c->state = l->kind == PX_L_TLS ? PX_S_HELLO : PX_S_HEAD;
-    if (l->kind != PX_L_TLS && (c->ex = calloc(1, sizeof(*c->ex))) == NULL)
-        abort();
+    c->mode = mode;
+    c->state = first;
+    c->on_timeout = on_timeout;
     evtimer_assign(&c->timer, w->base, on_timer, c);
     return c;
-}
-
-void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evutil_socket_t fd,
-                    const struct sockaddr *sa, int salen)
-{
-    struct px_conn *c = conn_new(w, l, sa);
-    long open = atomic_fetch_add(&px_d.conns, 1) + 1;
-    (void)salen;
-
-    /* TCP_NODELAY comes from the listener (worker.c). */
-    if (l->kind == PX_L_TLS) {
-        px_client_watch_raw(c, fd);
-    } else {
-        c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-        px_bev_read_direct(c->cli);
-        px_conn_watch_client(c);
-    }
-    c->world = px_world_get();
-    enum px_identity who = px_conn_identify(c, NULL, 0);
-    if (l->kind != PX_L_PROXY)
-        original_dst(c, fd);
-    if ((uint64_t)open > px_d.cfg->max_conns) {
-        px_conn_fail(c, 503, PX_R_LIMIT, "too many connections");
-        return;
-    }
-    if (who == PX_ID_LIMIT) {
-        px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox opens too many connections");
-        return;
-    }
-    if (l->kind == PX_L_TLS) {
-        px_hello_start(c);
-        return;
-    }
-    /* The first request head's clock runs from the accept, not from its
-     * first byte: a client that waits before it starts has no more time. */
-    px_conn_timeout(c, px_d.cfg->timeout_header_ms);
-    c->ex->head_started = true;
 }

@@ -1,18 +1,27 @@
 /*
- * conn.h - one client connection and what it does.  Private to the daemon.
- * One noun per file:
- *   conn.c      accept, the state ladder, timers, the close path, the log line
+ * conn.h - one client connection: the object, its state ladder, its timer
+ * and its one close path (conn.c).  Private to the daemon.
+ *
+ * A connection goes through phases, each a file with a header of its own,
+ * in the order the file list reads (docs/design.md, "The connection
+ * pipeline"):
+ *
+ *   accept.c    the one place that picks the first phase
  *   client.c    reading the client (bufferevent, or raw socket for tunnels)
- *   identity.c  which sandbox it is, its metrics and limits handles
- *   judge.c     the one decision path: expiry, name, quota, DNS, addresses
- *   answer.c    the deny and fail contract (403 + X-Egress-Deny, TLS alert, 5xx)
- *   upstream.c  connecting to the origin, address by address
+ *   request.c   an HTTP request head: parsed, its target taken
  *   hello.c     the ClientHello phase (transparent TLS, CONNECT after 200)
- *   request.c   an HTTP request head: parsed, its target taken, judged
+ *   judge.c     the one judge: identity.c, then policy_decide, quota, DNS
+ *   upstream.c  connecting to the origin, address by address
  *   exchange.c  the HTTP exchange: bodies, the response, keep-alive
- *   relay.c     the tunnel; rehello.c its later ClientHellos
- *   revoke.c    judging open connections again after a world swap
  *   intercept.c a CONNECT egressd terminates to add a sandbox's credentials
+ *   relay.c     the tunnel; rehello.c its later ClientHellos
+ *   answer.c    the deny and fail contract (any phase may end with it)
+ *   revoke.c    judging open connections again after a world swap
+ *
+ * This file names none of them: a phase that moves the connection into a
+ * state says what that state's timer does (px_conn_set_state), one that
+ * holds something says how to let it go (px_conn_on_release), and the
+ * judge is told where to go on once the origin is connected.
  *
  * A connection owns its bufferevents or raw sockets, its timer, its DNS
  * request, its world reference and its metrics and limits handles, and
@@ -90,6 +99,18 @@ struct px_raw {
     struct event *ev;
 };
 
+struct px_conn;
+
+/* What a phase does with its connection at a moment it names: when the
+ * timer of a state it set fires (px_conn_set_state), or at the close
+ * (px_conn_on_release).  The connection's own code calls these without
+ * knowing which phase they belong to. */
+typedef void px_conn_hook(struct px_conn *c);
+
+/* The most release hooks one connection holds at once (its HTTP exchange,
+ * an interception, a tunnel's relay). */
+#define PX_CONN_RELEASE_MAX 3
+
 /* States; the comment says what the connection waits for.  Changed only by
  * px_conn_set_state(), which checks the transition. */
 enum px_conn_state {
@@ -165,6 +186,9 @@ struct px_conn {
     const struct px_listener_spec *l;
     uint64_t id;
     enum px_conn_state state;
+    px_conn_hook *on_timeout;   /* the state's timer fired (set with the state) */
+    px_conn_hook *on_connected; /* the judged request's upstream is ready (px_conn_judge) */
+    px_conn_hook *release[PX_CONN_RELEASE_MAX]; /* at the close, last first */
     enum px_mode mode;
     struct bufferevent *cli, *up; /* NULL where rc, ru are used, and once relaying */
     struct event timer;           /* the state's timeout (px_conn_timeout) */
@@ -223,7 +247,6 @@ struct px_conn {
     };
 };
 
-/* conn.c */
 /* Note the n bytes at name (a server name, not NUL-terminated) as rq's
  * SNI; rq->host is compared as it is now. */
 void px_request_set_sni(struct px_request *rq, const char *name, size_t n);
@@ -235,7 +258,18 @@ void px_request_set_inject(struct px_request *rq, const char *text);
 /* rq->host changed: when it now holds the SNI's bytes, the SNI uses them
  * instead of its copy. */
 void px_request_share_sni(struct px_request *rq);
-void px_conn_set_state(struct px_conn *c, enum px_conn_state s);
+/* Move c to state s (the transition is checked: a wrong one aborts); when
+ * c's timer fires in s, on_timeout(c) is called (it may close).  The
+ * phase that moves a connection into a state says what its timer means
+ * there. */
+void px_conn_set_state(struct px_conn *c, enum px_conn_state s, px_conn_hook *on_timeout);
+/* Call fn(c) when c closes, before its sockets and handles are freed, in
+ * the reverse order of the calls; a hook given twice is kept once. */
+void px_conn_on_release(struct px_conn *c, px_conn_hook *fn);
+/* The timer of the states that move bytes (REQUEST, RESPONSE, RELAY):
+ * close c when it has been idle for timeout-idle or its tunnel's life is
+ * over, else arm the timer for the nearer of the two.  May close. */
+void px_conn_on_idle(struct px_conn *c);
 /* The state's word in the log's termination field ("head", "relay", ...). */
 const char *px_state_str(enum px_conn_state s);
 /* Note who ends c, in the state it is in now; the first call counts
@@ -249,6 +283,14 @@ void px_conn_log(struct px_conn *c);
  * buf (len >= 16); NULL when no rule decided.  What the log line, the
  * X-Egress-Deny header and the 403 body all say. */
 const char *px_conn_rule_text(const struct px_conn *c, char *buf, size_t len);
+/* A new connection on worker w from listener l (client address sa), in
+ * the worker's list, in state `first` with its timer's on_timeout, and
+ * mode `mode`; nothing else set up (accept.c does that). */
+struct px_conn *px_conn_new(struct px_worker *w, const struct px_listener_spec *l,
+                            const struct sockaddr *sa, enum px_mode mode, enum px_conn_state first,
+                            px_conn_hook *on_timeout);
+/* Close every connection of w that is between requests (drain), or all. */
+void px_conn_close_all(struct px_worker *w, bool idle_only);
 /* Log (if not yet) and free everything.  `why` goes to the debug log. */
 void px_conn_close(struct px_conn *c, const char *why);
 /* Write nothing more; close once the output is read (lingering close). */
@@ -257,7 +299,8 @@ void px_conn_flush_close(struct px_conn *c);
  * none), into buf; made when a line is written, not kept. */
 const char *px_conn_src_text(const struct px_conn *c, char buf[PX_SOCKADDR_TEXT_MAX]);
 const char *px_conn_upstream_text(const struct px_conn *c, char buf[PX_SOCKADDR_TEXT_MAX]);
-/* Set the state's timeout (ms from now; 0: none). */
+/* Arm c's timer (ms from now; 0: none); when it fires, the on_timeout of
+ * the state c is in then is called. */
 void px_conn_timeout(struct px_conn *c, uint64_t ms);
 /* Count n bytes moved (dir 0: client to upstream, 1: back) for the log
  * line and the sandbox's byte quota.  False when the quota is used up: the
@@ -267,158 +310,10 @@ bool px_conn_count(struct px_conn *c, int dir, size_t n);
  * asked for, for the log line when it is bad (the log escapes it). */
 #define PX_RAW_HOST_MAX 255
 void px_conn_keep_raw_host(struct px_conn *c, const char *p, size_t n);
-/* Free c->ex (a connection that became a tunnel, or closes). */
-void px_conn_drop_exchange(struct px_conn *c);
+/* Let go of the upstream being connected or kept (c->up, or the raw c->ru). */
+void px_conn_drop_upstream(struct px_conn *c);
 /* Close a raw socket (and its event), if in use. */
 void px_raw_free(struct px_raw *r);
 int64_t px_now_ms(void);
-
-/* client.c */
-/* Give the client bufferevent back to client.c's callbacks (between requests). */
-void px_conn_watch_client(struct px_conn *c);
-void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg);
-/* Read client socket fd as a raw socket (c->rc) into c->early. */
-void px_client_watch_raw(struct px_conn *c, int fd);
-/* Take the client's socket from its bufferevent (after its CONNECT head):
- * what the bufferevent read beyond the head moves to c->early.  False
- * when the connection was closed. */
-bool px_client_to_raw(struct px_conn *c);
-
-/* answer.c */
-/* Deny the current request with `r` (and the verdict's rule): 403 + the
- * X-Egress-Deny header for HTTP and CONNECT-before-200, a TLS alert after
- * it and for transparent TLS; then close.  Closes. */
-void px_conn_deny(struct px_conn *c, enum px_reason r);
-/* The same, for a denial no rule made (a ClientHello check, the
- * transparent destination check). */
-void px_conn_deny_unruled(struct px_conn *c, enum px_reason r);
-/* End a connection whose stream has started (a tunnel relaying, an answer
- * under way): nothing more can be answered, so the line says deny `r`
- * (with `rule`, or none) and the stream just ends.  Closes. */
-void px_conn_end_denied(struct px_conn *c, enum px_reason r, const struct policy_rule_ref *rule,
-                        const char *why);
-/* Answer an error status (400, 407, 414, 429, 431, 502, 503, 504, ...) and
- * close.  A refusal by egressd (bad_request, limit, not_allowed, a 408)
- * gets the deny contract; a failure on the way to the origin gets an RFC
- * 9209 Proxy-Status error.  Closes. */
-void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail);
-
-/* identity.c */
-enum px_identity {
-    PX_ID_OK,      /* c->sb, c->pb are the sandbox's (or default-policy's) */
-    PX_ID_UNKNOWN, /* the credentials name no sandbox (407); c->sb is the source's */
-    PX_ID_LIMIT,   /* the sandbox is at its connection limit or rate (429); nothing counted */
-};
-/* Find the sandbox in c->world: by the `Proxy-Authorization` value when
- * auth is not NULL, else by the source address (or none: default-policy).
- * Sets c->sb, c->pb and, when the sandbox is another than before, the
- * metrics and limits handles (counting the connection there). */
-enum px_identity px_conn_identify(struct px_conn *c, const char *auth, size_t auth_len);
-/* The same sandbox (or both none), whatever world each was found in. */
-bool px_conn_same_sandbox(const struct px_sandbox *a, const struct px_sandbox *b);
-
-/* judge.c */
-/* The one judge of a request (c->rq.host, c->rq.port; c->rq.host.len 0
- * when it did not normalize), for the first request of a connection and
- * every later one, always in the current world: identify (auth as
- * px_conn_identify takes it), the binding's expiry, the name phase, the
- * byte quota, then the address phase on every address of the name, or on
- * the address of the upstream still open for this origin (c->up, kept
- * alive: exchange.c keeps it only for the same host and port).  A denial
- * or a refusal answers and closes; an allowed request goes on to
- * px_conn_upstream_ready() once an upstream is connected (at once when
- * one is kept).  May close. */
-void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len);
-/* Whether sb's binding has expired at `now` (seconds since the epoch). */
-bool px_sandbox_expired(const struct px_sandbox *sb, int64_t now);
-
-/* upstream.c */
-/* Connect to the checked addresses (c->ans) from the first.  May close. */
-void px_upstream_connect(struct px_conn *c);
-/* Connect to the next one (the last failed or timed out).  When none is
- * left: 504 connection_timeout if every address timed out, else 502
- * connection_refused.  May close. */
-void px_upstream_next(struct px_conn *c);
-/* Let go of an upstream being connected (or kept), if any. */
-void px_upstream_drop(struct px_conn *c);
-/* The upstream connection is up: continue by mode (the 200 and the
- * ClientHello, the relay, or the HTTP request).  May close. */
-void px_conn_upstream_ready(struct px_conn *c);
-
-/* hello.c */
-/* Read the ClientHello from c->early and what is still to come.  May close. */
-void px_hello_start(struct px_conn *c);
-/* Feed what c->early has that the parser has not seen.  May close. */
-void px_hello_feed(struct px_conn *c);
-/* Why a complete ClientHello (parser p, result r) is refused whatever
- * host it names: not TLS, malformed, a server_name that is no host name
- * (bad_host), ECH under `ech deny`; PX_R_ALLOWED when it is one to look
- * at.  For the first ClientHello and the later ones (rehello.c) alike. */
-enum px_reason px_hello_refused(const struct sni_parser *p, enum sni_result r);
-/* Whether host name `name` (len bytes, as a ClientHello sent it) is the
- * host c is for, once normalized. */
-bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len);
-
-/* request.c: an HTTP request head (proxy and transparent-HTTP listeners). */
-/* The client's bytes in PX_S_HEAD: once a whole head is in, judge it.
- * May close. */
-void px_request_on_head(struct px_conn *c);
-/* Forget the last request (c->rq, the byte counts) for the next one. */
-void px_request_reset(struct px_conn *c);
-
-/* Split a Host field's "host[:port]" into a normalized host (the port,
- * when there is one, must be `port`); false when it is not one. */
-bool px_request_host_field(struct http_view v, struct policy_host *h, uint16_t port);
-/* Prepare the head of req to go upstream (c->ex->pending) and take it
- * from the client's input.  False when it does not fit (431; closed). */
-bool px_request_forward(struct px_conn *c, const struct http_request *req);
-
-/* intercept.c: credential injection. */
-/* Whether c (a CONNECT whose name phase allowed it) is to be terminated:
- * an inject rule for its host names a secret its sandbox's binding lists,
- * and the sandbox has a CA. */
-bool px_intercept_wanted(const struct px_conn *c);
-/* Whether an HTTP request being judged carries the placeholder of one of
- * its sandbox's secrets in its head (logged): it is then denied
- * credential_host_mismatch, as no plain-HTTP host is bound to a secret. */
-bool px_placeholder_seen(const struct px_conn *c);
-/* Terminate the CONNECT whose ClientHello passed: TLS both ways, then
- * HTTP requests.  May close. */
-void px_intercept_start(struct px_conn *c);
-/* An HTTP/2 preface at the start of the client's input: refused (400;
- * closed), true. */
-bool px_intercept_refuses_h2(struct px_conn *c);
-/* Check a request head inside the tunnel (origin form, Host = the
- * CONNECT host, no Upgrade) and take its target.  False when refused
- * (closed). */
-bool px_intercept_target(struct px_conn *c, const struct http_request *req);
-/* The request is judged: once the origin's TLS is up, add the
- * credentials to its head and send it on.  May close. */
-void px_intercept_request(struct px_conn *c);
-void px_intercept_free(struct px_conn *c);
-
-/* exchange.c: the HTTP exchange once its request is judged. */
-void px_exchange_start(struct px_conn *c); /* upstream is ready: send the request */
-void px_exchange_reset(struct px_conn *c); /* back to PX_S_HEAD for the next request */
-
-/* relay.c: the tunnel. */
-/* Start it with the connection's two raw sockets (rc, ru); what the
- * client sent before (c->early) is sent first.  May close. */
-void px_relay_start(struct px_conn *c);
-void px_relay_free(struct px_conn *c); /* closes both sockets */
-/* Append n bytes to what direction d has to write (relay.c sends them). */
-void px_relay_hold(struct px_relay_dir *d, const uint8_t *p, size_t n);
-
-/* rehello.c: a TLS tunnel's later ClientHellos. */
-/* Start the watch (the tunnel's first ClientHello was checked). */
-void px_rehello_start(struct px_conn *c);
-/* The client's next n bytes: what may go on is appended to the client
- * direction's held bytes, the rest is kept back.  False when a later
- * ClientHello named another host or broke the rules: closed. */
-bool px_rehello_client(struct px_conn *c, const uint8_t *p, size_t n);
-/* The server's next n bytes (relayed as usual); may end the watch, which
- * lets bytes kept back go on. */
-void px_rehello_server(struct px_conn *c, const uint8_t *p, size_t n);
-void px_rehello_free(struct px_rehello *rh);
 
 #endif

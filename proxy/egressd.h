@@ -83,17 +83,4 @@ void px_worker_poke(struct px_worker *w);
 void px_worker_recheck(struct px_worker *w);
 void px_worker_join(struct px_worker *w);
 
-/* Take over an accepted socket (worker thread). */
-void px_conn_accept(struct px_worker *w, const struct px_listener_spec *l, evutil_socket_t fd,
-                    const struct sockaddr *sa, int salen);
-/* Close every connection of w that is between requests (drain), or all. */
-void px_conn_close_all(struct px_worker *w, bool idle_only);
-/* Revocation: judge every open connection of w again in the current world.
- * A connection whose sandbox is gone, expired, bound elsewhere or whose
- * credentials changed is closed; so is one whose request or tunnel the
- * current policy no longer allows (name phase, and the address phase on
- * the address it is connected to).  Each such line says `revoked`.  The
- * others go on untouched, judged from now on by the current world. */
-void px_conn_recheck_all(struct px_worker *w);
-
 #endif

@@ -10,10 +10,14 @@
  */
 #include <event2/buffer.h>
 
+#include "answer.h"
+#include "client.h"
 #include "conn.h"
+#include "exchange.h"
 #include "gate.h"
 #include "log.h"
 #include "metrics.h"
+#include "request.h"
 
 #define EX_HIGH       (256 * 1024) /* back-pressure mark, as relay.c */
 #define RESP_HEAD_MAX (64 * 1024)  /* an origin's response head */
@@ -140,7 +144,7 @@ static void forward_request_body(struct px_conn *c)
         c->ex->req_done = true;
         hold_pipelined(c);
         if (c->state == PX_S_REQUEST)
-            px_conn_set_state(c, PX_S_RESPONSE);
+            px_conn_set_state(c, PX_S_RESPONSE, px_conn_on_idle);
         return;
     }
     pause_if_full(c->cli, c->up);
@@ -433,7 +437,7 @@ static void on_cli_body(struct bufferevent *bev, void *arg)
 void px_exchange_start(struct px_conn *c)
 {
     if (c->state != PX_S_REQUEST)
-        px_conn_set_state(c, PX_S_REQUEST);
+        px_conn_set_state(c, PX_S_REQUEST, px_conn_on_idle);
     c->t_active_ms = px_now_ms();
     bufferevent_setcb(c->up, on_up_read, on_up_written, on_up_event, c);
     bufferevent_setcb(c->cli, on_cli_body, on_cli_written, px_conn_on_client_event, c);
@@ -447,7 +451,7 @@ void px_exchange_start(struct px_conn *c)
     if (c->ex->req_done) {
         px_bev_write_now(c->up);
         hold_pipelined(c);
-        px_conn_set_state(c, PX_S_RESPONSE);
+        px_conn_set_state(c, PX_S_RESPONSE, px_conn_on_idle);
     } else {
         forward_request_body(c);
     }
@@ -486,10 +490,28 @@ void px_exchange_reset(struct px_conn *c)
     if (c->up != NULL)
         bufferevent_setcb(c->up, on_up_idle, NULL, on_up_idle_event, c);
     px_request_reset(c);
-    px_conn_set_state(c, PX_S_HEAD);
+    px_conn_set_state(c, PX_S_HEAD, px_request_on_head_timeout);
     px_conn_watch_client(c);
     px_conn_timeout(c, next_request_ms(c)); /* > 0: response_done saw to it */
     c->ex->head_started = false;
     if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
         px_request_on_head(c);
+}
+
+void px_exchange_new(struct px_conn *c)
+{
+    c->ex = calloc(1, sizeof(*c->ex));
+    if (c->ex == NULL)
+        abort();
+    px_conn_on_release(c, px_exchange_free);
+}
+
+void px_exchange_free(struct px_conn *c)
+{
+    if (c->ex == NULL)
+        return;
+    if (c->ex->pending != NULL)
+        evbuffer_free(c->ex->pending);
+    free(c->ex);
+    c->ex = NULL;
 }

@@ -10,7 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "answer.h"
+#include "client.h"
 #include "conn.h"
+#include "hello.h"
+#include "intercept.h"
+#include "judge.h"
+#include "relay.h"
 
 bool px_conn_names_host(const struct px_conn *c, const char *name, size_t len)
 {
@@ -38,6 +44,11 @@ static bool literal_allowed(struct px_conn *c)
                          (int64_t)time(NULL), &v) != POLICY_DENY;
 }
 
+void px_hello_on_timeout(struct px_conn *c)
+{
+    px_conn_end_denied(c, PX_R_TIMEOUT, NULL, "no ClientHello in time");
+}
+
 enum px_reason px_hello_refused(const struct sni_parser *p, enum sni_result r)
 {
     if (r == SNI_NOT_TLS)
@@ -60,6 +71,8 @@ static enum px_reason connect_hello_check(struct px_conn *c, enum sni_result r)
     return PX_R_ALLOWED;
 }
 
+static void tls_ready(struct px_conn *c);
+
 /* Transparent TLS: the SNI is the host, on the port the client aimed at
  * (or the listener's upstream port); judge it. */
 static void judge_sni(struct px_conn *c)
@@ -76,7 +89,7 @@ static void judge_sni(struct px_conn *c)
         return;
     }
     px_request_share_sni(&c->rq);
-    px_conn_judge(c, NULL, 0);
+    px_conn_judge(c, NULL, 0, tls_ready);
 }
 
 /* The hello is complete (result r): check it (CONNECT) or decide on it
@@ -118,6 +131,39 @@ void px_hello_feed(struct px_conn *c)
     hello_done(c, r);
 }
 
+static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+void px_hello_connect_ready(struct px_conn *c)
+{
+    /* From the 200 on nothing of the client is parsed but its hello. */
+    if (!px_client_to_raw(c))
+        return;
+    c->rq.status = 200;
+    if (send(c->rc.fd, connect_ok, sizeof(connect_ok) - 1, MSG_NOSIGNAL) !=
+        (ssize_t)sizeof(connect_ok) - 1) {
+        /* Nothing was sent before: only a client that is gone does not
+         * take 39 bytes. */
+        px_conn_ended(c, PX_END_CLIENT);
+        px_conn_close(c, "client error");
+        return;
+    }
+    if (c->rq.v.raw) {
+        px_relay_start(c);
+        return;
+    }
+    px_hello_start(c);
+}
+
+/* Transparent TLS: the origin is connected; the bytes go on as they are,
+ * or through egressd's own TLS when credentials are added (intercept.c). */
+static void tls_ready(struct px_conn *c)
+{
+    if (c->rq.intercept)
+        px_intercept_start(c);
+    else
+        px_relay_start(c);
+}
+
 void px_hello_start(struct px_conn *c)
 {
     c->hello = malloc(sizeof(*c->hello));
@@ -125,7 +171,7 @@ void px_hello_start(struct px_conn *c)
         abort();
     sni_parser_init(c->hello);
     if (c->state != PX_S_HELLO)
-        px_conn_set_state(c, PX_S_HELLO);
+        px_conn_set_state(c, PX_S_HELLO, px_hello_on_timeout);
     px_conn_timeout(c, px_d.cfg->timeout_header_ms);
     px_hello_feed(c); /* what came with the CONNECT head */
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "identity.h"
 #include "metrics.h"
 
 /* Move c's metrics handle (and its count as active) to its sandbox's,

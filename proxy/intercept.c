@@ -24,13 +24,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "answer.h"
 #include "certs.h"
+#include "client.h"
 #include "conn.h"
+#include "exchange.h"
 #include "gate.h"
+#include "intercept.h"
 #include "log.h"
 #include "metrics.h"
 #include "placeholder.h"
 #include "prefixbio.h"
+#include "request.h"
 #include "secrets.h"
 
 #define INJECTS_MAX   8           /* inject rules of one host looked at */
@@ -276,9 +281,10 @@ static void note_bound(struct px_conn *c)
 void px_intercept_start(struct px_conn *c)
 {
     c->ic = calloc(1, sizeof(*c->ic));
-    c->ex = calloc(1, sizeof(*c->ex));
-    if (c->ic == NULL || c->ex == NULL)
+    if (c->ic == NULL)
         abort();
+    px_conn_on_release(c, px_intercept_free);
+    px_exchange_new(c);
     c->ic->host = c->rq.host;
     c->ic->port = c->rq.port;
     note_bound(c);
@@ -289,7 +295,7 @@ void px_intercept_start(struct px_conn *c)
     c->mode = PX_MODE_INTERCEPT;
     c->ex->upstream_keep_alive = true;
     px_request_reset(c);
-    px_conn_set_state(c, PX_S_HEAD);
+    px_conn_set_state(c, PX_S_HEAD, px_request_on_head_timeout);
     px_conn_watch_client(c);
     px_conn_timeout(c, px_d.cfg->timeout_header_ms);
 }
@@ -492,7 +498,7 @@ void px_intercept_request(struct px_conn *c)
 
     ic->waiting = false;
     if (c->state == PX_S_HEAD)
-        px_conn_set_state(c, PX_S_REQUEST); /* the head is judged: not read again */
+        px_conn_set_state(c, PX_S_REQUEST, px_conn_on_idle); /* judged: not read again */
     if (c->up == NULL || bufferevent_openssl_get_ssl(c->up) == NULL) {
         /* never in clear: the credentials go only over the verified leg */
         px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's TLS connection is gone");

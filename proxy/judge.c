@@ -17,18 +17,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "answer.h"
 #include "conn.h"
 #include "handout.h"
+#include "identity.h"
+#include "intercept.h"
+#include "judge.h"
 #include "metrics.h"
+#include "upstream.h"
 
 /* How long a lookup may take at most; the resolver's own timeouts end
  * sooner, this bounds a lost answer. */
 #define RESOLVE_MAX_MS 30000
-
-bool px_sandbox_expired(const struct px_sandbox *sb, int64_t now)
-{
-    return sb->expires != 0 && now >= sb->expires;
-}
 
 /* Take c->rq.v, the verdict the one decision gave, as the request's:
  * deny, or go on allowed (or in report mode, would_deny).  False when it
@@ -97,7 +97,7 @@ static void judge_addresses(struct px_conn *c)
     if (!addresses_pass(c) || !keep_aimed_address(c))
         return;
     if (c->up != NULL) {
-        px_conn_upstream_ready(c); /* kept alive: it is connected to that address */
+        px_upstream_ready(c); /* kept alive: it is connected to that address */
         return;
     }
     px_upstream_connect(c);
@@ -136,6 +136,13 @@ static void on_dns(enum px_dns_result res, const struct px_dns_answer *a, void *
     judge_addresses(c);
 }
 
+/* RESOLVE's timer: the answer did not come in RESOLVE_MAX_MS. */
+static void on_resolve_timeout(struct px_conn *c)
+{
+    px_conn_ended(c, PX_END_TIMEOUT);
+    px_conn_fail(c, 504, PX_R_DNS_FAIL, "name resolution took too long");
+}
+
 /* The addresses to judge: the kept upstream's, the IP literal, or the
  * name's, from the resolver (maybe later, in on_dns). */
 static void find_addresses(struct px_conn *c)
@@ -146,7 +153,7 @@ static void find_addresses(struct px_conn *c)
         judge_addresses(c);
         return;
     }
-    px_conn_set_state(c, PX_S_RESOLVE);
+    px_conn_set_state(c, PX_S_RESOLVE, on_resolve_timeout);
     if (c->rq.host.kind != POLICY_HOST_NAME) {
         c->ans.n = 1;
         memcpy(c->ans.addr[0], c->rq.host.addr, 16);
@@ -193,13 +200,14 @@ static void decide(struct px_conn *c)
     find_addresses(c);
 }
 
-void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len)
+void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len, px_conn_hook *then)
 {
     struct px_world *old = c->world;
 
     /* The world of this decision is the current one; what pointed into the
      * old one (the sandbox, its binding) is found again in the new one
      * before the old one is let go. */
+    c->on_connected = then;
     c->world = px_world_get();
     enum px_identity who = px_conn_identify(c, auth, auth_len);
     px_world_put(old);

@@ -21,8 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "conn.h"
+#include "hello.h"
 #include "log.h"
+#include "rehello.h"
+#include "relay.h"
 
 void px_rehello_start(struct px_conn *c)
 {

@@ -36,6 +36,8 @@
 
 #include "conn.h"
 #include "log.h"
+#include "rehello.h"
+#include "relay.h"
 
 #define SCRATCH_SIZE (64 * 1024)
 #define SPLICE_AFTER (256 * 1024) /* bytes a direction carries before it splices */
@@ -323,7 +325,8 @@ void px_relay_start(struct px_conn *c)
 {
     struct px_relay *r = &c->relay;
 
-    px_conn_set_state(c, PX_S_RELAY);
+    px_conn_set_state(c, PX_S_RELAY, px_conn_on_idle);
+    px_conn_on_release(c, px_relay_free);
     c->t_start_ms = c->t_start_ms ? c->t_start_ms : px_now_ms();
     c->t_active_ms = px_now_ms();
     /* Both sides are raw sockets by now (conn.c).  What the client sent

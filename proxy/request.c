@@ -12,7 +12,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "answer.h"
 #include "conn.h"
+#include "exchange.h"
+#include "hello.h"
+#include "intercept.h"
+#include "judge.h"
+#include "request.h"
 
 #define FORMAT_SLACK 1024 /* what http_format_request adds: Host, Connection */
 #define AUTH_MAX     768  /* "Basic " and base64 of "id:token" (world.c takes 512) */
@@ -129,6 +135,16 @@ static bool host_agrees(const struct px_conn *c, const struct http_request *req)
     if (!split_host_field(req->host_header, &h, &port))
         return false;
     return strcmp(h.text, c->rq.host.text) == 0 && (port ? port : 80) == c->rq.port;
+}
+
+void px_request_on_head_timeout(struct px_conn *c)
+{
+    if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0) {
+        px_conn_ended(c, PX_END_TIMEOUT);
+        px_conn_close(c, "keep-alive idle");
+        return;
+    }
+    px_conn_fail(c, 408, PX_R_TIMEOUT, "the request head took too long");
 }
 
 void px_request_reset(struct px_conn *c)
@@ -302,7 +318,7 @@ static void on_request(struct px_conn *c, const struct http_request *req)
     if (c->mode == PX_MODE_INTERCEPT) {
         /* The head stays in the input: the credentials are added once
          * the request is judged (intercept.c). */
-        px_conn_judge(c, NULL, 0);
+        px_conn_judge(c, NULL, 0, px_intercept_request);
         return;
     }
     if (c->mode == PX_MODE_CONNECT)
@@ -310,7 +326,8 @@ static void on_request(struct px_conn *c, const struct http_request *req)
     else if (c->rq.host.len != 0 && !px_request_forward(c, req))
         return;
     keep_upstream_if_same(c);
-    px_conn_judge(c, auth, auth_len);
+    px_conn_judge(c, auth, auth_len,
+                  c->mode == PX_MODE_CONNECT ? px_hello_connect_ready : px_exchange_start);
 }
 
 void px_request_on_head(struct px_conn *c)

@@ -9,7 +9,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "answer.h"
 #include "conn.h"
+#include "identity.h"
+#include "judge.h"
+#include "revoke.h"
 
 /* Who c is in world w, found as it was found at its last decision: by id
  * and the same token, or by its source address. */

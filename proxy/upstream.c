@@ -15,11 +15,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "answer.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
-
-static const char connect_ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+#include "upstream.h"
 
 /* The upstream socket fd is connected. */
 static void connected(struct px_conn *c, int fd)
@@ -29,7 +29,7 @@ static void connected(struct px_conn *c, int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     px_metrics_upstream_connect((double)(px_now_ms() - c->t_connect_ms) / 1000.0);
     px_conn_timeout(c, 0);
-    px_conn_upstream_ready(c);
+    px_upstream_ready(c);
 }
 
 static void on_up_connect(struct bufferevent *bev, short what, void *arg)
@@ -118,6 +118,13 @@ static int start_raw(struct px_conn *c)
     return 0;
 }
 
+/* CONNECT's timer: this address did not answer in time; the next one. */
+static void on_connect_timeout(struct px_conn *c)
+{
+    px_conn_drop_upstream(c);
+    px_upstream_next(c);
+}
+
 /* Whether connect's errno err is egressd's own shortage, not the origin's. */
 static bool out_of_sockets(int err)
 {
@@ -158,56 +165,12 @@ void px_upstream_connect(struct px_conn *c)
 {
     c->ans_next = 0;
     c->connect_refused = false;
-    px_conn_set_state(c, PX_S_CONNECT);
+    px_conn_set_state(c, PX_S_CONNECT, on_connect_timeout);
     px_upstream_next(c);
 }
 
-void px_upstream_drop(struct px_conn *c)
-{
-    if (c->up != NULL) {
-        bufferevent_free(c->up);
-        c->up = NULL;
-    }
-    px_raw_free(&c->ru);
-}
-
-/* CONNECT: the 200, then the ClientHello (or, for `raw`, the relay). */
-static void tunnel_ready(struct px_conn *c)
-{
-    /* From the 200 on nothing of the client is parsed but its hello. */
-    if (!px_client_to_raw(c))
-        return;
-    c->rq.status = 200;
-    if (send(c->rc.fd, connect_ok, sizeof(connect_ok) - 1, MSG_NOSIGNAL) !=
-        (ssize_t)sizeof(connect_ok) - 1) {
-        /* Nothing was sent before: only a client that is gone does not
-         * take 39 bytes. */
-        px_conn_ended(c, PX_END_CLIENT);
-        px_conn_close(c, "client error");
-        return;
-    }
-    if (c->rq.v.raw) {
-        px_relay_start(c);
-        return;
-    }
-    px_hello_start(c);
-}
-
-void px_conn_upstream_ready(struct px_conn *c)
+void px_upstream_ready(struct px_conn *c)
 {
     c->t_active_ms = px_now_ms();
-    switch (c->mode) {
-    case PX_MODE_CONNECT: tunnel_ready(c); return;
-    case PX_MODE_TLS:
-        if (c->rq.intercept)
-            px_intercept_start(c);
-        else
-            px_relay_start(c);
-        return;
-    case PX_MODE_HTTP:
-    case PX_MODE_PLAIN: px_exchange_start(c); return;
-    case PX_MODE_INTERCEPT: px_intercept_request(c); return;
-    case PX_MODE_COUNT: break;
-    }
-    abort(); /* no other mode */
+    c->on_connected(c);
 }

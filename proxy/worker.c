@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accept.h"
 #include "accesslog.h"
 #include "certs.h"
 #include "conn.h"
@@ -23,6 +24,7 @@
 #include "dnsd.h"
 #include "log.h"
 #include "metrics.h"
+#include "revoke.h"
 
 /* 0 running, 1 draining, 2 stopping; written by the main thread. */
 atomic_int px_phase;

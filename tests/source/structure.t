@@ -27,4 +27,17 @@ rc=$?
 grep '^cycle:' <<<"$graph" | sed 's/^/# /'
 ok "$rc" "proxy/: no include cycles among its headers"
 
+# --- conn.c names no phase
+phases="accept answer client exchange hello identity intercept judge rehello relay request revoke upstream"
+hub=
+for p in $phases; do
+    [ -f "$top/proxy/$p.h" ] || hub+=" $p.h(missing)"
+    grep -q "^$p\.c: .*\b$p\.h\b" <<<"$graph" || hub+=" $p.c(not including $p.h)"
+    for f in conn.c conn.h; do
+        grep -qE "^$f: .*\b$p\.h\b" <<<"$graph" && hub+=" $f->$p.h"
+    done
+done
+[ -z "$hub" ] || echo "# not a pipeline:$hub"
+ok "$([ -z "$hub" ]; echo $?)" "proxy/: every phase has its header, and conn.c/conn.h include none of them"
+
 echo "1..$n"
