@@ -133,16 +133,21 @@ static void put_str(struct line *l, const char *s)
 /* A host or SNI, names a client chose and may fill with any bytes: in
  * DNS presentation format (nametext.h), as the denials keep them, so the
  * line says exactly which bytes came and holds no control character even
- * once a reader such as `jq -r` has decoded it; or null. */
-static void put_name(struct line *l, const char *s)
+ * once a reader such as `jq -r` has decoded it; from the wire form when
+ * there is one (qname); or null. */
+static void put_name(struct line *l, const char *s, const uint8_t *qname, size_t qname_len)
 {
     char text[4 * FIELD_MAX + 1]; /* every byte as \DDD */
+    size_t n;
 
-    if (s == NULL) {
+    if (qname != NULL)
+        n = px_nametext_from_wire(qname, qname_len, text, sizeof(text));
+    else if (s != NULL)
+        n = px_nametext_from_text(s, field_len(s), text, sizeof(text));
+    else {
         PUT_LIT(l, "null");
         return;
     }
-    size_t n = px_nametext_from_text(s, field_len(s), text, sizeof(text));
     put_text(l, (const unsigned char *)text, n);
 }
 
@@ -231,11 +236,11 @@ static size_t format_line(const struct px_log_entry *e, char *buf)
     PUT_LIT(&l, ",\"method\":");
     put_str(&l, e->method);
     PUT_LIT(&l, ",\"host\":");
-    put_name(&l, e->host);
+    put_name(&l, e->host, e->qname, e->qname_len);
     PUT_LIT(&l, ",\"port\":");
     put_uint_or_null(&l, e->port);
     PUT_LIT(&l, ",\"sni\":");
-    put_name(&l, e->sni);
+    put_name(&l, e->sni, NULL, 0);
     PUT_LIT(&l, ",\"decision\":");
     put_str(&l, e->decision);
     PUT_LIT(&l, ",\"reason\":");

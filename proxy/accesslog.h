@@ -42,6 +42,11 @@ struct px_log_entry {
      * names only, never a value.  NULL elsewhere. */
     const char *inject;
     const char *path; /* an HTTP request's path, without its query; NULL elsewhere */
+    /* A DNS question's name in wire form, when host is that name as it
+     * came (not normalized): `host` is written from this, with its label
+     * structure and whatever bytes its labels hold (a NUL too); or NULL. */
+    const uint8_t *qname;
+    size_t qname_len;
 };
 
 /* Open `path` ("stdout" for standard output) for appending, in place of

@@ -91,6 +91,8 @@ static bool allowed(const struct outcome *o)
 /* One summary key and its count (dns-log summary). */
 struct summary {
     char sandbox[64], owner[128], name[DNS_NAME_TEXT_MAX + 1], rule[160];
+    uint8_t qname[DNS_NAME_WIRE_MAX]; /* the name as it came, when not normalized */
+    size_t qname_len;                 /* 0: none */
     char src[PX_SOCKADDR_TEXT_MAX];
     char qtype[12];
     const char *answer, *decision;
@@ -120,6 +122,10 @@ static void entry_of(const struct px_dnsq *q, const struct outcome *o, struct px
         .mode = "dns",
         .method = q->perr == DNS_Q_OK ? dns_type_str(q->q.qtype, qtype) : NULL,
         .host = q->perr == DNS_Q_OK ? (q->r.host.len ? q->r.host.text : q->q.name) : NULL,
+        /* a name the policy could not normalize is written as it came,
+         * with its label structure */
+        .qname = q->perr == DNS_Q_OK && !q->r.host.len ? q->q.qname : NULL,
+        .qname_len = q->perr == DNS_Q_OK && !q->r.host.len ? q->q.qname_len : 0,
         .port = allowed(o) ? q->r.port : 0,
         .decision = policy_decision_str(allowed(o) ? q->r.v.decision : POLICY_DENY),
         .reason = px_reason_str(q->r.reason),
@@ -141,6 +147,8 @@ static void summary_write(const struct summary *s)
         .mode = "dns",
         .method = s->qtype[0] ? s->qtype : NULL,
         .host = s->name[0] ? s->name : NULL,
+        .qname = s->qname_len ? s->qname : NULL,
+        .qname_len = s->qname_len,
         .decision = s->decision,
         .reason = px_reason_str(s->reason),
         .rule = s->rule[0] ? s->rule : NULL,
@@ -168,6 +176,8 @@ void px_dnsq_log_end(struct px_worker *w)
 static bool same_key(const struct summary *s, const struct px_log_entry *e)
 {
     return strcmp(s->sandbox, e->sandbox) == 0 && strcmp(s->name, e->host ? e->host : "") == 0 &&
+           s->qname_len == e->qname_len &&
+           (e->qname == NULL || memcmp(s->qname, e->qname, e->qname_len) == 0) &&
            strcmp(s->qtype, e->method ? e->method : "") == 0 && s->answer == e->answer &&
            strcmp(s->decision, e->decision) == 0 && strcmp(s->rule, e->rule ? e->rule : "") == 0;
 }
@@ -189,6 +199,9 @@ static void summary_add(struct px_worker *w, const struct px_log_entry *e, enum 
     snprintf(s->sandbox, sizeof(s->sandbox), "%s", e->sandbox);
     snprintf(s->owner, sizeof(s->owner), "%s", e->owner ? e->owner : "");
     snprintf(s->name, sizeof(s->name), "%s", e->host ? e->host : "");
+    s->qname_len = e->qname != NULL ? e->qname_len : 0;
+    if (s->qname_len > 0)
+        memcpy(s->qname, e->qname, s->qname_len);
     snprintf(s->rule, sizeof(s->rule), "%s", e->rule ? e->rule : "");
     snprintf(s->src, sizeof(s->src), "%s", e->src);
     snprintf(s->qtype, sizeof(s->qtype), "%s", e->method ? e->method : "");
@@ -210,16 +223,13 @@ static void note_denial(const struct px_dnsq *q, const struct px_log_entry *e)
 {
     if (!noted_as_denial(q))
         return;
-    /* a name the policy could not normalize is kept as it came, with its
-     * label structure */
-    bool as_came = e->host != NULL && q->r.host.len == 0;
     struct px_denial d = {
         .ts_ms = e->ts_ms,
         .mode = e->mode,
         .method = e->method,
         .host = e->host,
-        .qname = as_came ? q->q.qname : NULL,
-        .qname_len = as_came ? q->q.qname_len : 0,
+        .qname = e->qname,
+        .qname_len = e->qname_len,
         .reason = e->reason,
         .rule = e->rule,
     };

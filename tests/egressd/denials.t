@@ -102,6 +102,13 @@ denials 401 '"host" in d["denials"][0] and d["denials"][0]["host"] == r"\255\255
 dq 'a\.b\092c.test' A >/dev/null
 denials 401 'd["denials"][0]["host"] == r"a\.b\092c.test"' \
     "a '.' inside a label is \\. and a backslash \\092: the name's labels stay apart"
+check "  so does its access-log line" \
+    egd_log_wait 'l["mode"] == "dns" and l["host"] == r"a\.b\092c.test"' 10
+dq 'a\000hidden.test' A >/dev/null
+denials 401 'd["denials"][0]["host"] == r"a\000hidden.test"' \
+    "a NUL inside a label is \\000: nothing after it is lost"
+check "  nor in its access-log line" \
+    egd_log_wait 'l["mode"] == "dns" and l["host"] == r"a\000hidden.test"' 10
 # (the proxy's paths take a host only once the HTTP parser or the SNI parser
 # has checked its bytes: a Host header with ESC or 0xff is a 400 without one)
 c=$(egd_curl --interface 127.0.0.5 -s -o /dev/null -w '%{http_code}' -x "http://$EGD_PROXY" \

@@ -180,6 +180,18 @@ static void test_format_hostile(void)
     ok(o && json_object_size(o) == 25, "still 25 fields");
     json_decref(o);
     free(line);
+
+    /* a DNS question's name as it came: its labels hold a '.' and a NUL */
+    static const uint8_t wire[] = {3, 'a', '.', 'b', 2, 0, 0x1b, 4, 't', 'e', 's', 't', 0};
+    e = full_entry();
+    e.host = "a.b"; /* the text form stops at the NUL */
+    e.qname = wire;
+    e.qname_len = sizeof(wire);
+    line = px_accesslog_format(&e);
+    if (!ok(strstr(line, "\"host\":\"a\\\\.b.\\\\000\\\\027.test\"") != NULL,
+            "a DNS name as it came is written from its wire form: a\\.b.\\000\\027.test"))
+        diag("%s", line);
+    free(line);
 }
 
 static void test_format_long_host(void)
