@@ -4,6 +4,8 @@
  * that is accepted (section 3.5: the pad bits are zero), so what is decoded
  * and encoded again comes out as it came in.
  */
+#include <stdlib.h>
+
 #include "http_int.h"
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -91,4 +93,33 @@ size_t http_base64_decode(const char *in, size_t n, uint8_t *out, size_t cap)
             out[o++] = (uint8_t)(v >> (16 - 8 * k));
     }
     return len;
+}
+
+/* Contract in http.h. */
+char *http_base64_encode_new(const uint8_t *in, size_t n)
+{
+    size_t cap = (n + 2) / 3 * 4;
+    char *out = malloc(cap + 1);
+
+    if (out == NULL)
+        abort();
+    out[http_base64_encode(in, n, out, cap)] = '\0';
+    return out;
+}
+
+/* Contract in http.h. */
+uint8_t *http_base64_decode_new(const char *in, size_t n, size_t *out_len)
+{
+    size_t len = http_base64_decoded_len(in, n);
+    uint8_t *out;
+
+    if (len == HTTP_BASE64_BAD)
+        return NULL;
+    out = malloc(len + 1);
+    if (out == NULL)
+        abort();
+    http_base64_decode(in, n, out, len);
+    out[len] = '\0';
+    *out_len = len;
+    return out;
 }

@@ -169,6 +169,14 @@ size_t http_base64_decoded_len(const char *in, size_t n);
  * out[0..cap) may have been written). */
 size_t http_base64_decode(const char *in, size_t n, uint8_t *out, size_t cap);
 
+/* The same two with the memory made here, for whole files (sandboxctl's
+ * guest file transfers).  Encode: the base64 of in[0..n) as a new
+ * NUL-terminated string.  Decode: strict base64 in[0..n) (as above) into
+ * a new buffer of *out_len bytes plus a NUL after them, or NULL when in
+ * is not strict base64.  The caller frees; allocation failure aborts. */
+char *http_base64_encode_new(const uint8_t *in, size_t n);
+uint8_t *http_base64_decode_new(const char *in, size_t n, size_t *out_len);
+
 /* ---- credential injection: placeholders in a request head swapped for secrets ---- */
 
 /*

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "b64.h"
 #include "guest.h"
+#include "http.h"
 #include "vm.h"
 
 #define WRITE_CHUNK    46080 /* raw bytes per file-write: 61440 base64 characters */
@@ -264,7 +264,7 @@ static int write_one(struct sbx *s, const char *node, int vmid, const char *path
                      const unsigned char *data, size_t len, char *err, size_t errlen)
 {
     char api[256];
-    char *b64 = sbx_b64_encode(data, len);
+    char *b64 = http_base64_encode_new(data, len);
     json_t *params = json_pack("{s:s,s:s,s:i}", "file", path, "content", b64, "encode", 0);
     int rc;
 
@@ -373,7 +373,8 @@ int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
         snprintf(err, errlen, "GET %s: answer holds no content", api);
         rc = -1;
     } else if (major >= 9) {
-        *data = sbx_b64_decode(json_string_value(content), json_string_length(content), len);
+        *data =
+            http_base64_decode_new(json_string_value(content), json_string_length(content), len);
         if (!*data) {
             snprintf(err, errlen, "GET %s: content is not base64", api);
             rc = -1;

@@ -15,8 +15,8 @@
 
 #include <curl/curl.h>
 
-#include "b64.h"
 #include "cli.h"
+#include "http.h"
 #include "mcp/mcp.h"
 #include "ops.h"
 #include "printable.h"
@@ -417,7 +417,7 @@ static int cmd_read(struct cli *c, int argc, char **argv)
     if (rc || c->json)
         return finish(c, rc, out, err, NULL);
     b64 = json_string_value(json_object_get(out, "content_base64"));
-    data = b64 ? sbx_b64_decode(b64, strlen(b64), &len) : NULL;
+    data = b64 ? http_base64_decode_new(b64, strlen(b64), &len) : NULL;
     if (!data)
         snprintf(err, sizeof err, "read %s: the answer holds no valid content", argv[2]);
     else if ((len > 0 && fwrite(data, 1, len, stdout) != len) || fflush(stdout) == EOF)
@@ -441,7 +441,7 @@ static int cmd_write(struct cli *c, int argc, char **argv)
     data = read_stdin(&len, err, sizeof err);
     if (!data)
         return finish(c, -1, NULL, err, NULL);
-    b64 = sbx_b64_encode((unsigned char *)data, len);
+    b64 = http_base64_encode_new((unsigned char *)data, len);
     free(data);
     args = json_pack("{s:s,s:s,s:s}", "name", argv[1], "path", argv[2], "content_base64", b64);
     free(b64);

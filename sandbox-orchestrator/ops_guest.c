@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "b64.h"
 #include "guest.h"
+#include "http.h"
 #include "ops.h"
 #include "sbx.h"
 #include "vm.h"
@@ -152,7 +152,7 @@ int sbx_op_read(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
         sbx_vm_find(s, name, &vm, err, errlen) ||
         sbx_guest_read(s, vm.node, vm.vmid, path, &data, &len, err, errlen))
         return -1;
-    b64 = sbx_b64_encode(data, len);
+    b64 = http_base64_encode_new(data, len);
     *out = json_pack("{s:s,s:I,s:s}", "path", path, "size", (json_int_t)len, "content_base64", b64);
     free(b64);
     free(data);
@@ -175,7 +175,7 @@ int sbx_op_write(struct sbx *s, json_t *args, json_t **out, char *err, size_t er
         !(content = sbx_args_string(args, "content_base64", 1, err, errlen)) ||
         check_path(path, err, errlen))
         return -1;
-    data = sbx_b64_decode(content, strlen(content), &len);
+    data = http_base64_decode_new(content, strlen(content), &len);
     if (!data) {
         snprintf(err, errlen, "content_base64: not valid base64 (RFC 4648, with padding)");
         return -1;

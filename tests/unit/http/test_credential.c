@@ -116,6 +116,36 @@ static const char *shown(const char *s)
     return out;
 }
 
+/* The allocating pair (sandboxctl's whole files): every byte value at
+ * every length up to 256 comes back as it went, each encoding is what the
+ * buffer form writes, and what the strict decoder refuses they refuse. */
+static void test_base64_new(void)
+{
+    uint8_t all[256], *back;
+    char buf[400];
+    size_t len = 1;
+    bool same = true;
+
+    for (size_t i = 0; i < sizeof(all); i++)
+        all[i] = (uint8_t)(255 - i);
+    for (size_t n = 0; n <= sizeof(all) && same; n++) {
+        char *enc = http_base64_encode_new(all, n);
+        size_t e = http_base64_encode(all, n, buf, sizeof(buf));
+        back = http_base64_decode_new(enc, strlen(enc), &len);
+        same = strlen(enc) == e && memcmp(enc, buf, e) == 0 && back != NULL && len == n &&
+               memcmp(back, all, n) == 0 && back[n] == '\0';
+        if (!same)
+            diag("length %zu", n);
+        free(enc);
+        free(back);
+    }
+    ok(same, "base64: the allocating pair, every byte at every length to 256, both ways");
+    ok(http_base64_decode_new("Zm9v\n", 5, &len) == NULL &&
+           http_base64_decode_new("Zh==", 4, &len) == NULL &&
+           http_base64_decode_new("Zm9", 3, &len) == NULL,
+       "base64: the allocating decoder refuses what the strict one does");
+}
+
 static void test_base64(void)
 {
     static const char *const vec[][2] = {
@@ -152,6 +182,7 @@ static void test_base64(void)
     ok(http_base64_decode("Zm9vYg==", 8, dec, 3) == HTTP_BASE64_BAD &&
            http_base64_decode("Zm9vYg==", 8, dec, 4) == 4,
        "base64: decode needs the decoded length of room");
+    test_base64_new();
 }
 
 /* ---- each kind ---- */
