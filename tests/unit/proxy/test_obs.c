@@ -218,6 +218,20 @@ static void test_format_long_host(void)
 
 /* ------------------------------------------- the formatter against jansson */
 
+/* How many bytes of s a log field keeps: 1024 at most, never ending in
+ * the middle of a UTF-8 sequence. */
+static size_t ref_cut(const char *s)
+{
+    size_t n = strnlen(s, 1025);
+
+    if (n > 1024) {
+        n = 1024;
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    return n;
+}
+
 /* The line as jansson writes it (how egressd wrote it before it formatted
  * lines itself): the reference the formatter must match byte for byte. */
 static json_t *ref_str(const char *s)
@@ -227,12 +241,7 @@ static json_t *ref_str(const char *s)
 
     if (s == NULL)
         return json_null();
-    n = strnlen(s, 1025);
-    if (n > 1024) {
-        n = 1024;
-        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-            n--;
-    }
+    n = ref_cut(s);
     if ((j = json_stringn(s, n)) != NULL)
         return j;
     char *clean = malloc(n * 3 + 1);
@@ -262,12 +271,7 @@ static json_t *ref_name(const char *s)
 
     if (s == NULL)
         return json_null();
-    n = strnlen(s, 1025);
-    if (n > 1024) {
-        n = 1024;
-        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-            n--;
-    }
+    n = ref_cut(s);
     text = malloc(n * 4 + 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
