@@ -14,6 +14,10 @@
       exit 1 after TIMEOUT seconds (default 1).  With SRC, sent from that
       address and port, which need not be one of this host's
       (IP_TRANSPARENT: a spoofed source; needs CAP_NET_ADMIN).
+  netprobe.py blast ADDR PORT SECONDS
+      Send UDP datagrams to ADDR:PORT from one socket as fast as the
+      socket takes them for SECONDS; print "SENT ELAPSED" (the datagrams
+      the socket took, the seconds it took).  A flood.
   netprobe.py arp IFACE SENDER_IP TARGET_IP [SENDER_MAC]
       Broadcast one ARP request "who has TARGET_IP, tell SENDER_IP" from
       IFACE (the frame's source: IFACE's MAC) with SENDER_MAC as the
@@ -25,6 +29,7 @@ import selectors
 import socket
 import struct
 import sys
+import time
 
 SO_ORIGINAL_DST = 80
 IP_TRANSPARENT = 19
@@ -98,6 +103,22 @@ def probe(proto, addr, port, timeout, src=None):
     return 0 if text else 1
 
 
+def blast(addr, port, seconds):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    sent, start = 0, time.monotonic()
+    end = start + seconds
+    while time.monotonic() < end:
+        for _ in range(256):
+            try:
+                s.sendto(b"flood", (addr, port))
+                sent += 1
+            except (BlockingIOError, ConnectionRefusedError):
+                pass
+    print(sent, "%.3f" % (time.monotonic() - start))
+    return 0
+
+
 def arp(iface, sender_ip, target_ip, sender_mac=None):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((iface, 0))
@@ -118,6 +139,8 @@ def main(argv):
     if len(argv) in (5, 6, 7) and argv[1] == "probe" and argv[2] in ("tcp", "udp"):
         return probe(argv[2], argv[3], int(argv[4]), float(argv[5]) if len(argv) >= 6 else 1.0,
                      argv[6] if len(argv) == 7 else None)
+    if len(argv) == 5 and argv[1] == "blast":
+        return blast(argv[2], int(argv[3]), float(argv[4]))
     if len(argv) in (5, 6) and argv[1] == "arp":
         return arp(argv[2], argv[3], argv[4], argv[5] if len(argv) == 6 else None)
     sys.stderr.write(__doc__)

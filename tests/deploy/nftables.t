@@ -23,6 +23,9 @@
 # neither S1 sending from S2's address (egressd would count that datagram
 # against S2's DNS rate) nor S1 as itself; what a guarded port sends from
 # its own address carries the guard's mark, which the wall requires.
+#
+# A flood of udp/53 from S1 is cut to its own bucket (the wall's set
+# dns_rate) while S2's query in the middle of it still gets through.
 # TAP on stdout.  Needs TOP; run as root.
 set -u
 TOP=${TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -314,6 +317,32 @@ check "the host's 22, 8006, udp/3128, udp/5353 and DNS on 192.168.50.1 saw nothi
     sh -c "! grep -qE '\"listener\": (22|8006|5353),|\"listener\": 3128, \"proto\": \"udp\"|\"local\": \"192\.168\.50\.1:53\"' '$T/H.log'"
 fwd=$(nsx "$ns_h" nft list chain inet egressd_wall forward | grep -o 'packets [0-9]*' | awk '{ s += $2 } END { print s + 0 }')
 check "the forward chain's drop counters counted the attempts ($fwd packets)" test "$fwd" -gt 0
+
+# --- a DNS flood from one sandbox: metered per source (set dns_rate)
+# dns_over: the packets the wall's "DNS over a source's rate" rule dropped.
+dns_over() {
+    nsx "$ns_h" nft list chain inet egressd_wall from_sandboxes |
+        awk '/DNS over a source/ { for (i = 1; i < NF; i++) if ($i == "counter") print $(i + 2) }'
+}
+DNS_RATE=1000 DNS_BURST=2000 # the rule's figures
+over0=$(dns_over)
+nsx "$ns_s1" "$PY" "$PROBE" blast 10.99.0.1 53 2 >"$T/blast.out" &
+blast_pid=$!
+sleep 0.7
+s2_during=$(probe "$ns_s2" udp 10.99.0.1 53)
+wait "$blast_pid"
+read -r sent secs <"$T/blast.out"
+over=$(($(dns_over) - over0))
+passed=$((sent - over))
+# The most a bucket lets through in secs (rounded up) and a second more.
+most=$(awk -v s="$secs" -v r=$DNS_RATE -v b=$DNS_BURST 'BEGIN { print b + r * (int(s) + 2) }')
+diag "S1's flood: $sent datagrams in $secs s; $over over its rate, $passed let in"
+ok "$((sent > 2 * most ? 0 : 1))" "S1 floods udp/53: $sent datagrams in $secs s, more than twice its bucket's $most"
+ok "$((over > 0 && passed <= most ? 0 : 1))" \
+    "... of which the wall let in at most $most (burst $DNS_BURST + $DNS_RATE a second): $passed"
+check "... while S2, in the middle of it, still reached the DNS server" test "$s2_during" = H:53
+sleep 1
+check "... and S1 does again a second after its flood" test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
 
 # --- the guard: each port's address and MAC (egressd-ports.nft, port-guard.sh)
 check "guarded, S1 as itself reaches egressd's DNS server" test "$(probe "$ns_s1" udp 10.99.0.1 53)" = H:53
