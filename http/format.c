@@ -65,19 +65,29 @@ static bool is_hop_by_hop(const struct http_header *h, size_t n, struct http_vie
     return named_by_connection(h, n, name);
 }
 
-/* The end-to-end fields, then our Connection field and the empty line. */
+/* The end-to-end fields, then our Connection field (conn) and the empty
+ * line. */
 static void put_fields(struct out *o, const struct http_header *h, size_t n, bool skip_host,
-                       bool keep_alive)
+                       enum http_connection conn)
 {
+    bool upgrade = conn == HTTP_CONN_UPGRADE_WEBSOCKET;
+
     for (size_t i = 0; i < n; i++) {
-        if ((skip_host && view_is(h[i].name, "host")) || is_hop_by_hop(h, n, h[i].name))
+        if ((skip_host && view_is(h[i].name, "host")) || is_hop_by_hop(h, n, h[i].name) ||
+            (upgrade && view_is(h[i].name, "sec-websocket-extensions")))
             continue;
         put_view(o, h[i].name);
         put(o, ": ", 2);
         put_view(o, h[i].value);
         put(o, "\r\n", 2);
     }
-    put_str(o, keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n");
+    switch (conn) {
+    case HTTP_CONN_CLOSE: put_str(o, "Connection: close\r\n\r\n"); return;
+    case HTTP_CONN_KEEP_ALIVE: put_str(o, "Connection: keep-alive\r\n\r\n"); return;
+    case HTTP_CONN_UPGRADE_WEBSOCKET:
+        put_str(o, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+        return;
+    }
 }
 
 /* A Host value we are handed must not break the head it goes into. */
@@ -95,8 +105,8 @@ static bool authority_safe(const char *a)
  * section 2.5: a proxy sends its own version); a CONNECT keeps its
  * authority-form target.  Also 0 when `authority` is empty or holds a byte
  * that cannot stand in a Host field. */
-size_t http_format_request(const struct http_request *req, const char *authority, bool keep_alive,
-                           char *out, size_t cap)
+size_t http_format_request(const struct http_request *req, const char *authority,
+                           enum http_connection conn, char *out, size_t cap)
 {
     struct out o = {out, cap, 0, false};
 
@@ -108,7 +118,7 @@ size_t http_format_request(const struct http_request *req, const char *authority
     put_str(&o, " HTTP/1.1\r\nHost: ");
     put_str(&o, authority);
     put(&o, "\r\n", 2);
-    put_fields(&o, req->headers, req->n_headers, true, keep_alive);
+    put_fields(&o, req->headers, req->n_headers, true, conn);
     return o.full ? 0 : o.len;
 }
 
@@ -125,8 +135,8 @@ static struct http_view reason_phrase(const struct http_response *resp, const ch
 
 /* Contract in http.h.  `buf` is the buffer `resp` was parsed from (for the
  * reason phrase); the version is written as HTTP/1.1. */
-size_t http_format_response(const struct http_response *resp, const char *buf, bool keep_alive,
-                            char *out, size_t cap)
+size_t http_format_response(const struct http_response *resp, const char *buf,
+                            enum http_connection conn, char *out, size_t cap)
 {
     struct out o = {out, cap, 0, false};
     char code[5] = {' ', (char)('0' + resp->status / 100 % 10),
@@ -136,6 +146,6 @@ size_t http_format_response(const struct http_response *resp, const char *buf, b
     put(&o, code, sizeof(code));
     put_view(&o, reason_phrase(resp, buf));
     put(&o, "\r\n", 2);
-    put_fields(&o, resp->headers, resp->n_headers, false, keep_alive);
+    put_fields(&o, resp->headers, resp->n_headers, false, conn);
     return o.full ? 0 : o.len;
 }

@@ -104,21 +104,45 @@ enum http_result http_parse_request(const char *buf, size_t len, const struct ht
 enum http_result http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
                                      const char *request_method, struct http_response *resp);
 
+/* The Connection field a formatted head ends with. */
+enum http_connection {
+    HTTP_CONN_CLOSE,      /* "Connection: close" */
+    HTTP_CONN_KEEP_ALIVE, /* "Connection: keep-alive" */
+    /* "Connection: Upgrade" and "Upgrade: websocket", and no
+     * Sec-WebSocket-Extensions field: no extension (compression) is
+     * offered or accepted, so what the frames carry stays as sent. */
+    HTTP_CONN_UPGRADE_WEBSOCKET,
+};
+
 /* Write the head to send upstream for `req` into out[0..cap): the request
  * line in origin form, the fields minus the hop-by-hop ones (Connection, and
  * every field it names, Keep-Alive, TE, Trailer, Transfer-Encoding is kept
  * (framing), Upgrade, Proxy-*), a Host field equal to `authority` (the
- * normalized host, with ":port" when not the scheme's default), and
- * "Connection: keep-alive" or "close" as `keep_alive` says.  Returns the
- * length, or 0 if cap is too small. */
-size_t http_format_request(const struct http_request *req, const char *authority, bool keep_alive,
-                           char *out, size_t cap);
+ * normalized host, with ":port" when not the scheme's default), and the
+ * Connection field `conn` says.  Returns the length, or 0 if cap is too
+ * small. */
+size_t http_format_request(const struct http_request *req, const char *authority,
+                           enum http_connection conn, char *out, size_t cap);
 
 /* Write a response head to send to the client for `resp`: the status line
- * as received, the fields minus the hop-by-hop ones, and a Connection field
- * as `keep_alive` says.  Returns the length, or 0 if cap is too small. */
-size_t http_format_response(const struct http_response *resp, const char *buf, bool keep_alive,
-                            char *out, size_t cap);
+ * as received, the fields minus the hop-by-hop ones, and the Connection
+ * field `conn` says.  Returns the length, or 0 if cap is too small. */
+size_t http_format_response(const struct http_response *resp, const char *buf,
+                            enum http_connection conn, char *out, size_t cap);
+
+/* The protocol change a request asks for (its Upgrade field). */
+enum http_upgrade {
+    HTTP_UPGRADE_NONE,      /* no Upgrade field */
+    HTTP_UPGRADE_WEBSOCKET, /* RFC 6455 section 4.1: a GET of HTTP/1.1 without a
+                               body, Upgrade listing "websocket", Connection
+                               listing "upgrade" */
+    HTTP_UPGRADE_OTHER,     /* any other (h2c, TLS, a malformed WebSocket one) */
+};
+enum http_upgrade http_request_upgrade(const struct http_request *req);
+
+/* Whether `resp` switches to WebSocket: a 101 whose Upgrade field lists
+ * "websocket" and whose Connection field lists "upgrade". */
+bool http_response_upgrades_websocket(const struct http_response *resp);
 
 /* Chunked body framing: walks a chunked body as it streams by, without
  * changing it, to find where the message ends (RFC 9112 section 7.1).
@@ -269,5 +293,29 @@ enum http_cred_result {
 enum http_cred_result http_cred_apply(struct http_request *req, const struct http_cred *creds,
                                       size_t n, char *scratch, size_t cap, size_t *which,
                                       uint32_t *used);
+
+/* WebSocket framing (RFC 6455 section 5.2): walks a stream of frames as
+ * it streams by, without changing it, to find where each frame ends. */
+struct http_ws_frames {
+    int state;
+    uint8_t head[14]; /* the header so far (2 + 8 length + 4 mask key at most) */
+    uint8_t have, need;
+    uint64_t left;   /* payload bytes left of the current frame */
+    uint64_t frames; /* frames that ended so far */
+};
+
+enum http_ws_result {
+    HTTP_WS_OK,  /* no error so far */
+    HTTP_WS_BAD, /* a header broke the framing (a reserved bit or opcode, a
+                    fragmented or long control frame, a 64-bit length with
+                    its top bit set); stays BAD */
+};
+
+void http_ws_frames_init(struct http_ws_frames *f);
+
+/* Walk the n next bytes p of the stream.  *ends: the offset in p just past
+ * the last frame that ended within these bytes, 0 when none did. */
+enum http_ws_result http_ws_frames_feed(struct http_ws_frames *f, const uint8_t *p, size_t n,
+                                        size_t *ends);
 
 #endif

@@ -36,6 +36,7 @@ static const char *status_text(unsigned s)
     case 407: return "Proxy Authentication Required";
     case 408: return "Request Timeout";
     case 414: return "URI Too Long";
+    case 426: return "Upgrade Required";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 502: return "Bad Gateway";
@@ -169,7 +170,9 @@ void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const ch
         /* Refused by egressd itself, not a network fault: the deny contract,
          * with what was wrong in place of the target. */
         snprintf(hdr, sizeof(hdr), "X-Egress-Deny: %s\r\n%s", px_reason_str(r),
-                 status == 407 ? "Proxy-Authenticate: Basic realm=\"egressd\"\r\n" : "");
+                 status == 407   ? "Proxy-Authenticate: Basic realm=\"egressd\"\r\n"
+                 : status == 426 ? "Upgrade: HTTP/1.1\r\n" /* (RFC 9110 15.5.22: stay on it) */
+                                 : "");
         snprintf(body, sizeof(body), "egressd: denied (%s): %s\n", px_reason_str(r), detail);
     } else {
         snprintf(hdr, sizeof(hdr), "Proxy-Status: egressd; error=%s\r\n", proxy_status_error(r));

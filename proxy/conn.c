@@ -8,6 +8,8 @@
  *                      ▲                         └▶ (HTTP) REQUEST ─▶ RESPONSE ─┐
  *                      └──────────────────── keep-alive ◀─────────────────────────┘
  *   transparent TLS: HELLO ─▶ RESOLVE ─▶ CONNECT ─▶ RELAY
+ *   intercepted:     (inside the tunnel) HEAD ─▶ REQUEST ─▶ RESPONSE ─▶ HEAD ...
+ *                    RESPONSE ─▶ UPGRADED (the origin's 101 to WebSocket)
  *   any state but RELAY ─▶ FLUSH (a final answer is written) ─▶ closed
  */
 #include "conn.h"
@@ -55,7 +57,8 @@ static bool legal(enum px_conn_state from, enum px_conn_state to)
     case PX_S_CONNECT:
         return to == PX_S_HELLO || to == PX_S_REQUEST || to == PX_S_RELAY || to == PX_S_HEAD;
     case PX_S_REQUEST: return to == PX_S_RESPONSE || to == PX_S_HEAD;
-    case PX_S_RESPONSE: return to == PX_S_HEAD;
+    case PX_S_RESPONSE: return to == PX_S_HEAD || to == PX_S_UPGRADED;
+    case PX_S_UPGRADED:
     case PX_S_RELAY:
     case PX_S_FLUSH: return false;
     }
@@ -87,8 +90,8 @@ void px_conn_on_release(struct px_conn *c, px_conn_hook *fn)
 
 const char *px_state_str(enum px_conn_state s)
 {
-    static const char *const words[] = {"head",    "hello",    "resolve", "connect",
-                                        "request", "response", "relay",   "flush"};
+    static const char *const words[] = {"head",     "hello", "resolve",  "connect", "request",
+                                        "response", "relay", "upgraded", "flush"};
     return (unsigned)s < sizeof(words) / sizeof(words[0]) ? words[s] : "?";
 }
 

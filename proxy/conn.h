@@ -121,6 +121,7 @@ enum px_conn_state {
     PX_S_REQUEST,  /* HTTP: sending the request (head sent, body streaming) */
     PX_S_RESPONSE, /* HTTP: the response head and body from upstream */
     PX_S_RELAY,    /* tunnel: bytes both ways until one side ends */
+    PX_S_UPGRADED, /* intercepted WebSocket: frames both ways until one side ends */
     PX_S_FLUSH,    /* a final answer (deny, error) is being written, then close */
 };
 
@@ -177,6 +178,7 @@ struct px_exchange {
     struct http_chunked req_chunks, resp_chunks;
     bool req_done, resp_head_done;
     bool head_started;          /* a byte of the next request head is in: header timeout runs */
+    bool upgrade;               /* the request asks for WebSocket, which is served (upgrade.c) */
     char path[PX_LOG_PATH_MAX]; /* the request's path, without its query, for the log line */
 };
 
@@ -224,6 +226,7 @@ struct px_conn {
 
     struct px_exchange *ex;  /* NULL for a tunnel (see above) */
     struct px_intercept *ic; /* NULL unless intercepted */
+    struct px_upgrade *ws;   /* NULL unless upgraded to WebSocket (upgrade.c) */
     char *raw_host;          /* the host as asked for, for the log when it is bad; or NULL */
 
     /* Counters for the log line and the metrics. */

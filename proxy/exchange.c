@@ -18,6 +18,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "request.h"
+#include "upgrade.h"
 
 #define EX_HIGH       (256 * 1024) /* back-pressure mark, as relay.c */
 #define RESP_HEAD_MAX (64 * 1024)  /* an origin's response head */
@@ -223,9 +224,10 @@ static void response_done(struct px_conn *c)
 }
 
 enum head_state {
-    HEAD_SENT,   /* the final head was sent on to the client */
-    HEAD_MORE,   /* more bytes are needed (an interim head may have gone on) */
-    HEAD_CLOSED, /* malformed, too large or over the quota: closed */
+    HEAD_SENT,     /* the final head was sent on to the client */
+    HEAD_MORE,     /* more bytes are needed (an interim head may have gone on) */
+    HEAD_UPGRADED, /* a 101 to WebSocket went on: the tunnel's frames follow */
+    HEAD_CLOSED,   /* malformed, too large or over the quota: closed */
 };
 
 /* Parse the head at the front of in (the first chain first: the head is
@@ -265,7 +267,9 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
         return HEAD_CLOSED;
     if (gate_of(c) != NULL)
         px_gate_body_start(gate_of(c), resp->body, resp->content_length);
-    size_t m = http_format_response(resp, p, c->ex->client_keep_alive, buf, sizeof(buf));
+    size_t m = http_format_response(
+        resp, p, c->ex->client_keep_alive ? HTTP_CONN_KEEP_ALIVE : HTTP_CONN_CLOSE, buf,
+        sizeof(buf));
     if (m == 0) {
         px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
         return HEAD_CLOSED;
@@ -276,8 +280,30 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
     return px_conn_count(c, 1, m) ? HEAD_SENT : HEAD_CLOSED;
 }
 
+/* The origin's 101 (resp, its bytes at p) to a request that asked for
+ * WebSocket: send it on with our Connection and Upgrade fields. */
+static enum head_state send_switch(struct px_conn *c, const struct http_response *resp,
+                                   const char *p)
+{
+    static _Thread_local char buf[RESP_HEAD_MAX + FORMAT_SLACK];
+
+    c->rq.status = resp->status;
+    if (!head_clean(c, p, resp->head_len))
+        return HEAD_CLOSED;
+    size_t m = http_format_response(resp, p, HTTP_CONN_UPGRADE_WEBSOCKET, buf, sizeof(buf));
+    if (m == 0) {
+        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
+        return HEAD_CLOSED;
+    }
+    evbuffer_drain(bufferevent_get_input(c->up), resp->head_len);
+    evbuffer_add(bufferevent_get_output(c->cli), buf, m);
+    c->ex->resp_head_done = true;
+    return px_conn_count(c, 1, m) ? HEAD_UPGRADED : HEAD_CLOSED;
+}
+
 /* Parse the response head in up's input and send it on; interim (1xx)
- * heads go on as they are. */
+ * heads go on as they are, and a 101 to WebSocket where one was asked
+ * for. */
 static enum head_state response_head(struct px_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->up);
@@ -288,8 +314,13 @@ static enum head_state response_head(struct px_conn *c)
         enum http_result r = parse_front(c, in, &resp, &p);
         if (r == HTTP_R_NEED_MORE)
             return HEAD_MORE;
+        if (r == HTTP_R_OK && resp.status == 101 && c->ex->upgrade &&
+            http_response_upgrades_websocket(&resp))
+            return send_switch(c, &resp, p);
         if (r != HTTP_R_OK || resp.status == 101) {
-            px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin sent a malformed response");
+            px_conn_fail(c, 502, PX_R_CONNECT_FAIL,
+                         r == HTTP_R_OK ? "the origin switched protocols unasked"
+                                        : "the origin sent a malformed response");
             return HEAD_CLOSED;
         }
         if (resp.status >= 200)
@@ -334,6 +365,11 @@ static bool take_response(struct px_conn *c, bool eof)
         enum head_state h = response_head(c);
         if (h == HEAD_CLOSED)
             return false;
+        if (h == HEAD_UPGRADED) {
+            px_bev_write_now(c->cli);
+            px_upgrade_start(c);
+            return false;
+        }
         if (h == HEAD_MORE) {
             px_bev_write_now(c->cli); /* an interim (1xx) head */
             return true;

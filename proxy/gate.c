@@ -40,6 +40,7 @@ struct px_gate {
     uint64_t searched;      /* body bytes searched */
     uint64_t moved;         /* body bytes taken from the input */
     uint64_t limit;         /* body bytes that may move (UINT64_MAX: all) */
+    uint64_t released;      /* ... at least (px_gate_release) */
     bool ended;             /* the search saw the body's end */
 };
 
@@ -80,7 +81,7 @@ void px_gate_body_start(struct px_gate *g, enum http_body kind, uint64_t length)
     g->kind = kind;
     g->left = length;
     http_chunked_init(&g->ch);
-    g->searched = g->moved = g->limit = 0;
+    g->searched = g->moved = g->limit = g->released = 0;
     g->ended = kind == HTTP_BODY_NONE || (kind == HTTP_BODY_LENGTH && length == 0);
 }
 
@@ -161,11 +162,18 @@ int px_gate_body(struct px_gate *g, struct evbuffer *in, bool eof, uint64_t *all
     if (who != PX_GATE_NONE)
         return who;
     set_limit(g, eof);
-    *allow = g->limit == UINT64_MAX ? UINT64_MAX : g->limit - g->moved;
+    uint64_t lim = g->limit > g->released ? g->limit : g->released;
+    *allow = lim == UINT64_MAX ? UINT64_MAX : lim - g->moved;
     return PX_GATE_NONE;
 }
 
 void px_gate_moved(struct px_gate *g, size_t n)
 {
     g->moved += n;
+}
+
+void px_gate_release(struct px_gate *g, uint64_t upto)
+{
+    if (upto > g->released)
+        g->released = upto; /* (searched by the px_gate_body that lets them go) */
 }

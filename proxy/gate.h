@@ -53,4 +53,13 @@ int px_gate_body(struct px_gate *g, struct evbuffer *in, bool eof, uint64_t *all
 /* n bytes of the body were taken from the front of the input. */
 void px_gate_moved(struct px_gate *g, size_t n);
 
+/* The body's bytes before offset `upto` (from its start; all in the input
+ * now) may move once px_gate_body has searched them, even those the search
+ * holds back: a WebSocket frame ended there (upgrade.c),
+ * and its bytes cannot wait for the next frame, which may be long in
+ * coming.  A secret that straddles two frames is still found when its end
+ * comes, and cuts the stream then; the part of it in the first frame has
+ * moved on. */
+void px_gate_release(struct px_gate *g, uint64_t upto);
+
 #endif

@@ -320,18 +320,30 @@ static void take_tunnel_target(struct px_conn *c)
     px_request_set_sni(&c->rq, c->ic->host.text, c->ic->host.len);
 }
 
+/* The request's Upgrade, if it has one: WebSocket is served (upgrade.c
+ * relays it once the origin agrees); any other is refused with a 426, on
+ * which clients go on without it at once.  False when refused (closed). */
+static bool upgrade_served(struct px_conn *c, const struct http_request *req)
+{
+    switch (http_request_upgrade(req)) {
+    case HTTP_UPGRADE_NONE: return true;
+    case HTTP_UPGRADE_WEBSOCKET: c->ex->upgrade = true; return true;
+    case HTTP_UPGRADE_OTHER: break;
+    }
+    px_log_info("conn %llu: %s: refused an Upgrade other than WebSocket", (unsigned long long)c->id,
+                c->ic->host.text);
+    px_conn_fail(c, 426, PX_R_BAD_REQUEST,
+                 "only a WebSocket upgrade is served inside an intercepted tunnel");
+    return false;
+}
+
 bool px_intercept_target(struct px_conn *c, const struct http_request *req)
 {
     struct policy_host h;
 
     take_tunnel_target(c);
-    if (req->upgrade) {
-        px_log_info("conn %llu: %s: refused an Upgrade inside an intercepted tunnel",
-                    (unsigned long long)c->id, c->ic->host.text);
-        px_conn_fail(c, 400, PX_R_BAD_REQUEST,
-                     "Upgrade is not served inside an intercepted tunnel");
+    if (!upgrade_served(c, req))
         return false;
-    }
     if (req->form != HTTP_FORM_ORIGIN || !req->has_host_header) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST,
                      "an intercepted request needs an origin-form target and a Host field");

@@ -165,6 +165,7 @@ void px_request_reset(struct px_conn *c)
     c->ex->path[0] = '\0';
     c->bytes_up = c->bytes_down = 0;
     c->ex->resp_head_done = false;
+    c->ex->upgrade = false;
 }
 
 /* The first len bytes at p as a string in dst (cut to fit). */
@@ -199,7 +200,9 @@ bool px_request_forward(struct px_conn *c, const struct http_request *req)
     static _Thread_local char buf[PX_HEADER_BYTES_MAX + FORMAT_SLACK];
 
     host_port(authority, sizeof(authority), c->rq.host.text, c->rq.port, true);
-    size_t n = http_format_request(req, authority, true, buf, sizeof(buf));
+    size_t n = http_format_request(
+        req, authority, c->ex->upgrade ? HTTP_CONN_UPGRADE_WEBSOCKET : HTTP_CONN_KEEP_ALIVE, buf,
+        sizeof(buf));
     if (n == 0) {
         px_conn_fail(c, 431, PX_R_BAD_REQUEST, "the request head is too large to forward");
         return false;

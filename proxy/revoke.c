@@ -35,6 +35,7 @@ static bool holds_verdict(const struct px_conn *c)
     case PX_S_CONNECT:
     case PX_S_REQUEST:
     case PX_S_RESPONSE:
+    case PX_S_UPGRADED:
     case PX_S_RELAY: return true;
     case PX_S_HELLO: return c->mode == PX_MODE_CONNECT;
     case PX_S_HEAD:

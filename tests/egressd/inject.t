@@ -168,12 +168,20 @@ code=$(sbcurl -o /dev/null -w '%{http_code}' -D "$T/deny5.head" -H "x-api-key: $
     "https://self.test:$P/hello")
 ok "$([ "$code" = 502 ] && grep -qi '^proxy-status: egressd; error=tls_certificate_error' "$T/deny5.head" && echo 0 || echo 1)" \
     "an origin whose certificate no trusted CA signed: 502 tls_certificate_error"
-code=$(sbcurl -o "$T/up.body" -w '%{http_code}' -H "x-api-key: $PH_A" -H 'Connection: Upgrade' \
-    -H 'Upgrade: websocket' "https://key.test:$P/hello")
-ok "$([ "$code" = 400 ] && grep -q 'Upgrade is not served' "$T/up.body" && echo 0 || echo 1)" \
-    "an Upgrade inside the tunnel: 400, said so"
-egd_log_ok "... logged for the tunnel's host" "l['mode'] == 'intercept' and l['status'] == 400" \
+code=$(sbcurl -o "$T/up.body" -w '%{http_code}' -D "$T/up.head" -H "x-api-key: $PH_A" \
+    -H 'Connection: Upgrade, HTTP2-Settings' -H 'Upgrade: h2c' -H 'HTTP2-Settings: AAMAAABkAAQAAP__' \
+    "https://key.test:$P/hello")
+ok "$([ "$code" = 426 ] && grep -q 'only a WebSocket upgrade' "$T/up.body" && grep -qi '^upgrade: HTTP/1.1' "$T/up.head" && echo 0 || echo 1)" \
+    "an Upgrade to h2c inside the tunnel: 426, said so"
+egd_log_ok "... logged for the tunnel's host" "l['mode'] == 'intercept' and l['status'] == 426" \
     "l['host'] == 'key.test' and l['sni'] == 'key.test' and l['method'] == 'GET' and l['reason'] == 'bad_request'"
+code=$(sbcurl -o "$T/ws.body" -w '%{http_code}' -H "x-api-key: $PH_A" -H 'Connection: Upgrade' \
+    -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' \
+    "https://key.test:$P/hello")
+ok "$([ "$code" = 200 ] && echo 0 || echo 1)" \
+    "a WebSocket upgrade to an origin that does not switch: its own answer (200) passes ($code)"
+ok "$([ "$(origin_saw "'upgrade: websocket' in o['head'].lower() and 'sk-ant-REAL' in o['head']")" -ge 1 ] && echo 0 || echo 1)" \
+    "... the origin saw the upgrade with Upgrade: websocket and the real key"
 py "$EGD_DIR/inject.py" --proxy "$EGD_PROXY" --source "$SB" --ca "$T/sbca.pem" --host key.test \
     --port "$P" --h2-preface >"$T/h2.out" 2>&1
 ok_json "the HTTP/2 preface inside the tunnel: 400, said so" "$(head -n 1 "$T/h2.out")" \

@@ -698,7 +698,7 @@ static bool in_used_secret(const struct http_cred *c, size_t nc, uint32_t used, 
 static void check_formatted(const struct http_cred *c, size_t nc, uint32_t used, size_t head_len,
                             bool done)
 {
-    size_t n = http_format_request(&req, "h.test", true, out, sizeof(out));
+    size_t n = http_format_request(&req, "h.test", HTTP_CONN_KEEP_ALIVE, out, sizeof(out));
 
     CHECK(n > 0, "http_format_request gave 0");
     for (size_t j = 0; j < nc; j++) {

@@ -279,7 +279,8 @@ static void check_format_request(bool keep_alive)
                  req.port ? req.port : 80);
     else
         strcpy(authority, "example.com");
-    n = http_format_request(&req, authority, keep_alive, out, sizeof(out));
+    n = http_format_request(&req, authority, keep_alive ? HTTP_CONN_KEEP_ALIVE : HTTP_CONN_CLOSE,
+                            out, sizeof(out));
     CHECK(n > 0, "format_request gave nothing");
     CHECK(http_parse_request(out, n, &lim_reparse, &again) == HTTP_R_OK,
           "format_request output refused: %s\n%.*s", again.error, (int)n, out);
@@ -366,7 +367,8 @@ static void check_response(const char *buf, size_t size, const struct http_limit
 
 static void check_format_response(const char *buf, const char *method, bool keep_alive)
 {
-    size_t n = http_format_response(&resp, buf, keep_alive, out, sizeof(out));
+    size_t n = http_format_response(&resp, buf, keep_alive ? HTTP_CONN_KEEP_ALIVE : HTTP_CONN_CLOSE,
+                                    out, sizeof(out));
 
     CHECK(n > 0, "format_response gave nothing");
     CHECK(http_parse_response(out, n, &lim_reparse, method, &ragain) == HTTP_R_OK,

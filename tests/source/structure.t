@@ -28,7 +28,7 @@ grep '^cycle:' <<<"$graph" | sed 's/^/# /'
 ok "$rc" "proxy/: no include cycles among its headers"
 
 # --- conn.c names no phase
-phases="accept answer client exchange hello identity intercept judge rehello relay request revoke upstream"
+phases="accept answer client exchange hello identity intercept judge rehello relay request revoke upgrade upstream"
 hub=
 for p in $phases; do
     [ -f "$top/proxy/$p.h" ] || hub+=" $p.h(missing)"

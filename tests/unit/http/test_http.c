@@ -547,7 +547,7 @@ static void test_format_request(void)
 
     memcpy(in, head, n);
     ok(http_parse_request(in, n, &lim, &req) == HTTP_R_OK, "request to format parses");
-    got = http_format_request(&req, "example.com", false, out, sizeof(out));
+    got = http_format_request(&req, "example.com", HTTP_CONN_CLOSE, out, sizeof(out));
     if (!ok(got == w && memcmp(out, want, w) == 0,
             "format_request: origin-form, Host first, hop-by-hop and Proxy-* gone"))
         diag("got %zu bytes: %.*s", got, (int)got, out);
@@ -558,18 +558,18 @@ static void test_format_request(void)
     ok(!http_find(again.headers, again.n_headers, "x-secret") &&
            !http_find(again.headers, again.n_headers, "proxy-authorization"),
        "a field named by Connection and Proxy-Authorization are not forwarded");
-    ok(http_format_request(&req, "example.com", false, out, w) == w,
+    ok(http_format_request(&req, "example.com", HTTP_CONN_CLOSE, out, w) == w,
        "format_request fits in exactly its length");
-    ok(http_format_request(&req, "example.com", false, out, w - 1) == 0,
+    ok(http_format_request(&req, "example.com", HTTP_CONN_CLOSE, out, w - 1) == 0,
        "format_request: one byte short gives 0");
-    ok(http_format_request(&req, "example.com\r\nX: y", false, out, sizeof(out)) == 0,
+    ok(http_format_request(&req, "example.com\r\nX: y", HTTP_CONN_CLOSE, out, sizeof(out)) == 0,
        "format_request: an authority with CRLF gives 0");
 
     const char *t = "POST /up HTTP/1.1\r\nHost: h:81\r\nTransfer-Encoding: chunked\r\n\r\n";
     n = strlen(t);
     memcpy(in, t, n);
     ok(http_parse_request(in, n, &lim, &req) == HTTP_R_OK, "transparent request parses");
-    got = http_format_request(&req, "h:81", true, out, sizeof(out));
+    got = http_format_request(&req, "h:81", HTTP_CONN_KEEP_ALIVE, out, sizeof(out));
     want = "POST /up HTTP/1.1\r\nHost: h:81\r\nTransfer-Encoding: chunked\r\n"
            "Connection: keep-alive\r\n\r\n";
     ok(got == strlen(want) && memcmp(out, want, got) == 0,
@@ -594,16 +594,16 @@ static void test_format_response(void)
 
     ok(http_parse_response(in, strlen(in), &lim, "GET", &resp) == HTTP_R_OK,
        "response to format parses");
-    got = http_format_response(&resp, in, true, out, sizeof(out));
+    got = http_format_response(&resp, in, HTTP_CONN_KEEP_ALIVE, out, sizeof(out));
     if (!ok(got == strlen(want) && memcmp(out, want, got) == 0,
             "format_response: HTTP/1.1, reason kept, hop-by-hop gone"))
         diag("got: %.*s", (int)got, out);
-    ok(http_format_response(&resp, in, true, out, strlen(want) - 1) == 0,
+    ok(http_format_response(&resp, in, HTTP_CONN_KEEP_ALIVE, out, strlen(want) - 1) == 0,
        "format_response: one byte short gives 0");
     in = "HTTP/1.1 204\r\n\r\n";
     ok(http_parse_response(in, strlen(in), &lim, "GET", &resp) == HTTP_R_OK,
        "204 without reason parses");
-    got = http_format_response(&resp, in, false, out, sizeof(out));
+    got = http_format_response(&resp, in, HTTP_CONN_CLOSE, out, sizeof(out));
     want = "HTTP/1.1 204 \r\nConnection: close\r\n\r\n";
     ok(got == strlen(want) && memcmp(out, want, got) == 0,
        "format_response: empty reason keeps the SP");
@@ -787,6 +787,94 @@ static void test_find(void)
     ok(!http_find(req.headers, 0, "X-One"), "http_find: empty array");
 }
 
+/* Which upgrade a request head asks for. */
+static enum http_upgrade upgrade_of(const char *head)
+{
+    static struct http_request req;
+    static char in[2048];
+    size_t n = strlen(head);
+
+    memcpy(in, head, n);
+    if (http_parse_request(in, n, &lim, &req) != HTTP_R_OK)
+        return (enum http_upgrade) - 1;
+    return http_request_upgrade(&req);
+}
+
+static void test_upgrade(void)
+{
+    static struct http_request req;
+    static struct http_response resp;
+    static char in[2048], out[2048];
+    const char *ws = "GET /v1/responses HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     "Sec-WebSocket-Version: 13\r\n"
+                     "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+                     "Authorization: Bearer k\r\n\r\n";
+
+    ok(upgrade_of("GET / HTTP/1.1\r\nHost: a\r\n\r\n") == HTTP_UPGRADE_NONE, "no Upgrade: none");
+    ok(upgrade_of(ws) == HTTP_UPGRADE_WEBSOCKET, "a WebSocket opening handshake: websocket");
+    ok(upgrade_of("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: foo, WebSocket\r\n"
+                  "Connection: keep-alive, upgrade\r\n\r\n") == HTTP_UPGRADE_WEBSOCKET,
+       "websocket in a list, any case; upgrade among Connection's options");
+    ok(upgrade_of("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\nConnection: Upgrade, "
+                  "HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n") ==
+           HTTP_UPGRADE_OTHER,
+       "h2c: other");
+    ok(upgrade_of("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n") == HTTP_UPGRADE_OTHER,
+       "websocket without Connection: upgrade: other");
+    ok(upgrade_of("POST / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"
+                  "Content-Length: 2\r\n\r\n") == HTTP_UPGRADE_OTHER,
+       "a POST (with a body) asking for websocket: other");
+    ok(upgrade_of(
+           "GET / HTTP/1.0\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n") ==
+           HTTP_UPGRADE_OTHER,
+       "HTTP/1.0 asking for websocket: other");
+    ok(upgrade_of(
+           "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocketx\r\nConnection: upgrade\r\n\r\n") ==
+           HTTP_UPGRADE_OTHER,
+       "a token that only starts with websocket: other");
+
+    memcpy(in, ws, strlen(ws));
+    http_parse_request(in, strlen(ws), &lim, &req);
+    size_t n = http_format_request(&req, "a.test", HTTP_CONN_UPGRADE_WEBSOCKET, out, sizeof(out));
+    const char *want =
+        "GET /v1/responses HTTP/1.1\r\nHost: a.test\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        "Authorization: Bearer k\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    if (!ok(n == strlen(want) && memcmp(out, want, n) == 0,
+            "format_request for an upgrade: Connection: Upgrade, Upgrade: websocket, no "
+            "Sec-WebSocket-Extensions"))
+        diag("got: %.*s", (int)n, out);
+    static struct http_request again;
+    ok(http_parse_request(out, n, &lim, &again) == HTTP_R_OK &&
+           http_request_upgrade(&again) == HTTP_UPGRADE_WEBSOCKET,
+       "... which parses back as a WebSocket upgrade");
+
+    const char *r101 =
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kK1ZaaGvhmSaTk=\r\n\r\n";
+    ok(http_parse_response(r101, strlen(r101), &lim, "GET", &resp) == HTTP_R_OK &&
+           resp.body == HTTP_BODY_NONE && http_response_upgrades_websocket(&resp),
+       "a 101 to websocket upgrades, with no body");
+    n = http_format_response(&resp, r101, HTTP_CONN_UPGRADE_WEBSOCKET, out, sizeof(out));
+    const char *want101 = "HTTP/1.1 101 Switching Protocols\r\n"
+                          "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kK1ZaaGvhmSaTk=\r\n"
+                          "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    if (!ok(n == strlen(want101) && memcmp(out, want101, n) == 0,
+            "format_response of the 101: the accept key kept, Connection and Upgrade ours"))
+        diag("got: %.*s", (int)n, out);
+    const char *r101h2 = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n"
+                         "Connection: Upgrade\r\n\r\n";
+    ok(http_parse_response(r101h2, strlen(r101h2), &lim, "GET", &resp) == HTTP_R_OK &&
+           !http_response_upgrades_websocket(&resp),
+       "a 101 to h2c does not");
+    const char *r200 = "HTTP/1.1 200 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Content-Length: 0\r\n\r\n";
+    ok(http_parse_response(r200, strlen(r200), &lim, "GET", &resp) == HTTP_R_OK &&
+           !http_response_upgrades_websocket(&resp),
+       "a 200 naming websocket does not");
+}
+
 int main(void)
 {
     test_request_cases();
@@ -799,5 +887,6 @@ int main(void)
     test_chunked();
     test_chunked_span();
     test_find();
+    test_upgrade();
     return tap_done();
 }
