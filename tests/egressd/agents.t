@@ -8,8 +8,8 @@
 # CLI wrote or got has the secret); the answer streamed through as it was
 # sent; the endpoints the CLIs call besides the API (telemetry, plugins,
 # feature flags) are denied by the policy and the run still completes.
-# Then what codex insists on by default: a WebSocket to the Responses API,
-# which egressd does not serve inside an intercepted tunnel.
+# Then codex with its defaults: the key in auth.json, the Responses API
+# over a WebSocket, served inside the intercepted tunnel.
 # TAP on stdout.  Needs BUILD_DIR, TOP; installs the two CLIs from npm
 # once, then runs itself in a network namespace.
 . "$(dirname "$0")/lib.sh"
@@ -252,21 +252,34 @@ ok_json "codex exec --json: its agent message is the answer, and came >= 1 s bef
     "$(cat "$T/codex-json.json")" \
     "l['text'] == '$CANNED' and l['arrival'] is not None and l['arrival'] < l['last_sent'] - 1.0"
 
-# What codex does by default with a base URL (openai_base_url, the built-in
-# provider): the Responses API over a WebSocket.  egressd refuses the
-# Upgrade inside the intercepted tunnel (400, said so); codex stops.
+# ---- codex with its defaults: the built-in provider (only its base URL
+# set, openai_base_url) and the key where `codex login --with-api-key`
+# puts it, CODEX_HOME/auth.json in API-key mode, the placeholder in it.
+# codex then speaks the Responses API over a WebSocket (a warm-up
+# response.create at start, the turn on the same connection); egressd
+# judges the upgrade, adds the key, and relays the frames.
+mkdir -p "$SBX/codex-default"
+(umask 077 && printf '{\n  "auth_mode": "apikey",\n  "OPENAI_API_KEY": "%s"\n}\n' "$PH_O" \
+    >"$SBX/codex-default/auth.json")
 egd_log_mark
 fake_mark
-sbrun "$SBX/codex-ws.env" "$SBX/codex-ws.out" "$SBX/codex-ws.err" "${CODEX_VARS[@]}" -- \
-    "$BIN/codex" exec --skip-git-repo-check -c model_provider=openai \
-    -c 'openai_base_url="https://api.openai.test:4443/v1"' "say hi"
+sbrun "$SBX/codex-ws.env" "$SBX/codex-ws.out" "$SBX/codex-ws.err" CODEX_HOME="$SBX/codex-default" \
+    SSL_CERT_FILE="$SBX/sbca.pem" -- \
+    "$BIN/codex" exec --skip-git-repo-check -c 'openai_base_url="https://api.openai.test:4443/v1"' "say hi"
 rc=$?
-ok "$([ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'Upgrade is not served inside an intercepted tunnel' "$SBX/codex-ws.err" && echo 0 || echo 1)" \
-    "codex with the built-in provider: a WebSocket to /v1/responses, refused by egressd (said so), codex exits $rc"
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || diag_file "$SBX/codex-ws.err" 5
-egm_lines_ok "... logged: an intercepted GET denied bad_request, 400; the fake API saw no request" \
-    "$(egm_log_lines 'l["mode"] == "intercept"')" \
-    "ls and all(l['method'] == 'GET' and l['decision'] == 'deny' and l['reason'] == 'bad_request' and l['status'] == 400 and l['upstream'] == '127.0.0.29:4443' for l in ls) and $(fake_since "o['event'] == 'request'") == []"
+ok "$([ $rc -eq 0 ] && [ "$(tail -n 1 "$SBX/codex-ws.out")" = "$CANNED" ] && echo 0 || echo 1)" \
+    "codex with its defaults (auth.json in API-key mode, the built-in provider): exit 0, prints the answer"
+[ $rc -eq 0 ] || { diag "exit $rc; stdout: $(head -c 300 "$SBX/codex-ws.out")"; diag_file "$SBX/codex-ws.err" 10; }
+reqs=$(fake_since "o['event'] == 'request'")
+egm_lines_ok "... over a WebSocket: the upgrade had the real key (101), then its warm-up and its turn as response.create messages" "$reqs" \
+    "any(o['ws'] and o['method'] == 'GET' and o['status'] == 101 and o['auth'] == 'match' and o['auth_sha256'] == '$(sha16 "$SEC_O")' for o in ls) and any(o['method'] == 'WS' and o.get('warmup') for o in ls) and any(o['method'] == 'WS' and not o.get('warmup') and o['status'] == 200 for o in ls)"
+egm_lines_ok "... and nothing reached the fake API without the real key" "$reqs" \
+    "ls and all(o['auth'] == 'match' and not o['placeholder'] for o in ls)"
+egm_lines_ok "... logged: the intercepted upgrade, GET /v1/responses, 101, openai added" \
+    "$(egm_log_lines 'l["mode"] == "intercept" and l["host"] == "api.openai.test"')" \
+    "any(l['method'] == 'GET' and l['path'] == '/v1/responses' and l['status'] == 101 and l['inject'] == 'openai' and l['decision'] == 'allow' for l in ls)"
+check "... its auth.json still holds the placeholder, no secret" \
+    sh -c "grep -qF '$PH_O' '$SBX/codex-default/auth.json' && ! grep -qF -f '$SECRETS' '$SBX/codex-default/auth.json'"
 
 # ---- what the sandbox side holds, all of it: outputs, environments,
 # HOME (~/.claude.json, ~/.claude: debug, telemetry, transcripts), CODEX_HOME.

@@ -25,21 +25,51 @@ dropped; a request without the right key gets the API's own 401):
     POST /v1/responses              OpenAI Responses (Bearer): with "stream":
                                     true response.created ...
                                     response.completed, else the response
+    GET  /v1/responses, Upgrade     the Responses API over a WebSocket, as
+                                    codex's built-in provider speaks it
+                                    (below)
     GET  /v1/models                 a list of one model of each API
     anything else                   404, logged
 Every answer says TEXT (--text; "Hello from the fake API.").  The events of
 a stream go out --delay seconds apart (0.25), one chunk each; the last
 one --last-delay seconds after the one before it (the same by default).
 
+The Responses API over a WebSocket (RFC 6455, wsproto.py): a GET of
+/v1/responses with "Upgrade: websocket" and the key as a Bearer
+Authorization (codex also sends "OpenAI-Beta: responses_websockets=
+2026-02-06" and offers permessage-deflate; neither is needed, none is
+accepted).  A wrong or absent key gets the 401 of HTTP, without the
+upgrade; else 101 Switching Protocols (no other field is needed).  Then
+each text message {"type": "response.create", ...the body of a POST
+/v1/responses...} gets the events of the HTTP stream, one text message
+each (their JSON, the "data:" of the stream), paced as the stream is,
+from response.created to response.completed; the connection stays open
+for the next response.create (codex sends its turn on the connection it
+opened at startup).  One with "generate": false (codex's warm-up at
+startup, with no input) gets only response.created and
+response.completed, at once, with no output.  Other messages (e.g.
+response.processed) get no answer; text that is not JSON gets an
+{"type": "error", "status": 400} event.  Pings are answered, a close is
+answered and ends the connection.
+
 The log (--log) gets one JSON line per request, {"event": "request",
 "site", "method", "path", "api", "auth": "match" | "mismatch" | "absent",
 "auth_field" (x-api-key or authorization),
 "auth_sha256" (of the credential value seen, 16 hex digits, never the value),
 "placeholder" (whether the value looked like egressd's placeholder),
-"anthropic_version", "user_agent", "stream", "status", "n": the request's
-number}, and one per event of a stream, {"event": "sent", "n", "i", "t"}
-(the send time), then {"event": "done", "n", "events", "t"}.  Prints
-"ready" once every socket listens.
+"anthropic_version", "user_agent", "stream", "model", "status", "n": the
+request's number, "ws": false, "warmup": false}, and one per event of a
+stream, {"event": "sent", "n", "i", "kind", "t"} (the send time), then
+{"event": "done", "n", "events", "t"}.  Over a WebSocket: the upgrade
+is a request line with "ws": true, "method": "GET", "stream": false and
+status 101 (or 401, 400, 426); each response.create on it is a request
+line of its own, "ws": true, "method": "WS", "upgrade": the upgrade's n,
+the upgrade's auth fields, "stream": true, "warmup" ("generate": false),
+"previous_response_id", status 200, then its sent and done lines as for
+a stream (none for a warm-up); any other message {"event": "ws_message",
+"n": the upgrade's, "type"}; the end {"event": "ws_end", "n": the
+upgrade's, "by": "client" (its close), "eof" or "error", "code"}.
+Prints "ready" once every socket listens.
 """
 
 import argparse
@@ -51,6 +81,8 @@ import sys
 import threading
 import time
 
+import wsproto
+
 args = None
 log_lock = threading.Lock()
 counter = [0]
@@ -61,6 +93,13 @@ def log(**kv):
     with log_lock:
         with open(args.log, "a", encoding="utf-8") as f:
             f.write(json.dumps(kv, sort_keys=True) + "\n")
+
+
+def next_n():
+    """The next request number."""
+    with log_lock:
+        counter[0] += 1
+        return counter[0]
 
 
 def read_key(path):
@@ -125,8 +164,8 @@ def chat_completion(model):
             "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}}
 
 
-def response_obj(model, status, output):
-    return {"id": "resp_fake01", "object": "response", "created_at": int(time.time()),
+def response_obj(model, status, output, rid="resp_fake01"):
+    return {"id": rid, "object": "response", "created_at": int(time.time()),
             "status": status, "model": model, "output": output, "error": None,
             "incomplete_details": None,
             "usage": {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
@@ -134,7 +173,7 @@ def response_obj(model, status, output):
                       "total_tokens": 21}}
 
 
-def responses_events(model):
+def responses_events(model, rid="resp_fake01"):
     item_id = "msg_fake01"
     done_item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant",
                  "content": [{"type": "output_text", "text": args.text, "annotations": []}]}
@@ -144,8 +183,8 @@ def responses_events(model):
         seq[0] += 1
         return (kind, dict(type=kind, sequence_number=seq[0], **kv))
 
-    ev = [e("response.created", response=response_obj(model, "in_progress", [])),
-          e("response.in_progress", response=response_obj(model, "in_progress", [])),
+    ev = [e("response.created", response=response_obj(model, "in_progress", [], rid)),
+          e("response.in_progress", response=response_obj(model, "in_progress", [], rid)),
           e("response.output_item.added", output_index=0,
             item={"type": "message", "id": item_id, "status": "in_progress", "role": "assistant",
                   "content": []}),
@@ -159,8 +198,17 @@ def responses_events(model):
            e("response.content_part.done", item_id=item_id, output_index=0, content_index=0,
              part={"type": "output_text", "text": args.text, "annotations": []}),
            e("response.output_item.done", output_index=0, item=done_item),
-           e("response.completed", response=response_obj(model, "completed", [done_item]))]
+           e("response.completed", response=response_obj(model, "completed", [done_item], rid))]
     return ev
+
+
+def warmup_events(model, rid):
+    """A response.create with "generate": false: created, then completed
+    with no output."""
+    return [("response.created", {"type": "response.created", "sequence_number": 1,
+                                  "response": response_obj(model, "in_progress", [], rid)}),
+            ("response.completed", {"type": "response.completed", "sequence_number": 2,
+                                    "response": response_obj(model, "completed", [], rid)})]
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -235,11 +283,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return ("match" if got == want else "mismatch"), got, field
 
     def handle_api(self, method):
-        with log_lock:
-            counter[0] += 1
-            n = counter[0]
-        body = self.read_body() if method == "POST" else b""
+        n = next_n()
         path = self.path.split("?")[0]
+        if method == "GET" and path == "/v1/responses" and wsproto.is_upgrade(self.headers):
+            return self.websocket(n)
+        body = self.read_body() if method == "POST" else b""
         try:
             req = json.loads(body) if body else {}
         except ValueError:
@@ -254,7 +302,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                      placeholder=bool(got and got.startswith("egressd-ph-")),
                      anthropic_version=self.headers.get("anthropic-version"),
                      user_agent=self.headers.get("user-agent"), stream=bool(req.get("stream")),
-                     model=req.get("model"))
+                     model=req.get("model"), ws=False, warmup=False)
         known = {("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"),
                  ("POST", "/v1/chat/completions"), ("POST", "/v1/responses"),
                  ("GET", "/v1/models")}
@@ -264,12 +312,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                     "message": "no such endpoint"}})
         if flag != "match":
             log(status=401, **entry)
-            if api == "anthropic":
-                return self.json_answer(401, {"type": "error", "error": {
-                    "type": "authentication_error", "message": "invalid x-api-key"}})
-            return self.json_answer(401, {"error": {
-                "message": "Incorrect API key provided", "type": "invalid_request_error",
-                "param": None, "code": "invalid_api_key"}})
+            return self.unauthorized(api)
         if api == "anthropic" and not self.headers.get("anthropic-version"):
             log(status=400, **entry)
             return self.json_answer(400, {"type": "error", "error": {
@@ -294,6 +337,100 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "content": [{"type": "output_text", "text": args.text, "annotations": []}]}
         return self.stream(n, responses_events(model)) if stream else \
             self.json_answer(200, response_obj(model, "completed", [done]))
+
+    def unauthorized(self, api):
+        """The API's own 401."""
+        if api == "anthropic":
+            return self.json_answer(401, {"type": "error", "error": {
+                "type": "authentication_error", "message": "invalid x-api-key"}})
+        return self.json_answer(401, {"error": {
+            "message": "Incorrect API key provided", "type": "invalid_request_error",
+            "param": None, "code": "invalid_api_key"}})
+
+    def websocket(self, n):
+        """GET /v1/responses with Upgrade: the key check, the handshake,
+        then the Responses API over the WebSocket until it ends."""
+        flag, got, field = self.auth("openai")
+        auth = dict(site=self.server.site, path=self.path, api="openai", auth=flag,
+                    auth_field=field,
+                    auth_sha256=hashlib.sha256(got.encode()).hexdigest()[:16] if got else None,
+                    placeholder=bool(got and got.startswith("egressd-ph-")),
+                    anthropic_version=None, user_agent=self.headers.get("user-agent"), ws=True)
+        entry = dict(auth, event="request", n=n, method="GET", stream=False, model=None,
+                     warmup=False)
+        if flag != "match":
+            log(status=401, **entry)
+            return self.unauthorized("openai")
+        try:
+            key = wsproto.check_upgrade(self.command, self.headers, self.request_version)
+        except wsproto.HandshakeError as e:
+            log(status=e.status, **entry)
+            self.close_connection = True
+            body = json.dumps({"error": {"message": e.reason, "type": "invalid_request_error",
+                                         "param": None, "code": None}}).encode()
+            self.send_response(e.status)
+            for k, v in e.headers:
+                self.send_header(k, v)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        log(status=101, **entry)
+        self.close_connection = True
+        self.wfile.write(wsproto.handshake_response(key))
+        self.request.settimeout(300)
+        ws = wsproto.WebSocket(self.rfile.read1, self.wfile.write)
+        end = dict(event="ws_end", n=n, by="eof", code=None)
+        try:
+            while True:
+                msg = ws.recv()
+                if msg.kind == "close":
+                    end.update(by="client", code=msg.code)
+                    break
+                if msg.kind in ("text", "binary"):
+                    self.ws_message(ws, n, auth, msg)
+        except wsproto.ProtocolError as e:
+            end.update(by="error", code=e.code)
+        except wsproto.ConnectionClosed:
+            pass
+        except (OSError, ValueError) as e:
+            end.update(by="error", error=type(e).__name__)
+        log(**end)
+
+    def ws_message(self, ws, n, auth, msg):
+        """One client message on the WebSocket of upgrade n."""
+        try:
+            req = json.loads(msg.data) if msg.kind == "text" else None
+        except ValueError:
+            req = None
+        if not isinstance(req, dict):
+            log(event="ws_message", n=n, type=None)
+            ws.send_text(json.dumps({"type": "error", "status": 400, "error": {
+                "type": "invalid_request_error", "message": "not a JSON object",
+                "code": None}}))
+            return
+        if req.get("type") != "response.create":
+            log(event="ws_message", n=n, type=req.get("type"))
+            return
+        m = next_n()
+        warmup = req.get("generate") is False
+        model = req.get("model") or "fake-model"
+        log(event="request", n=m, upgrade=n, method="WS", stream=True, model=req.get("model"),
+            warmup=warmup, previous_response_id=req.get("previous_response_id"), status=200,
+            **auth)
+        rid = "resp_fake%02d" % m
+        if warmup:
+            for _, data in warmup_events(model, rid):
+                ws.send_text(json.dumps(data))
+            return
+        events = responses_events(model, rid)
+        for i, (kind, data) in enumerate(events):
+            if i:
+                time.sleep(args.last_delay if i == len(events) - 1 else args.delay)
+            ws.send_text(json.dumps(data))
+            log(event="sent", n=m, i=i, kind=kind, t=round(time.time(), 3))
+        log(event="done", n=m, events=len(events))
 
     def do_GET(self):
         self.handle_api("GET")

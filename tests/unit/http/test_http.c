@@ -852,13 +852,13 @@ static void test_upgrade(void)
 
     const char *r101 =
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-        "Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kK1ZaaGvhmSaTk=\r\n\r\n";
+        "Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
     ok(http_parse_response(r101, strlen(r101), &lim, "GET", &resp) == HTTP_R_OK &&
            resp.body == HTTP_BODY_NONE && http_response_upgrades_websocket(&resp),
        "a 101 to websocket upgrades, with no body");
     n = http_format_response(&resp, r101, HTTP_CONN_UPGRADE_WEBSOCKET, out, sizeof(out));
     const char *want101 = "HTTP/1.1 101 Switching Protocols\r\n"
-                          "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kK1ZaaGvhmSaTk=\r\n"
+                          "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
                           "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
     if (!ok(n == strlen(want101) && memcmp(out, want101, n) == 0,
             "format_response of the 101: the accept key kept, Connection and Upgrade ours"))
