@@ -1,4 +1,5 @@
 /* creds.c - check egressd's credentials for a guest and install them (creds.h). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,31 @@ void sbx_creds_free(struct sbx_creds *cr)
     memset(cr, 0, sizeof *cr);
 }
 
+/* Variables a CLI reads in place of a secret's own: codex's built-in
+ * provider takes its key from CODEX_API_KEY (or its auth.json) and ignores
+ * OPENAI_API_KEY. */
+static const char *const var_aliases[][2] = {
+    {"OPENAI_API_KEY", "CODEX_API_KEY"},
+};
+
+/* Whether some secret of cr goes into variable var itself. */
+static bool has_var(const struct sbx_creds *cr, const char *var)
+{
+    for (int i = 0; i < cr->n; i++)
+        if (strcmp(cr->var[i], var) == 0)
+            return true;
+    return false;
+}
+
+/* The alias of variable var that cr's file also sets, or NULL. */
+static const char *alias_of(const struct sbx_creds *cr, const char *var)
+{
+    for (size_t k = 0; k < sizeof var_aliases / sizeof var_aliases[0]; k++)
+        if (strcmp(var_aliases[k][0], var) == 0 && !has_var(cr, var_aliases[k][1]))
+            return var_aliases[k][1];
+    return NULL;
+}
+
 int sbx_creds_env_text(const struct sbx_creds *cr, enum sbx_creds_form form, char *buf, size_t len)
 {
     static const char *const ca_vars[][2] = {
@@ -184,9 +210,14 @@ int sbx_creds_env_text(const struct sbx_creds *cr, enum sbx_creds_form form, cha
         "# written by sandboxctl: credential injection through egressd.  These are\n"
         "# placeholders, not keys: egressd puts the real key into requests to the\n"
         "# hosts it is bound to, and refuses a placeholder sent anywhere else.\n");
-    for (int i = 0; used < len && i < cr->n; i++)
+    for (int i = 0; used < len && i < cr->n; i++) {
+        const char *alias = alias_of(cr, cr->var[i]);
         used += (size_t)snprintf(buf + used, len - used, "%s%s=%s\n", export, cr->var[i],
                                  cr->placeholder[i]);
+        if (alias != NULL && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s=%s\n", export, alias,
+                                     cr->placeholder[i]);
+    }
     for (size_t i = 0; used < len && i < sizeof ca_vars / sizeof ca_vars[0]; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%s=%s\n", export, ca_vars[i][0],
                                  ca_vars[i][1]);

@@ -9,8 +9,10 @@
  *       the sandbox CA, then update-ca-certificates puts it into the
  *       combined bundle /etc/ssl/certs/ca-certificates.crt (checked);
  *   /etc/profile.d/egressd-credentials.sh
- *       `export VAR=PLACEHOLDER` per secret and the CA variables: what a
- *       login shell reads (bash -l, ssh, su -, sudo -i);
+ *       `export VAR=PLACEHOLDER` per secret (and for OPENAI_API_KEY also
+ *       CODEX_API_KEY, which codex's built-in provider reads instead) and
+ *       the CA variables: what a login shell reads (bash -l, ssh, su -,
+ *       sudo -i);
  *   /etc/environment.d/90-egressd-credentials.conf
  *       the same as VAR=VALUE lines: what the systemd user manager gives
  *       every user service (environment.d(5)).

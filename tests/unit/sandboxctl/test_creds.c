@@ -224,6 +224,20 @@ static void test_env_text(void)
        "environment.d: VAR=VALUE, without export");
     ok(sbx_creds_env_text(&cr, SBX_CREDS_PROFILE_SH, buf, 300) == -1,
        "a text that does not fit is -1, not a cut file");
+
+    strcpy(cr.var[1], "OPENAI_API_KEY");
+    strcpy(cr.placeholder[1], "egressd-ph-openai-0123456789abcdef0123456789abcdef");
+    n = sbx_creds_env_text(&cr, SBX_CREDS_PROFILE_SH, buf, sizeof buf);
+    ok(n > 0 &&
+           strstr(buf,
+                  "\nexport OPENAI_API_KEY=egressd-ph-openai-0123456789abcdef0123456789abcdef\n"
+                  "export CODEX_API_KEY=egressd-ph-openai-0123456789abcdef0123456789abcdef\n"),
+       "OPENAI_API_KEY's placeholder also as CODEX_API_KEY (codex's built-in provider reads that)");
+    strcpy(cr.var[0], "CODEX_API_KEY");
+    n = sbx_creds_env_text(&cr, SBX_CREDS_ENVIRONMENT_D, buf, sizeof buf);
+    ok(n > 0 && strstr(buf, "\nCODEX_API_KEY=" PH_A "\n") &&
+           !strstr(buf, "CODEX_API_KEY=egressd-ph-openai"),
+       "... but not over a secret that goes into CODEX_API_KEY itself");
 }
 
 static void test_check_vars(const struct sbx_config *c)
