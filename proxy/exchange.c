@@ -248,13 +248,32 @@ static enum http_result parse_front(struct px_conn *c, struct evbuffer *in,
     return r;
 }
 
+/* Send head resp (its bytes at p) on to the client with Connection field
+ * conn in place of the origin's; false when it was not (a secret in it,
+ * too large, over the quota: closed). */
+static bool pass_head(struct px_conn *c, const struct http_response *resp, const char *p,
+                      enum http_connection conn)
+{
+    static _Thread_local char buf[RESP_HEAD_MAX + FORMAT_SLACK];
+
+    if (!head_clean(c, p, resp->head_len))
+        return false;
+    size_t m = http_format_response(resp, p, conn, buf, sizeof(buf));
+    if (m == 0) {
+        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
+        return false;
+    }
+    evbuffer_drain(bufferevent_get_input(c->up), resp->head_len);
+    evbuffer_add(bufferevent_get_output(c->cli), buf, m);
+    c->ex->resp_head_done = true;
+    return px_conn_count(c, 1, m);
+}
+
 /* The final response head resp (its bytes at p) is in: take its framing
  * and keep-alive, and send it on in the client's terms. */
 static enum head_state send_final_head(struct px_conn *c, const struct http_response *resp,
                                        const char *p)
 {
-    static _Thread_local char buf[RESP_HEAD_MAX + FORMAT_SLACK];
-
     c->rq.status = resp->status;
     c->ex->resp_body = resp->body;
     c->ex->resp_left = resp->content_length;
@@ -263,21 +282,11 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
     if (resp->body == HTTP_BODY_TO_CLOSE || next_request_ms(c) == 0 ||
         (c->mode == PX_MODE_INTERCEPT && !c->ex->upstream_keep_alive))
         c->ex->client_keep_alive = false; /* the answer says so: Connection: close */
-    if (!head_clean(c, p, resp->head_len))
+    if (!pass_head(c, resp, p, c->ex->client_keep_alive ? HTTP_CONN_KEEP_ALIVE : HTTP_CONN_CLOSE))
         return HEAD_CLOSED;
     if (gate_of(c) != NULL)
         px_gate_body_start(gate_of(c), resp->body, resp->content_length);
-    size_t m = http_format_response(
-        resp, p, c->ex->client_keep_alive ? HTTP_CONN_KEEP_ALIVE : HTTP_CONN_CLOSE, buf,
-        sizeof(buf));
-    if (m == 0) {
-        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
-        return HEAD_CLOSED;
-    }
-    evbuffer_drain(bufferevent_get_input(c->up), resp->head_len);
-    evbuffer_add(bufferevent_get_output(c->cli), buf, m);
-    c->ex->resp_head_done = true;
-    return px_conn_count(c, 1, m) ? HEAD_SENT : HEAD_CLOSED;
+    return HEAD_SENT;
 }
 
 /* The origin's 101 (resp, its bytes at p) to a request that asked for
@@ -285,20 +294,8 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
 static enum head_state send_switch(struct px_conn *c, const struct http_response *resp,
                                    const char *p)
 {
-    static _Thread_local char buf[RESP_HEAD_MAX + FORMAT_SLACK];
-
     c->rq.status = resp->status;
-    if (!head_clean(c, p, resp->head_len))
-        return HEAD_CLOSED;
-    size_t m = http_format_response(resp, p, HTTP_CONN_UPGRADE_WEBSOCKET, buf, sizeof(buf));
-    if (m == 0) {
-        px_conn_fail(c, 502, PX_R_CONNECT_FAIL, "the origin's response head is too large");
-        return HEAD_CLOSED;
-    }
-    evbuffer_drain(bufferevent_get_input(c->up), resp->head_len);
-    evbuffer_add(bufferevent_get_output(c->cli), buf, m);
-    c->ex->resp_head_done = true;
-    return px_conn_count(c, 1, m) ? HEAD_UPGRADED : HEAD_CLOSED;
+    return pass_head(c, resp, p, HTTP_CONN_UPGRADE_WEBSOCKET) ? HEAD_UPGRADED : HEAD_CLOSED;
 }
 
 /* Parse the response head in up's input and send it on; interim (1xx)

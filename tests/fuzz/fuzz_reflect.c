@@ -30,24 +30,12 @@
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "fuzz_input.h"
 #include "reflect.h"
 
 #define STREAM_MAX 8192
 #define SECRET_MAX 64
 #define PIECES_MAX 64
-
-struct input {
-    const uint8_t *p;
-    size_t n;
-};
-
-static uint8_t take(struct input *in)
-{
-    if (in->n == 0)
-        return 0;
-    in->n--;
-    return *in->p++;
-}
 
 /* ------------------------------------------------------------ reference encoders */
 

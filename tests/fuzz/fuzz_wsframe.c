@@ -21,24 +21,12 @@
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "fuzz_input.h"
 #include "http.h"
 
 #define STREAM_MAX 16384
 #define FRAMES_MAX 64
 #define PIECES_MAX 32
-
-struct input {
-    const uint8_t *p;
-    size_t n;
-};
-
-static uint8_t take(struct input *in)
-{
-    if (in->n == 0)
-        return 0;
-    in->n--;
-    return *in->p++;
-}
 
 /* ------------------------------------------------------------ the encoder */
 
