@@ -3,9 +3,10 @@
  * response grants it (RFC 9110 section 7.8, RFC 6455 section 4).
  *
  * Only one is ever served: WebSocket, asked for by a GET without a body
- * whose Upgrade field lists "websocket" and whose Connection field lists
- * "upgrade".  Any other Upgrade field (h2c, TLS/1.0, a WebSocket upgrade
- * with a body) is HTTP_UPGRADE_OTHER: the caller refuses it.
+ * (none, or Content-Length: 0) whose Upgrade field lists "websocket" and
+ * whose Connection field lists "upgrade".  Any other Upgrade field (h2c,
+ * TLS/1.0, a WebSocket upgrade with a body) is HTTP_UPGRADE_OTHER: the
+ * caller refuses it.
  */
 #include "http.h"
 #include "http_int.h"
@@ -30,7 +31,10 @@ enum http_upgrade http_request_upgrade(const struct http_request *req)
 {
     if (!req->upgrade)
         return HTTP_UPGRADE_NONE;
-    if (req->minor == 1 && view_is(req->method, "get") && req->body == HTTP_BODY_NONE &&
+    bool no_body =
+        req->body == HTTP_BODY_NONE || (req->body == HTTP_BODY_LENGTH && req->content_length == 0);
+
+    if (req->minor == 1 && view_is(req->method, "get") && no_body &&
         field_lists(req->headers, req->n_headers, "upgrade", "websocket") &&
         field_lists(req->headers, req->n_headers, "connection", "upgrade"))
         return HTTP_UPGRADE_WEBSOCKET;

@@ -825,6 +825,9 @@ static void test_upgrade(void)
     ok(upgrade_of("POST / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"
                   "Content-Length: 2\r\n\r\n") == HTTP_UPGRADE_OTHER,
        "a POST (with a body) asking for websocket: other");
+    ok(upgrade_of("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"
+                  "Content-Length: 0\r\n\r\n") == HTTP_UPGRADE_WEBSOCKET,
+       "a GET asking for websocket with Content-Length: 0: websocket");
     ok(upgrade_of(
            "GET / HTTP/1.0\r\nHost: a\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n") ==
            HTTP_UPGRADE_OTHER,
