@@ -8,6 +8,8 @@
  *               [--ramp R] [--label TEXT] [--transparent]
  *   egress-load --mode intercept|interceptbulk|interceptidle --ca-file PEM
  *               [--api-key VALUE] [--resume] (and the options above)
+ *   egress-load --mode ws --ca-file PEM [--api-key VALUE] [--msg-bytes M]
+ *               [--window W] (and the options above)
  *   egress-load --selftest [DIR]
  *
  * No TLS stack in the first six modes: the client's side of a TLS
@@ -53,6 +55,20 @@
  *            serial numbers of the leaf certificates the full handshakes
  *            were shown (a proxy that mints a leaf per connection shows
  *            one per handshake; one that caches them, one per cache).
+ *   ws       a WebSocket inside TLS: CONNECT and the handshake as
+ *            intercept, then `GET /ws` with `Upgrade: websocket`, a fresh
+ *            Sec-WebSocket-Key and `x-api-key: --api-key`; the 101's
+ *            Sec-WebSocket-Accept must be that key's.  Then masked binary
+ *            messages of M bytes (--msg-bytes, default 1024), at most W
+ *            unanswered at a time (--window, default 8), each echo read
+ *            whole and compared byte for byte with the message it answers
+ *            (its length, opcode and every payload byte: a lost, doubled
+ *            or reordered echo differs too) or an `echo` error.  Once no
+ *            work is left and every echo is in: a close frame, the
+ *            server's close, close_notify, close.  --total and --duration
+ *            count messages; each message is a sample, from its handing to
+ *            TLS to its echo's last byte.  Throughput: MiB of messages
+ *            echoed per second (one way: each byte also came back).
  *   --direct runs the same exchanges straight to the sink (no CONNECT).
  *   --transparent: --proxy is a transparent TLS port (SNI proxies): bulk,
  *            deny and idle send the hello first instead of a CONNECT; sni is
@@ -67,7 +83,9 @@
  * answer other than the expected one, or a malformed one), short_read (EOF
  * before the whole answer), reset, dropped (idle: a held tunnel closed),
  * let_through (deny: the proxy let the forbidden target through), tls (a
- * handshake that failed: the certificate did not verify, an alert).  A
+ * handshake that failed: the certificate did not verify, an alert), echo
+ * (ws: an echo that is not the message sent, or a frame that breaks the
+ * framing).  A
  * keep-alive connection the proxy closes after a response, before a byte of
  * the next one, is not an error: the request goes again on a new connection
  * (as curl does) and is counted in reconnects.  The JSON
@@ -90,6 +108,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
@@ -108,6 +127,7 @@
 #include <unistd.h>
 
 #include "bench_cli.h"
+#include "bench_ws.h"
 
 #define HELLO_MAX     (SNI_RECORD_MAX + 5) /* one record, its header included */
 #define HOST_MAX      253
@@ -118,6 +138,11 @@
 #define BACKOFF_MS    20 /* pause of a slot after an error, so refusals do not spin */
 #define LEAVES_MAX    64 /* distinct leaf serials kept per thread */
 #define SERIAL_MAX    64 /* a serial as hex: RFC 5280 caps it at 20 octets */
+
+#define WS_MSG_MAX    (1u << 20) /* ws: the longest message (egress-sink's limit) */
+#define WS_MSG_BYTES  1024       /* ws: --msg-bytes by default */
+#define WS_WINDOW     8          /* ws: --window by default */
+#define WS_WINDOW_MAX 64
 
 /* ---------------------------------------------------------------------------
  * ClientHello rewriting
@@ -216,11 +241,12 @@ enum mode {
     MODE_INTERCEPT,
     MODE_INTERCEPTBULK,
     MODE_INTERCEPTIDLE,
+    MODE_WS,
     MODE_COUNT
 };
-static const char *const mode_names[] = {"connect",   "sni",           "http",
-                                         "bulk",      "deny",          "idle",
-                                         "intercept", "interceptbulk", "interceptidle"};
+static const char *const mode_names[] = {"connect",       "sni",  "http",      "bulk",
+                                         "deny",          "idle", "intercept", "interceptbulk",
+                                         "interceptidle", "ws"};
 _Static_assert(sizeof mode_names / sizeof mode_names[0] == MODE_COUNT, "a name per mode");
 
 enum err_kind {
@@ -233,11 +259,13 @@ enum err_kind {
     E_DROPPED,
     E_LET_THROUGH,
     E_TLS,
+    E_ECHO,
     E_KINDS
 };
-static const char *const err_names[] = {"connect",    "refused",     "timeout",
-                                        "bad_status", "short_read",  "reset",
-                                        "dropped",    "let_through", "tls"};
+static const char *const err_names[] = {"connect",    "refused", "timeout", "bad_status",
+                                        "short_read", "reset",   "dropped", "let_through",
+                                        "tls",        "echo"};
+_Static_assert(sizeof err_names / sizeof err_names[0] == E_KINDS, "a name per error kind");
 
 static struct {
     enum mode mode;
@@ -263,10 +291,14 @@ static struct {
     const char *ca_file; /* intercept modes */
     const char *api_key;
     bool resume;
-    char tls_request[HEAD_MAX]; /* the GET inside TLS */
+    char tls_request[HEAD_MAX]; /* the GET inside TLS (ws: up to its key) */
     size_t tls_request_len;
     SSL_CTX *tls;
+    uint64_t msg_bytes; /* ws */
+    long window;
 } cfg = {.conns = 100,
+         .msg_bytes = WS_MSG_BYTES,
+         .window = WS_WINDOW,
          .threads = 1,
          .ramp = 256,
          .timeout = 10,
@@ -298,7 +330,7 @@ static bool uses_connect(void)
 static bool uses_tls(void)
 {
     return cfg.mode == MODE_INTERCEPT || cfg.mode == MODE_INTERCEPTBULK ||
-           cfg.mode == MODE_INTERCEPTIDLE;
+           cfg.mode == MODE_INTERCEPTIDLE || cfg.mode == MODE_WS;
 }
 
 /* True for the modes that open C connections and hold them. */
@@ -333,15 +365,32 @@ enum phase {
     PH_TLS_ASK,    /* writing the GET inside TLS (c->out) */
     PH_TLS_HEAD,   /* reading its response head inside TLS */
     PH_TLS_BODY,   /* reading c->want bytes of its body; then done, or PH_HOLD */
+    PH_WS,         /* ws: messages out, echoes in, then the close (struct ws_conn) */
 };
 
 struct worker;
+
+/* A ws connection's part beside its struct conn. */
+struct ws_conn {
+    uint64_t sent, echoed;           /* messages given to TLS, echoes read whole */
+    uint64_t sent_at[WS_WINDOW_MAX]; /* when each message in flight went (ns) */
+    bool credit;                     /* the work taken to open the connection: its 1st message */
+    bool no_more;                    /* no work left: close once every echo is in */
+    bool closing;                    /* our close frame is queued or out */
+    bool in_payload;                 /* rx's header is in; rx_pos bytes of its payload */
+    struct ws_head rx;               /* the server's frame being read */
+    uint64_t rx_pos;
+    uint8_t hdr[WS_HEAD_MAX]; /* its header, as it arrives */
+    size_t hdr_len;
+    char accept[WS_ACCEPT_LEN + 1]; /* the Sec-WebSocket-Accept this key gets */
+};
 
 struct conn {
     struct worker *w;
     enum phase ph;
     int fd;
-    SSL *ssl; /* intercept modes, from the CONNECT's 200 on */
+    SSL *ssl;           /* intercept modes, from the CONNECT's 200 on */
+    struct ws_conn *ws; /* ws mode */
     struct event rev, wev;
     bool reading;        /* rev is added */
     bool writing;        /* wev is added */
@@ -385,6 +434,9 @@ struct worker {
     int nleaves;
     bool leaves_overflow;
     char leaves[LEAVES_MAX][SERIAL_MAX + 1];
+    /* ws mode */
+    struct ws_conn *ws; /* one per slot */
+    long long ws_upgrades;
     uint8_t scratch[SCRATCH_BYTES];
 };
 
@@ -394,6 +446,9 @@ static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
 static void tls_start(struct conn *c);
 static void tls_step(struct conn *c);
+static void ws_ask(struct conn *c);
+static int ws_upgraded(struct conn *c, size_t hl, size_t extra);
+static int ws_one(struct conn *c);
 
 static void record(struct worker *w, uint64_t t0, uint64_t t1)
 {
@@ -646,6 +701,8 @@ static void conn_start(struct conn *c)
     c->out_left = 0;
     c->served = 0;
     c->ph = PH_CONNECTING;
+    if (c->ws != NULL)
+        *c->ws = (struct ws_conn){.credit = true};
     c->fd = socket(cfg.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd == -1)
         return conn_fail(c, E_CONNECT, strerror(errno));
@@ -926,6 +983,7 @@ static int tls_wait(struct conn *c, int r)
             return conn_fail(c, E_DROPPED, "a held connection was closed"), -1;
         return conn_fail(c, E_SHORT_READ,
                          c->ph == PH_TLS_SHAKE ? "EOF during the TLS handshake"
+                         : c->ph == PH_WS      ? "EOF in the WebSocket before its close"
                                                : "EOF before the whole answer"),
                -1;
     }
@@ -1023,6 +1081,8 @@ static void tls_shaken(struct conn *c)
     c->ph = PH_TLS_ASK;
     c->out = (const uint8_t *)cfg.tls_request;
     c->out_left = cfg.tls_request_len;
+    if (cfg.mode == MODE_WS)
+        ws_ask(c); /* the upgrade request instead, with this connection's key */
     progress(c);
 }
 
@@ -1062,14 +1122,17 @@ static int tls_head_done(struct conn *c, size_t hl, size_t extra)
     if (hl < 12 || memcmp(c->head, "HTTP/1.1 ", 9) != 0 || sscanf(c->head + 9, "%3d", &status) != 1)
         status = -1;
     long long cl = content_length(c->head, hl);
-    if (status != 200) {
+    int expect = cfg.mode == MODE_WS ? 101 : 200;
+    if (status != expect) {
         /* The status line and the body's first line (the sink says why). */
         int ll = (int)strcspn(c->head, "\r\n"), bl = (int)strcspn(c->head + hl, "\r\n");
-        snprintf(msg, sizeof msg, "expected 200 to the GET, got '%.*s'%s%.*s%s",
+        snprintf(msg, sizeof msg, "expected %d to the GET, got '%.*s'%s%.*s%s", expect,
                  ll < 100 ? ll : 100, c->head, bl ? " (" : "", bl < 60 ? bl : 60, c->head + hl,
                  bl ? ")" : "");
         return conn_fail(c, E_BAD_STATUS, msg), -1;
     }
+    if (cfg.mode == MODE_WS)
+        return ws_upgraded(c, hl, extra);
     if (cl < 0)
         return conn_fail(c, E_BAD_STATUS, "a 200 without Content-Length"), -1;
     c->ph = PH_TLS_BODY;
@@ -1123,6 +1186,7 @@ static int tls_one(struct conn *c)
             return conn_fail(c, E_BAD_STATUS, "bytes on a held connection"), -1;
         progress(c);
         return tls_body(c, (uint64_t)r) == -1 ? -1 : 1;
+    case PH_WS: return ws_one(c);
     default: return 0;
     }
 }
@@ -1132,6 +1196,254 @@ static void tls_step(struct conn *c)
 {
     while (c->ssl != NULL && tls_one(c) == 1)
         ;
+}
+
+/* ---------------------------------------------------------------------------
+ * WebSocket: the ws mode
+ * ------------------------------------------------------------------------- */
+
+/* What every connection sends, made once: `variants` masked binary frames
+ * of --msg-bytes, each with a mask and a random payload of its own (one
+ * more than the window, so that an echo lost, doubled or out of order is
+ * never the one expected), the payloads their echoes must carry, and a
+ * masked close frame. */
+static struct {
+    size_t variants, frame_len;
+    uint8_t **frame, **payload;
+    uint8_t close[WS_HEAD_MAX + 2];
+    size_t close_len;
+} g_ws;
+
+/* Make g_ws. */
+static void ws_setup(void)
+{
+    size_t hs = ws_head_size(true, cfg.msg_bytes), n = (size_t)cfg.msg_bytes;
+    uint8_t mask[WS_MASK_BYTES];
+
+    g_ws.variants = (size_t)cfg.window + 1;
+    g_ws.frame_len = hs + n;
+    g_ws.frame = calloc(g_ws.variants, sizeof *g_ws.frame);
+    g_ws.payload = calloc(g_ws.variants, sizeof *g_ws.payload);
+    if (!g_ws.frame || !g_ws.payload)
+        abort();
+    for (size_t v = 0; v < g_ws.variants; v++) {
+        g_ws.payload[v] = malloc(n);
+        g_ws.frame[v] = malloc(g_ws.frame_len);
+        if (!g_ws.payload[v] || !g_ws.frame[v] || RAND_bytes(g_ws.payload[v], (int)n) != 1 ||
+            RAND_bytes(mask, sizeof mask) != 1)
+            abort();
+        ws_head_write(g_ws.frame[v], true, WS_BINARY, mask, n);
+        memcpy(g_ws.frame[v] + hs, g_ws.payload[v], n);
+        ws_mask(g_ws.frame[v] + hs, n, mask);
+    }
+    if (RAND_bytes(mask, sizeof mask) != 1)
+        abort();
+    hs = ws_head_write(g_ws.close, true, WS_CLOSE, mask, 2);
+    memcpy(g_ws.close + hs, WS_CLOSE_1000, 2);
+    ws_mask(g_ws.close + hs, 2, mask);
+    g_ws.close_len = hs + 2;
+}
+
+/* The upgrade request of this connection, with a fresh key, into c->head
+ * (free until the answer comes) as the message to write; the accept value
+ * it must get noted. */
+static void ws_ask(struct conn *c)
+{
+    uint8_t nonce[WS_KEY_BYTES];
+    char key[WS_KEY_LEN + 1];
+    size_t n = cfg.tls_request_len;
+
+    if (RAND_bytes(nonce, sizeof nonce) != 1)
+        abort();
+    EVP_EncodeBlock((unsigned char *)key, nonce, sizeof nonce);
+    ws_accept(key, WS_KEY_LEN, c->ws->accept);
+    memcpy(c->head, cfg.tls_request, n);
+    memcpy(c->head + n, key, WS_KEY_LEN);
+    memcpy(c->head + n + WS_KEY_LEN, "\r\n\r\n", 4);
+    c->out = (const uint8_t *)c->head;
+    c->out_left = n + WS_KEY_LEN + 4;
+}
+
+/* Whether a field value (vl bytes) lists token, comma-separated,
+ * case-insensitive. */
+static bool value_lists(const char *v, size_t vl, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *end = v + vl; v < end;) {
+        while (v < end && (*v == ' ' || *v == '\t' || *v == ','))
+            v++;
+        const char *e = memchr(v, ',', (size_t)(end - v));
+        const char *t = e != NULL ? e : end;
+        while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - v) == tl && strncasecmp(v, token, tl) == 0)
+            return true;
+        v = e != NULL ? e + 1 : end;
+    }
+    return false;
+}
+
+static int ws_feed(struct conn *c, const uint8_t *p, size_t n);
+
+/* A 101 is in (hl bytes of c->head, then extra bytes of frames): check
+ * that it switches to WebSocket for this key and agrees no extension,
+ * then the messages go.  -1 when the exchange ended. */
+static int ws_upgraded(struct conn *c, size_t hl, size_t extra)
+{
+    size_t ul = 0, cl = 0, al = 0, xl = 0;
+    const char *up = header(c->head, hl, "upgrade", &ul);
+    const char *co = header(c->head, hl, "connection", &cl);
+    const char *ac = header(c->head, hl, "sec-websocket-accept", &al);
+
+    if (!up || !value_lists(up, ul, "websocket") || !co || !value_lists(co, cl, "upgrade"))
+        return conn_fail(c, E_BAD_STATUS, "a 101 without Upgrade: websocket, Connection: upgrade"),
+               -1;
+    if (!ac || al != WS_ACCEPT_LEN || memcmp(ac, c->ws->accept, WS_ACCEPT_LEN) != 0)
+        return conn_fail(c, E_BAD_STATUS, "a 101 whose Sec-WebSocket-Accept is not this key's"), -1;
+    if (header(c->head, hl, "sec-websocket-extensions", &xl))
+        return conn_fail(c, E_BAD_STATUS, "a 101 agreeing an extension none offered"), -1;
+    c->w->ws_upgrades++;
+    c->ph = PH_WS;
+    progress(c);
+    return ws_feed(c, (const uint8_t *)c->head + hl, extra);
+}
+
+/* The server's close came after ours: the exchange is over. */
+static void ws_closed(struct conn *c)
+{
+    SSL_shutdown(c->ssl); /* the close_notify goes out; no wait for the peer's */
+    slot_next(c, false);
+}
+
+/* Take bytes of a server frame's header from p[0..n): how many were its,
+ * or -1 when the exchange ended (the close after ours, or a frame that is
+ * not the echo expected). */
+static long ws_rx_head(struct conn *c, const uint8_t *p, size_t n)
+{
+    struct ws_conn *ws = c->ws;
+    size_t had = ws->hdr_len, take = n < WS_HEAD_MAX - had ? n : WS_HEAD_MAX - had;
+
+    memcpy(ws->hdr + had, p, take);
+    ws->hdr_len += take;
+    int r = ws_head_read(ws->hdr, ws->hdr_len, &ws->rx);
+    if (r < 0)
+        return conn_fail(c, E_ECHO, "a frame header that breaks the framing"), -1;
+    if (r == 0)
+        return (long)take;
+    ws->hdr_len = 0;
+    if (ws->rx.opcode == WS_CLOSE && ws->closing)
+        return ws_closed(c), -1;
+    if (ws->rx.opcode == WS_CLOSE)
+        return conn_fail(c, E_ECHO, "the server closed the WebSocket"), -1;
+    if (ws->rx.masked || ws->rx.opcode != WS_BINARY || !ws->rx.fin || ws->rx.len != cfg.msg_bytes)
+        return conn_fail(c, E_ECHO, "a frame that is not a whole binary message of --msg-bytes"),
+               -1;
+    if (ws->echoed == ws->sent)
+        return conn_fail(c, E_ECHO, "an echo of no message sent"), -1;
+    ws->in_payload = true;
+    ws->rx_pos = 0;
+    return (long)(ws->rx.size - had);
+}
+
+/* Take payload bytes of the echo being read from p[0..n), compared with
+ * the message it answers; at its end, its round trip is a sample.  How
+ * many were its, or -1 when they differ (the exchange ended). */
+static long ws_rx_payload(struct conn *c, const uint8_t *p, size_t n)
+{
+    struct ws_conn *ws = c->ws;
+    uint64_t left = ws->rx.len - ws->rx_pos;
+    size_t take = n < left ? n : (size_t)left;
+    const uint8_t *want = g_ws.payload[ws->echoed % g_ws.variants] + ws->rx_pos;
+
+    if (memcmp(p, want, take) != 0)
+        return conn_fail(c, E_ECHO, "an echo that differs from the message sent"), -1;
+    ws->rx_pos += take;
+    if (ws->rx_pos == ws->rx.len) {
+        record(c->w, ws->sent_at[ws->echoed % (uint64_t)cfg.window], now_ns());
+        ws->echoed++;
+        ws->in_payload = false;
+    }
+    return (long)take;
+}
+
+/* Bytes of the server's frames came (p[0..n)).  -1 when the exchange
+ * ended. */
+static int ws_feed(struct conn *c, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        long used = c->ws->in_payload ? ws_rx_payload(c, p, n) : ws_rx_head(c, p, n);
+        if (used < 0)
+            return -1;
+        p += used, n -= (size_t)used;
+    }
+    return 0;
+}
+
+/* When nothing is being written: the next message if the window has room
+ * and there is work left; once there is none and every echo is in, the
+ * close frame. */
+static void ws_queue(struct conn *c)
+{
+    struct ws_conn *ws = c->ws;
+
+    if (c->out_left > 0 || ws->closing)
+        return;
+    if (!ws->no_more && ws->sent - ws->echoed < (uint64_t)cfg.window) {
+        if (ws->credit || take_work(c->w)) {
+            ws->credit = false;
+            ws->sent_at[ws->sent % (uint64_t)cfg.window] = now_ns();
+            c->out = g_ws.frame[ws->sent % g_ws.variants];
+            c->out_left = g_ws.frame_len;
+            ws->sent++;
+            return;
+        }
+        ws->no_more = true;
+    }
+    if (ws->no_more && ws->sent == ws->echoed) {
+        ws->closing = true;
+        c->out = g_ws.close;
+        c->out_left = g_ws.close_len;
+    }
+}
+
+/* One round of a ws exchange: write what is due, then read what came (a
+ * connection always reads while it writes, so neither end waits on the
+ * other).  1: progress, 0: waiting for the socket, -1: the exchange
+ * ended. */
+static int ws_one(struct conn *c)
+{
+    bool wrote = false, write_blocked = false;
+    int r, e;
+
+    ws_queue(c);
+    if (c->out_left > 0) {
+        ERR_clear_error();
+        r = SSL_write(c->ssl, c->out, (int)c->out_left); /* whole, or retried as it was */
+        e = r > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, r);
+        if (r > 0) {
+            c->out += r, c->out_left -= (size_t)r;
+            c->w->bytes_up += (uint64_t)r;
+            progress(c);
+            wrote = true;
+        } else if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) {
+            return tls_wait(c, r);
+        }
+        write_blocked = e == SSL_ERROR_WANT_WRITE;
+    }
+    ERR_clear_error();
+    r = SSL_read(c->ssl, c->w->scratch, SCRATCH_BYTES);
+    if (r > 0) {
+        c->w->bytes_down += (uint64_t)r;
+        progress(c);
+        return ws_feed(c, c->w->scratch, (size_t)r) == -1 ? -1 : 1;
+    }
+    e = SSL_get_error(c->ssl, r);
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+        return tls_wait(c, r);
+    if (wrote)
+        return 1;
+    tls_watch(c, true, write_blocked || e == SSL_ERROR_WANT_WRITE);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------
@@ -1227,9 +1539,12 @@ static int worker_setup(struct worker *w, int id, long nconns)
     w->timeout_ns = (uint64_t)(cfg.timeout * 1e9);
     if (!w->base || !w->conns)
         return -1;
+    if (cfg.mode == MODE_WS && (w->ws = calloc((size_t)nconns, sizeof *w->ws)) == NULL)
+        return -1;
     for (long i = 0; i < nconns; i++) {
         w->conns[i].w = w;
         w->conns[i].fd = -1;
+        w->conns[i].ws = w->ws ? &w->ws[i] : NULL;
     }
     if (cfg.total > 0) {
         w->cap = (size_t)(cfg.total / cfg.threads + nconns + 16);
@@ -1299,6 +1614,28 @@ static void report_tls(struct worker *ws, int nw)
     printf(",\"leaves_overflow\":%s", overflow ? "true" : "false");
 }
 
+/* The ws mode's part of the JSON line (json) or of the line for people:
+ * n echoes in secs seconds; MiB/s of messages echoed, one way. */
+static void report_ws(struct worker *ws, int nw, size_t n, double secs, FILE *out, bool json)
+{
+    long long up = 0;
+    uint64_t payload = (uint64_t)n * cfg.msg_bytes;
+    double mib_s = secs > 0 ? (double)payload / secs / (1 << 20) : 0;
+
+    for (int i = 0; i < nw; i++)
+        up += ws[i].ws_upgrades;
+    if (json)
+        fprintf(out,
+                ",\"msg_bytes\":%" PRIu64 ",\"window\":%ld,\"upgrades\":%lld,"
+                "\"payload_bytes\":%" PRIu64 ",\"mib_s\":%.1f",
+                cfg.msg_bytes, cfg.window, up, payload, mib_s);
+    else
+        fprintf(out,
+                "; WebSocket: %lld upgrades, %.1f MiB/s of %" PRIu64
+                "-byte messages echoed, at most %ld in flight per connection",
+                up, mib_s, cfg.msg_bytes, cfg.window);
+}
+
 static void report(struct worker *ws, int nw)
 {
     size_t n = 0;
@@ -1326,7 +1663,7 @@ static void report(struct worker *ws, int nw)
     qsort(all, n, sizeof *all, cmp_u32);
     double secs = last > g_start_ns ? (double)(last - g_start_ns) / 1e9 : 0;
     double rate = secs > 0 ? (double)n / secs : 0;
-    const char *unit = cfg.mode == MODE_HTTP ? "req/s" : "conn/s";
+    const char *unit = cfg.mode == MODE_HTTP ? "req/s" : cfg.mode == MODE_WS ? "msg/s" : "conn/s";
     double mib_s = secs > 0 ? (double)down / secs / (1 << 20) : 0;
     double gbit_s = secs > 0 ? (double)down * 8 / secs / 1e9 : 0;
     uint32_t p50 = pct(all, n, .50), p90 = pct(all, n, .90), p99 = pct(all, n, .99);
@@ -1344,6 +1681,8 @@ static void report(struct worker *ws, int nw)
         printf(",\"gbit_s\":%.3f,\"mib_s\":%.1f", gbit_s, mib_s);
     if (uses_tls())
         report_tls(ws, nw);
+    if (cfg.mode == MODE_WS)
+        report_ws(ws, nw, n, secs, stdout, true);
     printf(",\"errors\":{");
     for (int k = 0; k < E_KINDS; k++)
         printf("%s\"%s\":%lld", k ? "," : "", err_names[k], err[k]);
@@ -1376,6 +1715,8 @@ static void report(struct worker *ws, int nw)
             printf(" of %lld offered", of);
         printf(", %d distinct leaf certificates", tls_leaves(ws, nw, NULL));
     }
+    if (cfg.mode == MODE_WS)
+        report_ws(ws, nw, n, secs, stdout, false);
     printf("\n");
     free(all);
 }
@@ -1557,6 +1898,8 @@ static void usage(void)
             "                   [--ramp R] [--label TEXT] [--transparent]\n"
             "       egress-load --mode intercept|interceptbulk|interceptidle --ca-file PEM\n"
             "                   [--api-key VALUE] [--resume] (and the options above)\n"
+            "       egress-load --mode ws --ca-file PEM [--api-key VALUE] [--msg-bytes M]\n"
+            "                   [--window W] (and the options above)\n"
             "       egress-load --selftest [DIR]\n");
     exit(2);
 }
@@ -1598,15 +1941,29 @@ static void load_hello(void)
         DIE("%s: %s", path, err);
 }
 
-/* The GET inside TLS: K bytes (S for interceptbulk), the placeholder. */
+/* The GET inside TLS: K bytes (S for interceptbulk), the placeholder; for
+ * ws, the upgrade request up to its key's value (ws_ask ends it). */
 static void build_tls_request(void)
 {
-    int n = snprintf(cfg.tls_request, sizeof cfg.tls_request,
-                     "GET /bytes/%" PRIu64 " HTTP/1.1\r\nHost: %s\r\nUser-Agent: egress-load\r\n"
-                     "Accept: */*\r\n%s%s%s\r\n",
-                     cfg.mode == MODE_INTERCEPTBULK ? cfg.bulk_bytes : cfg.reply_bytes, cfg.target,
-                     cfg.api_key ? "x-api-key: " : "", cfg.api_key ? cfg.api_key : "",
+    int n;
+    if (cfg.mode == MODE_WS) {
+        n = snprintf(cfg.tls_request, sizeof cfg.tls_request,
+                     "GET /ws HTTP/1.1\r\nHost: %s\r\nUser-Agent: egress-load\r\n"
+                     "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                     "%s%s%sSec-WebSocket-Key: ",
+                     cfg.target, cfg.api_key ? "x-api-key: " : "", cfg.api_key ? cfg.api_key : "",
                      cfg.api_key ? "\r\n" : "");
+        if (n < 0 || (size_t)n + WS_KEY_LEN + 4 >= sizeof cfg.tls_request)
+            DIE("the upgrade request for --target %s would be over %d bytes", cfg.target, HEAD_MAX);
+        cfg.tls_request_len = (size_t)n;
+        return;
+    }
+    n = snprintf(cfg.tls_request, sizeof cfg.tls_request,
+                 "GET /bytes/%" PRIu64 " HTTP/1.1\r\nHost: %s\r\nUser-Agent: egress-load\r\n"
+                 "Accept: */*\r\n%s%s%s\r\n",
+                 cfg.mode == MODE_INTERCEPTBULK ? cfg.bulk_bytes : cfg.reply_bytes, cfg.target,
+                 cfg.api_key ? "x-api-key: " : "", cfg.api_key ? cfg.api_key : "",
+                 cfg.api_key ? "\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof cfg.tls_request)
         DIE("the GET for --target %s would be over %d bytes", cfg.target, HEAD_MAX);
     cfg.tls_request_len = (size_t)n;
@@ -1647,9 +2004,11 @@ static void parse_args(int argc, char **argv)
         {"ca-file", required_argument, NULL, 'A'},
         {"api-key", required_argument, NULL, 'K'},
         {"resume", no_argument, NULL, 'R'},
+        {"msg-bytes", required_argument, NULL, 'M'},
+        {"window", required_argument, NULL, 'W'},
         {NULL, 0, NULL, 0},
     };
-    int o, have_mode = 0, have_addr = 0;
+    int o, have_mode = 0, have_addr = 0, have_ws = 0;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
         case 'm':
@@ -1659,7 +2018,7 @@ static void parse_args(int argc, char **argv)
                     cfg.mode = (enum mode)i, have_mode = 1;
             if (!have_mode)
                 DIE("--mode must be connect, sni, http, bulk, deny, idle, intercept, "
-                    "interceptbulk or interceptidle, not '%s'",
+                    "interceptbulk, interceptidle or ws, not '%s'",
                     optarg);
             break;
         case 'p':
@@ -1700,6 +2059,16 @@ static void parse_args(int argc, char **argv)
             cfg.api_key = optarg;
             break;
         case 'R': cfg.resume = true; break;
+        case 'M':
+            if (bench_parse_size(optarg, &cfg.msg_bytes) || cfg.msg_bytes == 0 ||
+                cfg.msg_bytes > WS_MSG_MAX)
+                DIE("--msg-bytes wants a size of 1..%u, not '%s'", WS_MSG_MAX, optarg);
+            have_ws = 1;
+            break;
+        case 'W':
+            cfg.window = parse_long(optarg, "--window", 1, WS_WINDOW_MAX);
+            have_ws = 1;
+            break;
         default: usage();
         }
     }
@@ -1726,6 +2095,10 @@ static void parse_args(int argc, char **argv)
         DIE("--ca-file goes with the intercept modes, and they with it");
     if (!uses_tls() && (cfg.api_key || cfg.resume))
         DIE("--api-key and --resume are for the intercept modes");
+    if (have_ws && cfg.mode != MODE_WS)
+        DIE("--msg-bytes and --window are for --mode ws");
+    if (cfg.mode == MODE_WS && cfg.transparent)
+        DIE("--mode ws goes through CONNECT, or --direct");
     if (cfg.threads > cfg.conns)
         cfg.threads = cfg.conns;
     if (holds() && cfg.ramp < cfg.threads)
@@ -1751,6 +2124,8 @@ int main(int argc, char **argv)
     if (uses_tls()) {
         tls_setup();
         build_tls_request();
+        if (cfg.mode == MODE_WS)
+            ws_setup();
     } else if (cfg.mode != MODE_HTTP && (cfg.mode != MODE_DENY || cfg.transparent)) {
         load_hello();
     }

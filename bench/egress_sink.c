@@ -22,10 +22,22 @@
  *                         request without it or with another value is
  *                         answered 403 and counted (`mismatch`, `missing`).
  *                         That is how the intercept workloads check that the
- *                         proxy put the real secret in.  SIGUSR1 (and the
- *                         end, on SIGTERM or SIGINT) prints the counts as one
- *                         JSON line: handshakes, resumed ones, requests,
- *                         mismatches, missing, bytes of bodies.
+ *                         proxy put the real secret in.  `GET /ws` with
+ *                         `Upgrade: websocket` (and the secret, checked the
+ *                         same way) is a WebSocket opening handshake (RFC
+ *                         6455 section 4.2): answered 101 with its
+ *                         Sec-WebSocket-Accept, then every frame the client
+ *                         sends is unmasked and sent back unmasked with the
+ *                         same opcode and FIN bit (a ping gets a pong, a pong
+ *                         nothing, a close its echo and then the end).  A
+ *                         frame over WS_MSG_MAX, unmasked, or breaking the
+ *                         framing ends the connection and is counted
+ *                         (`ws_bad`); text is not checked for UTF-8.
+ *                         SIGUSR1 (and the end, on SIGTERM or SIGINT) prints
+ *                         the counts as one JSON line: handshakes, resumed
+ *                         ones, requests, mismatches, missing, bytes of
+ *                         bodies, WebSocket upgrades, frames and payload
+ *                         bytes echoed, broken ones.
  *
  * It must never be what a benchmark measures: every reply is built once at
  * start and written straight from that buffer, reads go into one scratch
@@ -34,7 +46,9 @@
  * bytes looked at are the 5-byte record header and HTTP request heads.
  * --https cannot avoid its cryptography: there the sink costs what any TLS
  * origin costs (one handshake per connection, or a resumption, and the
- * records' encryption), the same for every proxy measured through it.
+ * records' encryption), the same for every proxy measured through it; its
+ * WebSocket echo also unmasks every payload byte (eight at a time) and
+ * writes each echo from where its frame was read.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -61,6 +75,7 @@
 #include <unistd.h>
 
 #include "bench_cli.h"
+#include "bench_ws.h"
 
 #define SCRATCH_BYTES (256 * 1024) /* one read() at most; also the bulk pattern */
 #define REPLY_MAX     (64u << 20)  /* largest --reply-bytes for tls-like and http */
@@ -68,6 +83,8 @@
 #define TLS_RECORD    16384 /* TLSPlaintext.length limit (RFC 8446 §5.1) */
 #define HEAD_MAX      8192  /* --https: longest request head */
 #define BODY_MAX      (1ull << 40)
+#define WS_MSG_MAX    (1u << 20)                /* --https: the longest WebSocket frame echoed */
+#define WS_IN_START   (64 * 1024 + WS_HEAD_MAX) /* a connection's first frame buffer */
 
 enum mode { M_TLS, M_HTTP, M_BULK, M_HTTPS };
 
@@ -107,6 +124,7 @@ struct sink_thread {
  * report). */
 static struct {
     atomic_ullong handshakes, resumed, requests, mismatch, missing, not_found, body_bytes;
+    atomic_ullong ws_upgrades, ws_frames, ws_bytes, ws_bad;
 } stats;
 
 static struct {
@@ -259,6 +277,8 @@ struct https_conn {
     bool reading, writing; /* rev, wev added */
     bool handshaken;
     bool close_after;            /* the answer is a refusal: close once it is out */
+    bool upgrade_after;          /* the answer is a 101: frames follow once it is out */
+    struct ws_echo *ws;          /* after the 101: the frames being echoed */
     size_t head_len;             /* bytes of head[] in: request heads, pipelined ones too */
     uint64_t body_left;          /* body bytes still to write after `first` */
     uint64_t body_pos;           /* where in the pattern the body goes on */
@@ -267,10 +287,31 @@ struct https_conn {
     char head[HEAD_MAX];
 };
 
+/* After a 101: the client's frames, each unmasked and echoed where it
+ * lies (the echo's header, shorter by the mask at least, is written just
+ * before its payload). */
+struct ws_echo {
+    uint8_t *in;            /* the client's bytes */
+    size_t cap, start, len; /* in[]'s size; the current frame's first byte; bytes in */
+    size_t next;            /* where the frame after the one being echoed begins */
+    size_t need;            /* the current frame's whole size, once its header is in */
+    const uint8_t *out;     /* the echo being written, inside in[] */
+    size_t out_left;
+    bool closing; /* the echo is a close: the connection ends after it */
+};
+
+static void ws_free(struct ws_echo *e)
+{
+    if (e != NULL)
+        free(e->in);
+    free(e);
+}
+
 static void https_free(struct https_conn *c)
 {
     event_del(&c->rev);
     event_del(&c->wev);
+    ws_free(c->ws);
     SSL_free(c->ssl);
     close(c->fd);
     free(c);
@@ -326,55 +367,137 @@ static const char *https_field(const char *h, size_t len, const char *name, size
     return got;
 }
 
-/* Set up the answer to one request head (hl bytes at c->head): 200 with
- * the N bytes it asked for, or a refusal.  Returns false for a head that is
- * not a request at all (the connection is closed). */
-static bool https_answer(struct https_conn *c, size_t hl)
+/* Whether the field `name` of a request head (its last one) lists `token`
+ * (comma-separated, case-insensitive). */
+static bool https_lists(const char *h, size_t len, const char *name, const char *token)
 {
-    unsigned long long n = 0;
-    int off = 0, count;
+    size_t vl = 0, tl = strlen(token);
+    int count;
+    const char *v = https_field(h, len, name, &vl, &count);
+
+    if (v == NULL)
+        return false;
+    for (const char *end = v + vl; v < end;) {
+        while (v < end && (*v == ' ' || *v == '\t' || *v == ','))
+            v++;
+        const char *e = memchr(v, ',', (size_t)(end - v));
+        const char *t = e != NULL ? e : end;
+        while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - v) == tl && strncasecmp(v, token, tl) == 0)
+            return true;
+        v = e != NULL ? e + 1 : end;
+    }
+    return false;
+}
+
+/* NULL when the request head (hl bytes) carries exactly one x-api-key and
+ * it is the secret; else why not, counted. */
+static const char *https_key_refusal(const char *head, size_t hl)
+{
     size_t vl = 0, sl = strlen(cfg.secret);
-    const char *why = NULL;
-    int code = 200;
+    int count;
+    const char *v = https_field(head, hl, "x-api-key", &vl, &count);
+
+    if (v == NULL) {
+        atomic_fetch_add_explicit(&stats.missing, 1, memory_order_relaxed);
+        return "x-api-key missing\n";
+    }
+    if (count != 1 || vl != sl || memcmp(v, cfg.secret, sl) != 0) {
+        atomic_fetch_add_explicit(&stats.mismatch, 1, memory_order_relaxed);
+        return "x-api-key mismatch\n";
+    }
+    return NULL;
+}
+
+/* The answer is a refusal: status code, `why` as its body, then the end. */
+static void https_refuse(struct https_conn *c, int code, const char *why)
+{
+    const char *phrase = code == 403   ? "Forbidden"
+                         : code == 404 ? "Not Found"
+                         : code == 426 ? "Upgrade Required"
+                                       : "Bad Request";
+
+    c->first_len = (size_t)snprintf((char *)c->first, sizeof c->first,
+                                    "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n%s"
+                                    "Connection: close\r\n\r\n%s",
+                                    code, phrase, strlen(why),
+                                    code == 426 ? "Sec-WebSocket-Version: 13\r\n" : "", why);
+    c->body_left = 0;
+    c->close_after = true;
+}
+
+/* The answer to a WebSocket opening handshake (GET /ws, hl bytes at
+ * c->head, the key already checked): 101 with the accept value, or a
+ * refusal (400, 426) when the head is not one. */
+static void https_ws_answer(struct https_conn *c, size_t hl)
+{
+    char accept[WS_ACCEPT_LEN + 1];
+    size_t kl = 0;
+    int count;
+    const char *key = https_field(c->head, hl, "sec-websocket-key", &kl, &count);
+
+    if (!https_lists(c->head, hl, "upgrade", "websocket") ||
+        !https_lists(c->head, hl, "connection", "upgrade") || key == NULL || count != 1 ||
+        kl != WS_KEY_LEN) {
+        atomic_fetch_add_explicit(&stats.ws_bad, 1, memory_order_relaxed);
+        return https_refuse(c, 400, "not a WebSocket opening handshake\n");
+    }
+    if (!https_lists(c->head, hl, "sec-websocket-version", "13")) {
+        atomic_fetch_add_explicit(&stats.ws_bad, 1, memory_order_relaxed);
+        return https_refuse(c, 426, "WebSocket version 13 only\n");
+    }
+    ws_accept(key, kl, accept);
+    c->first_len = (size_t)snprintf((char *)c->first, sizeof c->first,
+                                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                    "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+                                    accept);
+    c->body_left = 0;
+    c->upgrade_after = true;
+    atomic_fetch_add_explicit(&stats.ws_upgrades, 1, memory_order_relaxed);
+}
+
+/* The 200 to GET /bytes/N: its head and the body's first bytes in
+ * c->first, the rest from the pattern. */
+static void https_bytes_answer(struct https_conn *c, unsigned long long n)
+{
+    int h = snprintf((char *)c->first, sizeof c->first,
+                     "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                     "Content-Length: %llu\r\n\r\n",
+                     n);
+    size_t room = sizeof c->first - (size_t)h, take = n < room ? (size_t)n : room;
+    memcpy(c->first + h, cfg.reply, take); /* the pattern's start */
+    c->first_len = (size_t)h + take;
+    c->body_left = n - take;
+    c->body_pos = take;
+    atomic_fetch_add_explicit(&stats.body_bytes, n, memory_order_relaxed);
+}
+
+/* Set up the answer to one request head (hl bytes at c->head): 200 with
+ * the N bytes it asked for, a 101 to a WebSocket, or a refusal. */
+static void https_answer(struct https_conn *c, size_t hl)
+{
+    static const char ws_line[] = "GET /ws HTTP/1.1\r\n";
+    unsigned long long n = 0;
+    int off = 0;
+    bool ws = strncmp(c->head, ws_line, sizeof ws_line - 1) == 0;
+    const char *why;
 
     atomic_fetch_add_explicit(&stats.requests, 1, memory_order_relaxed);
-    if (sscanf(c->head, "GET /bytes/%llu HTTP/1.1\r%n", &n, &off) != 1 || off == 0 ||
-        n > BODY_MAX) {
-        code = 404, why = "only GET /bytes/N here\n";
+    if (!ws && (sscanf(c->head, "GET /bytes/%llu HTTP/1.1\r%n", &n, &off) != 1 || off == 0 ||
+                n > BODY_MAX)) {
         atomic_fetch_add_explicit(&stats.not_found, 1, memory_order_relaxed);
-    }
-    const char *v = https_field(c->head, hl, "x-api-key", &vl, &count);
-    if (code == 200 && v == NULL) {
-        code = 403, why = "x-api-key missing\n";
-        atomic_fetch_add_explicit(&stats.missing, 1, memory_order_relaxed);
-    } else if (code == 200 && (count != 1 || vl != sl || memcmp(v, cfg.secret, sl) != 0)) {
-        code = 403, why = "x-api-key mismatch\n";
-        atomic_fetch_add_explicit(&stats.mismatch, 1, memory_order_relaxed);
-    }
-    if (why != NULL) {
-        c->first_len =
-            (size_t)snprintf((char *)c->first, sizeof c->first,
-                             "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n"
-                             "Connection: close\r\n\r\n%s",
-                             code, code == 403 ? "Forbidden" : "Not Found", strlen(why), why);
-        c->body_left = 0;
-        c->close_after = true;
+        https_refuse(c, 404, "only GET /bytes/N and GET /ws here\n");
+    } else if ((why = https_key_refusal(c->head, hl)) != NULL) {
+        https_refuse(c, 403, why);
+    } else if (ws) {
+        https_ws_answer(c, hl);
     } else {
-        int h = snprintf((char *)c->first, sizeof c->first,
-                         "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-                         "Content-Length: %llu\r\n\r\n",
-                         n);
-        size_t room = sizeof c->first - (size_t)h, take = n < room ? (size_t)n : room;
-        memcpy(c->first + h, cfg.reply, take); /* the pattern's start */
-        c->first_len = (size_t)h + take;
-        c->body_left = n - take;
-        c->body_pos = take;
-        atomic_fetch_add_explicit(&stats.body_bytes, n, memory_order_relaxed);
+        https_bytes_answer(c, n);
     }
     c->first_off = 0;
     memmove(c->head, c->head + hl, c->head_len - hl); /* a pipelined request stays */
     c->head_len -= hl;
-    return true;
 }
 
 /* Write what the connection takes of the current answer.  1: all out; 0:
@@ -403,6 +526,114 @@ static int https_write(struct https_conn *c)
     return 1;
 }
 
+/* After the 101: the echo state, with what came behind the upgrade
+ * request (c->head) as its first bytes. */
+static void ws_start(struct https_conn *c)
+{
+    struct ws_echo *e = calloc(1, sizeof *e);
+    if (e == NULL || (e->in = malloc(WS_IN_START)) == NULL)
+        abort();
+    e->cap = WS_IN_START;
+    e->need = WS_HEAD_MAX;
+    memcpy(e->in, c->head, c->head_len);
+    e->len = c->head_len;
+    c->head_len = 0;
+    c->upgrade_after = false;
+    c->ws = e;
+}
+
+/* Take the frame at e->start when it is whole: unmask it and set up its
+ * echo (a ping's pong; a pong is only passed over).  1: taken, 0: more
+ * bytes needed (e->need says how many from e->start), -1: a frame this
+ * sink does not take (unmasked, over WS_MSG_MAX, broken framing). */
+static int ws_take(struct ws_echo *e)
+{
+    struct ws_head h;
+    uint8_t *f = e->in + e->start;
+    size_t avail = e->len - e->start;
+    int r = ws_head_read(f, avail, &h);
+
+    if (r <= 0) {
+        e->need = WS_HEAD_MAX;
+        return r;
+    }
+    if (!h.masked || h.len > WS_MSG_MAX)
+        return -1;
+    e->need = h.size + (size_t)h.len;
+    if (avail < e->need)
+        return 0;
+    uint8_t *payload = f + h.size;
+    ws_mask(payload, (size_t)h.len, h.mask);
+    e->next = e->start + e->need;
+    if (h.opcode == WS_PONG)
+        return 1;
+    size_t hs = ws_head_size(false, h.len); /* at most h.size - WS_MASK_BYTES */
+    ws_head_write(payload - hs, h.fin, h.opcode == WS_PING ? WS_PONG : h.opcode, NULL, h.len);
+    e->out = payload - hs;
+    e->out_left = hs + (size_t)h.len;
+    e->closing = h.opcode == WS_CLOSE;
+    if (h.opcode < WS_CLOSE) {
+        atomic_fetch_add_explicit(&stats.ws_frames, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&stats.ws_bytes, h.len, memory_order_relaxed);
+    }
+    return 1;
+}
+
+/* Room in e->in to read the rest of the current frame into: the frame
+ * moved to the front, the buffer grown to e->need (at most a frame of
+ * WS_MSG_MAX). */
+static void ws_room(struct ws_echo *e)
+{
+    if (e->cap - e->start >= e->need && e->len < e->cap)
+        return;
+    memmove(e->in, e->in + e->start, e->len - e->start);
+    e->len -= e->start;
+    e->start = e->next = 0;
+    if (e->cap < e->need) {
+        e->in = realloc(e->in, e->need);
+        if (e->in == NULL)
+            abort();
+        e->cap = e->need;
+    }
+}
+
+/* Echo frames as far as the connection lets: write the echo being
+ * written, take the next whole frame, read when there is none.  A frame
+ * is read only once the echo before it is out: the client, which reads
+ * while it writes, is what keeps both ends moving.  -1: closed. */
+static int ws_step(struct https_conn *c)
+{
+    struct ws_echo *e = c->ws;
+    for (;;) {
+        if (e->out_left > 0) {
+            int r = SSL_write(c->ssl, e->out, (int)e->out_left);
+            if (r <= 0)
+                return https_wait(c, r);
+            e->out += r, e->out_left -= (size_t)r;
+            continue;
+        }
+        if (e->closing) {
+            SSL_shutdown(c->ssl); /* our close_notify; the client's is not waited for */
+            return -1;
+        }
+        e->start = e->next;
+        if (e->start == e->len)
+            e->start = e->next = e->len = 0;
+        int t = ws_take(e);
+        if (t < 0) {
+            atomic_fetch_add_explicit(&stats.ws_bad, 1, memory_order_relaxed);
+            return -1;
+        }
+        if (t > 0)
+            continue;
+        ws_room(e);
+        int r = SSL_read(c->ssl, e->in + e->len, (int)(e->cap - e->len));
+        if (r <= 0)
+            return https_wait(c, r);
+        e->len += (size_t)r;
+    }
+}
+
 /* Drive the connection as far as it goes: handshake, then answer every
  * whole request head that has come.  -1: closed. */
 static int https_step(struct https_conn *c)
@@ -416,12 +647,18 @@ static int https_step(struct https_conn *c)
         if (SSL_session_reused(c->ssl))
             atomic_fetch_add_explicit(&stats.resumed, 1, memory_order_relaxed);
     }
+    if (c->ws != NULL)
+        return ws_step(c);
     for (;;) {
         int w = https_write(c);
         if (w <= 0)
             return w;
         if (c->close_after)
             return -1;
+        if (c->upgrade_after) {
+            ws_start(c);
+            return ws_step(c);
+        }
         const char *e = c->head_len >= 4 ? memmem(c->head, c->head_len, "\r\n\r\n", 4) : NULL;
         if (e != NULL) {
             https_answer(c, (size_t)(e + 4 - c->head));
@@ -504,9 +741,10 @@ static void on_report(evutil_socket_t sig, short what, void *arg)
     (void)what, (void)arg;
 #define S(f) (unsigned long long)atomic_load_explicit(&stats.f, memory_order_relaxed)
     printf("{\"handshakes\":%llu,\"resumed\":%llu,\"requests\":%llu,\"mismatch\":%llu,"
-           "\"missing\":%llu,\"not_found\":%llu,\"body_bytes\":%llu}\n",
+           "\"missing\":%llu,\"not_found\":%llu,\"body_bytes\":%llu,\"ws_upgrades\":%llu,"
+           "\"ws_frames\":%llu,\"ws_bytes\":%llu,\"ws_bad\":%llu}\n",
            S(handshakes), S(resumed), S(requests), S(mismatch), S(missing), S(not_found),
-           S(body_bytes));
+           S(body_bytes), S(ws_upgrades), S(ws_frames), S(ws_bytes), S(ws_bad));
 #undef S
     fflush(stdout);
     if (sig != SIGUSR1)

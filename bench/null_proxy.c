@@ -86,7 +86,9 @@ struct conn {
     struct dir d[2]; /* 0: client -> upstream, 1: upstream -> client */
     bool explicit_proxy;
     size_t head_len;
-    uint8_t *head; /* P_HEAD: the head so far */
+    uint8_t *head;          /* P_HEAD: the head so far */
+    bool closed;            /* its sockets are closed; freed after the batch */
+    struct conn *next_gone; /* the worker's closed ones */
 };
 
 struct worker {
@@ -94,11 +96,16 @@ struct worker {
     uint8_t scratch[SCRATCH];
     struct handle lh[PORTS_MAX];
     int lfd[PORTS_MAX];
+    /* Closed in this batch of events: a later event of the same batch may
+     * still point at one, so they are freed when the batch is done. */
+    struct conn *gone;
 };
 
+/* Close c's sockets and pipes now; c itself is freed after the batch. */
 static void conn_close(struct worker *w, struct conn *c)
 {
-    (void)w;
+    if (c->closed)
+        return;
     for (int s = 0; s < 2; s++) {
         if (c->fd[s] != -1)
             close(c->fd[s]); /* leaves the epoll set with it */
@@ -106,10 +113,25 @@ static void conn_close(struct worker *w, struct conn *c)
             close(c->d[s].pipe[0]);
             close(c->d[s].pipe[1]);
         }
+        c->fd[s] = c->d[s].pipe[0] = c->d[s].pipe[1] = -1;
         free(c->d[s].held);
+        c->d[s].held = NULL;
     }
     free(c->head);
-    free(c);
+    c->head = NULL;
+    c->closed = true;
+    c->next_gone = w->gone;
+    w->gone = c;
+}
+
+/* Free the connections closed in the batch just handled. */
+static void free_gone(struct worker *w)
+{
+    while (w->gone != NULL) {
+        struct conn *c = w->gone;
+        w->gone = c->next_gone;
+        free(c);
+    }
 }
 
 /* Watch socket s for `want`, with one epoll_ctl only when it changes. */
@@ -395,6 +417,8 @@ static void on_event(struct worker *w, struct handle *h, uint32_t ev)
         on_accept(w, h->side);
         return;
     }
+    if (c->closed)
+        return; /* closed by an earlier event of this batch */
     switch (c->phase) {
     case P_HEAD: on_head(w, c); return;
     case P_CONNECTING:
@@ -431,6 +455,7 @@ static void *worker_main(void *arg)
         int n = epoll_wait(w->ep, evs, EVENTS_MAX, -1);
         for (int i = 0; i < n; i++)
             on_event(w, evs[i].data.ptr, evs[i].events);
+        free_gone(w);
     }
     return NULL;
 }

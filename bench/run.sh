@@ -60,6 +60,15 @@
 #                  intercepted, and the same through the opaque tunnel.
 #   interceptidle  BENCH_INTERCEPT_IDLE intercepted connections held after
 #                  one request each; VmRSS per connection, as idle.
+#   interceptws    a WebSocket inside the intercepted TLS (egress-load's ws
+#                  mode): BENCH_WS_CONNS connections, each a handshake with
+#                  the proxy, one upgrade (GET /ws with the x-api-key) and
+#                  then 1 KiB messages, BENCH_WS_WINDOW of them in flight,
+#                  each echoed by the sink and checked; then the same with
+#                  64 KiB messages; each also through the opaque tunnel to
+#                  sink.test (tlsws: TLS end to end).  egressd only (direct
+#                  and null have the opaque tunnel's rows: the same straight
+#                  to the sink, and through the least a proxy does).
 #   The HTTPS sink (127.0.0.16:4444, a certificate for sink.test and
 #   inject.test from a bench CA made at the start) answers only requests
 #   whose x-api-key is the real secret; any other is a failed exchange, and
@@ -79,7 +88,9 @@
 # BENCH_SINK_THREADS (1), BENCH_CONNS (concurrency, 50), BENCH_REPLY (4096),
 # BENCH_IDLE (5000), BENCH_BULK_CONNS (4), BENCH_BULK_BYTES (256m),
 # BENCH_INTERCEPT_IDLE (1000), BENCH_INTERCEPT_BULK (256m), BENCH_TLS_THREADS
-# (egress-load threads for the intercept rows, BENCH_THREADS), BENCH_HELLO
+# (egress-load threads for the intercept rows, BENCH_THREADS), BENCH_WS_CONNS
+# (WebSocket connections, 8; smoke 2), BENCH_WS_WINDOW (messages in flight
+# per WebSocket, 8), BENCH_HELLO
 # (the ClientHello capture, default $CLIENTHELLO_DIR/curl.bin), BENCH_EGRESSD
 # (the egressd to run, default BUILD_DIR/proxy/egressd: a before/after of one
 # change runs another egressd under the same load generator and sinks),
@@ -146,7 +157,7 @@ TLS_THREADS=${BENCH_TLS_THREADS:-$THREADS}
 SINK_THREADS=${BENCH_SINK_THREADS:-1}
 REPLY=${BENCH_REPLY:-4096}
 PROXIES=${BENCH_PROXIES:-direct null egressd squid squid-bump tinyproxy sniproxy haproxy nginx}
-WORKLOADS=${BENCH_WORKLOADS:-idle connect sni http bulk deny denysni intercept interceptbulk interceptidle}
+WORKLOADS=${BENCH_WORKLOADS:-idle connect sni http bulk deny denysni intercept interceptbulk interceptidle interceptws}
 # chosen WORKLOAD: in BENCH_WORKLOADS.
 chosen() { case " $WORKLOADS " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$smoke" = 1 ]; then
@@ -154,17 +165,23 @@ if [ "$smoke" = 1 ]; then
     ROUNDS=${BENCH_ROUNDS:-1}
     BULK_CONNS=${BENCH_BULK_CONNS:-2} BULK_BYTES=${BENCH_BULK_BYTES:-8m}
     INTERCEPT_IDLE=${BENCH_INTERCEPT_IDLE:-50} INTERCEPT_BULK=${BENCH_INTERCEPT_BULK:-8m}
+    WS_CONNS=${BENCH_WS_CONNS:-2}
     WARM_TLS=40
 else
     SECONDS_RUN=${BENCH_SECONDS:-4} CONNS=${BENCH_CONNS:-50} IDLE=${BENCH_IDLE:-5000}
     ROUNDS=${BENCH_ROUNDS:-3}
     BULK_CONNS=${BENCH_BULK_CONNS:-4} BULK_BYTES=${BENCH_BULK_BYTES:-256m}
     INTERCEPT_IDLE=${BENCH_INTERCEPT_IDLE:-1000} INTERCEPT_BULK=${BENCH_INTERCEPT_BULK:-256m}
+    WS_CONNS=${BENCH_WS_CONNS:-8}
     WARM_TLS=200
 fi
+WS_WINDOW=${BENCH_WS_WINDOW:-8}
+WS_SIZES="1k 64k" # the WebSocket rows' message sizes (their names: interceptws1k, ...)
 # Every proxy's connection limit: two descriptors per tunnel, some spare.
 MAXCONN=$(((NOFILE - 200) / 2))
-intercepting() { chosen intercept || chosen interceptbulk || chosen interceptidle; }
+intercepting() {
+    chosen intercept || chosen interceptbulk || chosen interceptidle || chosen interceptws
+}
 if intercepting && [[ " $PROXIES " == *" squid "* && " $PROXIES " != *" squid-bump "* ]]; then
     PROXIES=$(echo " $PROXIES " | sed 's/ squid / squid squid-bump /')
 fi
@@ -398,7 +415,7 @@ EOF
     "$EGRESSD" -c "$DIR/egressd.conf" >"$DIR/out" 2>&1 &
     PROXY_PID=$!
     CAN="connect sni http bulk deny denysni idle"
-    intercepting && CAN+=" intercept interceptbulk interceptidle tlstunnel tlsbulk"
+    intercepting && CAN+=" intercept interceptbulk interceptidle tlstunnel tlsbulk interceptws tlsws"
     VERSION="egressd $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
 }
 # ready_egressd: once it listens, what the sandbox is given (GET
@@ -427,7 +444,7 @@ start_null() {
     PROXY_PID=$!
     CAN="connect sni http bulk idle" # it denies nothing
     # (it cannot terminate TLS: of the intercept rows, the opaque tunnel's)
-    intercepting && CAN+=" tlstunnel tlsbulk"
+    intercepting && CAN+=" tlstunnel tlsbulk tlsws"
     VERSION="null-proxy"
     touch "$DIR/access.log" # it writes none
 }
@@ -704,7 +721,7 @@ warm_idle() {
         idle idle idle "$IDLE" "${via[@]}" --target sink.test:4443 --reply-bytes "$REPLY"
         ran_idle=1
     fi
-    want intercept || want interceptbulk || want interceptidle || return 0
+    want intercept || want interceptbulk || want interceptidle || want interceptws || return 0
     if want interceptidle && [ -n "$ran_idle" ]; then
         restart_proxy || return 0
     fi
@@ -758,7 +775,24 @@ rates() {
         load "tlsbulk$r" --mode interceptbulk --proxy "$explicit" --target sink.test:4444 \
             "${OPAQUE[@]}" --threads "$TLS_THREADS" --conns "$BULK_CONNS" --total "$BULK_CONNS" \
             --bytes "$INTERCEPT_BULK" --timeout 30
+    chosen interceptws || return 0
+    local size
+    for size in $WS_SIZES; do
+        want interceptws && ws_load "interceptws$size$r" "$size" --proxy "$explicit" \
+            --target inject.test:4444 "${TLSA[@]}"
+        can tlsws && ws_load "tlsws$size$r" "$size" --proxy "$explicit" \
+            --target sink.test:4444 "${OPAQUE[@]}"
+    done
     return 0
+}
+# ws_load RUN SIZE ARGS...: one WebSocket echo run (egress-load --mode ws)
+# of SIZE-byte messages; ARGS: the way (--proxy or --direct), the target
+# and its TLS options.
+ws_load() {
+    local run=$1 size=$2
+    shift 2
+    load "$run" --mode ws "$@" --threads "$TLS_THREADS" --conns "$WS_CONNS" \
+        --window "$WS_WINDOW" --msg-bytes "$size" --duration "$SECONDS_RUN"
 }
 # rates_direct ROUND: the same exchanges without a proxy; connect is sni too.
 rates_direct() {
@@ -778,6 +812,12 @@ rates_direct() {
     chosen interceptbulk && load "tlsbulk$r" --mode interceptbulk --direct $SINK_ADDR:4444 \
         --target sink.test:4444 "${OPAQUE[@]}" --threads "$TLS_THREADS" --conns "$BULK_CONNS" \
         --total "$BULK_CONNS" --bytes "$INTERCEPT_BULK" --timeout 30
+    chosen interceptws || return 0
+    local size
+    for size in $WS_SIZES; do
+        ws_load "tlsws$size$r" "$size" --direct $SINK_ADDR:4444 --target sink.test:4444 \
+            "${OPAQUE[@]}"
+    done
 }
 # use NAME: make NAME the current proxy (CUR, ADDR, PROXY_PID, CAN).
 use() {
@@ -799,7 +839,7 @@ for CUR in $PROXIES; do
         # (the intercept workloads: the same TLS exchange straight to the
         # sink, with the real key, as the opaque tunnel's rows)
         CAN_OF[direct]="connect sni http bulk"
-        intercepting && CAN_OF[direct]+=" tlstunnel tlsbulk"
+        intercepting && CAN_OF[direct]+=" tlstunnel tlsbulk tlsws"
         TLS_CA_OF[direct]=$PKI/ca.pem
         API_KEY_OF[direct]=$SECRET
         echo "direct direct ${CAN_OF[direct]}" >>"$R/columns"
@@ -889,8 +929,14 @@ if [ -n "$HTTPS_SINK_PID" ]; then
         echo "run.sh: the HTTPS sink saw requests without the real secret: $(cat "$R/https-sink.json")" >&2
         failed=1
     }
+    # (and a WebSocket handshake or frame it could not take is a failure too)
+    python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["ws_bad"] > 0)' \
+        "$R/https-sink.json" || {
+        echo "run.sh: the HTTPS sink refused WebSocket handshakes or frames: $(cat "$R/https-sink.json")" >&2
+        failed=1
+    }
 fi
-WORKERS=$WORKERS CLK_TCK=$CLK_TCK python3 - "$R" <<'EOF' || {
+WORKERS=$WORKERS CLK_TCK=$CLK_TCK WS_CONNS=$WS_CONNS WS_WINDOW=$WS_WINDOW python3 - "$R" <<'EOF' || {
 import json, os, sys
 r = sys.argv[1]
 tck = int(os.environ["CLK_TCK"])
@@ -931,6 +977,10 @@ def metric(j):
 
 # The runs of one workload: the ability (CAN) each run needs.
 ABILITY = {"interceptres": "intercept", "warmtls": "intercept"}
+WS_SIZES = (("1k", "1 KiB"), ("64k", "64 KiB"))  # run.sh's WS_SIZES, and their rows' names
+for size, _ in WS_SIZES:
+    ABILITY["interceptws" + size] = "interceptws"
+    ABILITY["tlsws" + size] = "tlsws"
 
 def able(name, can, run):
     return ABILITY.get(run, run) in can
@@ -1001,6 +1051,9 @@ def cpu_of(name, j, key, per):
     if per == "GiB":
         gib = (j["bytes_up"] + j["bytes_down"]) / 2**30
         return t / tck / gib if gib else None
+    if per == "MiB":  # of WebSocket messages echoed (one way)
+        mib = j.get("payload_bytes", 0) / 2**20
+        return t * 1e6 / tck / mib if mib else None
     return t * 1e6 / tck / exchanges(j)
 
 def cpu(run, per):
@@ -1016,6 +1069,15 @@ def cpu(run, per):
             return None
         v = got[len(got) // 2]
         return (v, "%.2f" % v if per == "GiB" else "%.0f" % v)
+    return f
+
+def mib_s(run):
+    """MiB/s of WebSocket messages echoed (one way), the median round's."""
+    def f(name, can):
+        j = res(name, run)
+        if not able(name, can, run) or j is None or "mib_s" not in j:
+            return None
+        return (j["mib_s"], "%.1f" % j["mib_s"])
     return f
 
 def rss(run):
@@ -1063,7 +1125,7 @@ def leaves(name, can):
     serials, full, every = leaf_counts(name)
     return (len(serials), "%d" % len(serials)) if every else None
 
-def busy(who, runs=("connect", "sni", "intercept", "tlstunnel")):
+def busy(who, runs=("connect", "sni", "intercept", "tlstunnel", "interceptws1k", "tlsws1k")):
     def f(name, can):
         run, j = None, None
         for run in runs:
@@ -1124,6 +1186,18 @@ rows = [
     ("CPU bulk intercepted (s/GiB)", cpu("interceptbulk", "GiB")),
     ("CPU bulk TLS via tunnel (s/GiB)", cpu("tlsbulk", "GiB")),
     ("leaf certificates seen", leaves),
+] + [
+    row for size, text in WS_SIZES for row in (
+        ("ws %s intercepted (msg/s)" % text, rate("interceptws" + size)),
+        ("ws %s via tunnel (msg/s)" % text, rate("tlsws" + size)),
+        ("ws %s intercepted (MiB/s)" % text, mib_s("interceptws" + size)),
+        ("ws %s via tunnel (MiB/s)" % text, mib_s("tlsws" + size)),
+        ("ws %s intercepted p99 (ms)" % text, p99("interceptws" + size)),
+        ("ws %s via tunnel p99 (ms)" % text, p99("tlsws" + size)),
+        ("CPU ws %s intercepted (us/MiB)" % text, cpu("interceptws" + size, "MiB")),
+        ("CPU ws %s via tunnel (us/MiB)" % text, cpu("tlsws" + size, "MiB")),
+    )
+] + [
     ("egress-load busy", busy("load")),
     ("egress-load busy, deny SNI", busy("load", ("denysni",))),
     ("sinks busy", busy("sink")),
@@ -1159,13 +1233,21 @@ try:
     print("https sink: %d handshakes (%d resumed), %d requests, %d with another x-api-key than "
           "the secret, %d without one" % (sink["handshakes"], sink["resumed"], sink["requests"],
                                           sink["mismatch"], sink["missing"]))
+    if sink.get("ws_upgrades"):
+        print("https sink: %d WebSocket upgrades, %d messages (%.1f MiB) echoed, %d handshakes or "
+              "frames refused" % (sink["ws_upgrades"], sink["ws_frames"], sink["ws_bytes"] / 2**20,
+                                  sink["ws_bad"]))
 except (OSError, ValueError):
     pass
 for n in notes:
     print("* " + n)
 print("median of %d round(s) per cell (p99 from the median round by rate; CPU: the median of the rounds' CPU)."
       % max([len(rounds(n, k)) for n, _, _ in cols for k in ("connect", "sni", "http", "bulk", "deny",
-                                                          "denysni", "intercept")] + [1]))
+                                                          "denysni", "intercept", "tlsws1k")] + [1]))
+if any(val.get(("ws 1 KiB via tunnel (msg/s)", c[0])) is not None for c in cols):
+    print("ws: MiB/s and CPU per MiB count the messages echoed once (each byte crossed the proxy"
+          " both ways); %s connections, %s messages in flight on each."
+          % (os.environ["WS_CONNS"], os.environ["WS_WINDOW"]))
 print("workers/threads: egressd, squid (workers), haproxy (nbthread), nginx"
       " (worker_processes) as BENCH_WORKERS; tinyproxy and sniproxy as they come."
       " bulk and idle of sniproxy, haproxy, nginx: through their TLS port;"
@@ -1229,8 +1311,23 @@ icheck = [
     ("leaves minted per worker (at most)",
      len(ileaves) / int(os.environ["WORKERS"]) if ileaves else None, "<=", 1, ""),
 ]
-if any(x is not None for _, x, _, _, _ in icheck):
-    checks = [c for c in checks if c[1] is not None] + icheck
+# WebSocket inside interception: against the same messages through the
+# opaque tunnel of the same run.
+def vs_tunnel(label):
+    return ratio(v(label % "intercepted", "egressd"), v(label % "via tunnel", "egressd"))
+
+wcheck = [
+    c for size, text in WS_SIZES for c in (
+        ("ws %s MiB/s vs opaque tunnel" % text,
+         vs_tunnel("ws " + text + " %s (MiB/s)"), ">=", 0.8, "x"),
+        ("CPU per MiB, ws %s, vs opaque tunnel" % text,
+         vs_tunnel("CPU ws " + text + " %s (us/MiB)"), "<=", 1.5, "x"),
+    )
+]
+extra = [c for group in (icheck, wcheck) if any(x is not None for _, x, _, _, _ in group)
+         for c in group]
+if extra:
+    checks = [c for c in checks if c[1] is not None] + extra
 if "egressd" in names:
     print("\negressd against its targets:")
     for what, x, op, goal, unit in checks:
