@@ -17,6 +17,7 @@
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -151,4 +152,16 @@ void px_bev_read_direct(struct bufferevent *bev)
                  EV_READ | EV_PERSIST | EV_FINALIZE, on_direct_read, bev);
     if (on)
         event_add(&bev->ev_read, NULL);
+}
+
+void px_bev_move_records(struct evbuffer *in, struct evbuffer *out, size_t n)
+{
+    static _Thread_local uint8_t piece[PX_TLS_RECORD_MAX];
+
+    while (n > 0) {
+        size_t k = n < sizeof(piece) ? n : sizeof(piece);
+        evbuffer_remove(in, piece, k);
+        evbuffer_add(out, piece, k);
+        n -= k;
+    }
 }

@@ -7,6 +7,7 @@
 #ifndef PX_BEV_H
 #define PX_BEV_H
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <stdbool.h>
 
@@ -39,5 +40,14 @@ void px_bev_write_now(struct bufferevent *bev);
 bool px_bev_write_last(struct bufferevent *bev);
 /* Read what bev's socket holds now (up to 64 KiB) into its input. */
 void px_bev_read_now(struct bufferevent *bev);
+
+/* The most one TLS record carries (RFC 8446 section 5.1). */
+#define PX_TLS_RECORD_MAX (16 * 1024)
+/* Move n bytes from the front of evbuffer in to the end of out in pieces
+ * of PX_TLS_RECORD_MAX (a copy): a TLS bufferevent writes one record, and
+ * one write(2), per chain of its output, and a TLS bufferevent's input
+ * comes in chains of its reads' size (4 KiB), which evbuffer_remove_buffer
+ * would carry over as they are. */
+void px_bev_move_records(struct evbuffer *in, struct evbuffer *out, size_t n);
 
 #endif

@@ -11,6 +11,7 @@
 #include <event2/buffer.h>
 
 #include "answer.h"
+#include "bev.h"
 #include "client.h"
 #include "conn.h"
 #include "exchange.h"
@@ -37,12 +38,22 @@ enum body_state {
     BODY_QUOTA,  /* `most` bytes were moved and more of the body is there */
 };
 
+/* Move n bytes from in to out: in full TLS records when `records` (out
+ * is a TLS leg's), else as in's chains are. */
+static void take_bytes(struct evbuffer *in, struct evbuffer *out, size_t n, bool records)
+{
+    if (records)
+        px_bev_move_records(in, out, n);
+    else
+        evbuffer_remove_buffer(in, out, n);
+}
+
 /* Move the body bytes of one message from `in` to `out` as its framing
  * says, at most `most` of them (what is left of the byte quota), adding
- * what was moved to *moved. */
+ * what was moved to *moved; in full TLS records when `records`. */
 static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum http_body kind,
                                  uint64_t *left, struct http_chunked *ch, uint64_t most,
-                                 size_t *moved)
+                                 size_t *moved, bool records)
 {
     while (evbuffer_get_length(in) > 0) {
         size_t len = evbuffer_get_length(in), used;
@@ -57,11 +68,11 @@ static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum
         case HTTP_BODY_NONE: return BODY_DONE; /* (seen above) */
         case HTTP_BODY_TO_CLOSE:
             *moved += len;
-            evbuffer_remove_buffer(in, out, len);
+            take_bytes(in, out, len, records);
             break;
         case HTTP_BODY_LENGTH:
             used = len < *left ? len : (size_t)*left;
-            evbuffer_remove_buffer(in, out, used);
+            take_bytes(in, out, used, records);
             *moved += used;
             *left -= used;
             if (*left == 0)
@@ -76,7 +87,7 @@ static enum body_state move_body(struct evbuffer *in, struct evbuffer *out, enum
                 return BODY_BROKEN;
             if (r == HTTP_CHUNKED_MORE)
                 used = v.iov_len;
-            evbuffer_remove_buffer(in, out, used);
+            take_bytes(in, out, used, records);
             *moved += used;
             if (r == HTTP_CHUNKED_DONE)
                 return BODY_DONE;
@@ -126,9 +137,9 @@ static void forward_request_body(struct px_conn *c)
 
     if (c->ex->req_done)
         return;
-    enum body_state r =
-        move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up), c->ex->req_body,
-                  &c->ex->req_left, &c->ex->req_chunks, quota_left(c), &moved);
+    enum body_state r = move_body(bufferevent_get_input(c->cli), bufferevent_get_output(c->up),
+                                  c->ex->req_body, &c->ex->req_left, &c->ex->req_chunks,
+                                  quota_left(c), &moved, c->mode == PX_MODE_INTERCEPT);
     if (r == BODY_BROKEN) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "broken chunked request body");
         return;
@@ -384,7 +395,8 @@ static bool take_response(struct px_conn *c, bool eof)
         return false;
     enum body_state r =
         move_body(bufferevent_get_input(c->up), bufferevent_get_output(c->cli), c->ex->resp_body,
-                  &c->ex->resp_left, &c->ex->resp_chunks, allow < most ? allow : most, &moved);
+                  &c->ex->resp_left, &c->ex->resp_chunks, allow < most ? allow : most, &moved,
+                  c->mode == PX_MODE_INTERCEPT);
     if (gate_of(c) != NULL)
         px_gate_moved(gate_of(c), moved);
     if (r == BODY_QUOTA && allow < most)

@@ -25,6 +25,7 @@
 #include <event2/buffer.h>
 #include <stdlib.h>
 
+#include "bev.h"
 #include "conn.h"
 #include "gate.h"
 #include "log.h"
@@ -33,12 +34,6 @@
 
 #define HIGH_MARK (256 * 1024) /* a leg's output that stops its source's reading */
 #define PEEK_VECS 16           /* input chains looked at per evbuffer_peek */
-/* The most one TLS record carries (RFC 8446 section 5.1).  The other leg
- * writes a record per output chain: bytes are moved in pieces this large,
- * so its records are full rather than the size of the reads (4 KiB). */
-#define RECORD_MAX (16 * 1024)
-
-static _Thread_local uint8_t piece[RECORD_MAX];
 
 /* What the tunnel keeps beside the connection: where the origin's frames
  * end, for the gate. */
@@ -144,12 +139,7 @@ static bool move(struct px_conn *c, struct bufferevent *from, struct bufferevent
         n = (size_t)most;
     if (n == 0)
         return true;
-    for (size_t left = n; left > 0;) {
-        size_t k = left < sizeof(piece) ? left : sizeof(piece);
-        evbuffer_remove(in, piece, k);
-        evbuffer_add(bufferevent_get_output(to), piece, k);
-        left -= k;
-    }
+    px_bev_move_records(in, bufferevent_get_output(to), n); /* full TLS records */
     if (dir == 1 && gate_of(c) != NULL) {
         px_gate_moved(gate_of(c), n);
         c->ws->moved += n;
