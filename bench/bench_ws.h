@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #define WS_GUID       "258EAFA5-E914-47DA-95CA-C5AB0DC85B11" /* RFC 6455 section 1.3 */
 #define WS_KEY_BYTES  16 /* the nonce a client sends, before base64 */
@@ -48,6 +49,24 @@ struct ws_head {
     size_t size;  /* the header's own bytes */
 };
 
+/* Whether a field value (vl bytes) lists token, comma-separated,
+ * case-insensitive (RFC 9110 section 5.6.1). */
+static inline bool ws_value_lists(const char *v, size_t vl, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *end = v + vl; v < end;) {
+        while (v < end && (*v == ' ' || *v == '\t' || *v == ','))
+            v++;
+        const char *e = memchr(v, ',', (size_t)(end - v));
+        const char *t = e != NULL ? e : end;
+        while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - v) == tl && strncasecmp(v, token, tl) == 0)
+            return true;
+        v = e != NULL ? e + 1 : end;
+    }
+    return false;
+}
 /* The Sec-WebSocket-Accept for a Sec-WebSocket-Key (klen bytes, at most
  * WS_KEY_MAX): base64 of SHA-1(key GUID), written NUL-terminated to out. */
 static inline void ws_accept(const char *key, size_t klen, char out[WS_ACCEPT_LEN + 1])

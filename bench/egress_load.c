@@ -1264,25 +1264,6 @@ static void ws_ask(struct conn *c)
     c->out_left = n + WS_KEY_LEN + 4;
 }
 
-/* Whether a field value (vl bytes) lists token, comma-separated,
- * case-insensitive. */
-static bool value_lists(const char *v, size_t vl, const char *token)
-{
-    size_t tl = strlen(token);
-    for (const char *end = v + vl; v < end;) {
-        while (v < end && (*v == ' ' || *v == '\t' || *v == ','))
-            v++;
-        const char *e = memchr(v, ',', (size_t)(end - v));
-        const char *t = e != NULL ? e : end;
-        while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
-            t--;
-        if ((size_t)(t - v) == tl && strncasecmp(v, token, tl) == 0)
-            return true;
-        v = e != NULL ? e + 1 : end;
-    }
-    return false;
-}
-
 static int ws_feed(struct conn *c, const uint8_t *p, size_t n);
 
 /* A 101 is in (hl bytes of c->head, then extra bytes of frames): check
@@ -1295,7 +1276,7 @@ static int ws_upgraded(struct conn *c, size_t hl, size_t extra)
     const char *co = header(c->head, hl, "connection", &cl);
     const char *ac = header(c->head, hl, "sec-websocket-accept", &al);
 
-    if (!up || !value_lists(up, ul, "websocket") || !co || !value_lists(co, cl, "upgrade"))
+    if (!up || !ws_value_lists(up, ul, "websocket") || !co || !ws_value_lists(co, cl, "upgrade"))
         return conn_fail(c, E_BAD_STATUS, "a 101 without Upgrade: websocket, Connection: upgrade"),
                -1;
     if (!ac || al != WS_ACCEPT_LEN || memcmp(ac, c->ws->accept, WS_ACCEPT_LEN) != 0)

@@ -371,24 +371,11 @@ static const char *https_field(const char *h, size_t len, const char *name, size
  * (comma-separated, case-insensitive). */
 static bool https_lists(const char *h, size_t len, const char *name, const char *token)
 {
-    size_t vl = 0, tl = strlen(token);
+    size_t vl = 0;
     int count;
     const char *v = https_field(h, len, name, &vl, &count);
 
-    if (v == NULL)
-        return false;
-    for (const char *end = v + vl; v < end;) {
-        while (v < end && (*v == ' ' || *v == '\t' || *v == ','))
-            v++;
-        const char *e = memchr(v, ',', (size_t)(end - v));
-        const char *t = e != NULL ? e : end;
-        while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
-            t--;
-        if ((size_t)(t - v) == tl && strncasecmp(v, token, tl) == 0)
-            return true;
-        v = e != NULL ? e + 1 : end;
-    }
-    return false;
+    return v != NULL && ws_value_lists(v, vl, token);
 }
 
 /* NULL when the request head (hl bytes) carries exactly one x-api-key and
