@@ -15,25 +15,12 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 
-# Outside the namespace (the npm registry is reachable only here): the
-# pinned CLIs, once.  The outcome goes to the run inside.
-if [ -z "${EGD_IN_NETNS:-}" ]; then
-    EGM_AGENTS_LOG=$(mktemp "${TMPDIR:-/tmp}/egd-agents-setup.XXXXXX")
-    EGM_AGENTS_OK=0
-    egm_agents_setup >"$EGM_AGENTS_LOG" 2>&1 && EGM_AGENTS_OK=1
-    export EGM_AGENTS_LOG EGM_AGENTS_OK
-fi
+# The pinned CLIs, once, outside the namespace.
+egm_install_outside egm_agents_setup
 egd_netns "$@"
-egd_setup || { rm -f "${EGM_AGENTS_LOG:-}"; egm_bail "set-up: temp dir, test CA, hosts, preset"; }
-[ -f "${EGM_AGENTS_LOG:-}" ] && mv "$EGM_AGENTS_LOG" "$T/agents-setup.log"
-
-if [ "${EGM_AGENTS_OK:-0}" = 1 ]; then
-    ok 0 "the CLIs ${EGM_AGENT_PACKAGES[*]} are installed in BUILD_DIR"
-else
-    ok 1 "the CLIs ${EGM_AGENT_PACKAGES[*]} are installed in BUILD_DIR"
-    diag_file "$T/agents-setup.log"
-    egm_bail "nothing to run without the CLIs"
-fi
+egd_setup || { rm -f "${EGM_INSTALL_LOG:-}"; egm_bail "set-up: temp dir, test CA, hosts, preset"; }
+egm_install_check "the CLIs ${EGM_AGENT_PACKAGES[*]} are installed in BUILD_DIR" \
+    "nothing to run without the CLIs"
 BIN=$(egm_agents_modules)/.bin
 
 # The sandbox sb1 is 127.0.0.1, the source of every client here.  Only the

@@ -18,6 +18,11 @@
 #                          of the CLIs' 700 MB)
 #   egm_npm_install DIR SPEC...
 #                          what the three use: SPEC... pinned in DIR, once
+#   egm_install_outside FN before egd_netns: FN (one of the setups above)
+#                          outside the namespace, its outcome for the run inside
+#   egm_install_check TEXT WHY
+#                          after egd_setup: TEXT as one TAP line; when FN failed,
+#                          its log and egm_bail WHY
 #   egm_server LOG CMD...  start CMD in the background (its pid joins
 #                          EGD_PIDS), wait until LOG has a line "ready"
 #   egm_toolsrv NAME ROOT [OPTION...]
@@ -62,6 +67,30 @@ egm_npm_install() {
         fi
     ) 9>"$dir/.lock"
     [ "$(cat "$dir/installed" 2>/dev/null)" = "$want" ]
+}
+
+# egm_install_outside FN: before egd_netns, outside the namespace (the npm
+# registry is reachable only there), run FN once, its output in a log; the
+# outcome goes to the run inside (EGM_INSTALL_OK, EGM_INSTALL_LOG).
+egm_install_outside() {
+    [ -z "${EGD_IN_NETNS:-}" ] || return 0
+    EGM_INSTALL_LOG=$(mktemp "${TMPDIR:-/tmp}/egd-install.XXXXXX")
+    EGM_INSTALL_OK=0
+    "$1" >"$EGM_INSTALL_LOG" 2>&1 && EGM_INSTALL_OK=1
+    export EGM_INSTALL_LOG EGM_INSTALL_OK
+}
+
+# egm_install_check TEXT WHY: after egd_setup, the install's outcome as one
+# TAP line TEXT; when it failed, its log, then egm_bail WHY.
+egm_install_check() {
+    [ -f "${EGM_INSTALL_LOG:-}" ] && mv "$EGM_INSTALL_LOG" "$T/install.log"
+    if [ "${EGM_INSTALL_OK:-0}" = 1 ]; then
+        ok 0 "$1"
+        return 0
+    fi
+    ok 1 "$1"
+    diag_file "$T/install.log"
+    egm_bail "$2"
 }
 
 # egm_node_setup: the pinned undici in $BUILD_DIR/e2e-node.

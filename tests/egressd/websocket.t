@@ -19,22 +19,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 
-if [ -z "${EGD_IN_NETNS:-}" ]; then
-    EGM_NODE_LOG=$(mktemp "${TMPDIR:-/tmp}/egd-node-setup.XXXXXX")
-    EGM_NODE_OK=0
-    egm_node_setup >"$EGM_NODE_LOG" 2>&1 && EGM_NODE_OK=1
-    export EGM_NODE_LOG EGM_NODE_OK
-fi
+egm_install_outside egm_node_setup
 egd_netns "$@"
-egd_setup || { rm -f "${EGM_NODE_LOG:-}"; egm_bail "set-up: temp dir, test CA, hosts, preset"; }
-[ -f "${EGM_NODE_LOG:-}" ] && mv "$EGM_NODE_LOG" "$T/node-setup.log"
-if [ "${EGM_NODE_OK:-0}" = 1 ]; then
-    ok 0 "node: undici $EGM_UNDICI_VERSION is installed in BUILD_DIR/e2e-node"
-else
-    ok 1 "node: undici $EGM_UNDICI_VERSION is installed in BUILD_DIR/e2e-node"
-    diag_file "$T/node-setup.log"
-    egm_bail "nothing to run without undici"
-fi
+egd_setup || { rm -f "${EGM_INSTALL_LOG:-}"; egm_bail "set-up: temp dir, test CA, hosts, preset"; }
+egm_install_check "node: undici $EGM_UNDICI_VERSION is installed in BUILD_DIR/e2e-node" \
+    "nothing to run without undici"
 MODS=$(egm_node_modules)
 
 SB=127.0.0.1
