@@ -20,6 +20,7 @@ const char *policy_inject_kind_str(enum policy_inject_kind k)
     case POLICY_INJECT_BEARER: return "bearer";
     case POLICY_INJECT_BASIC: return "basic";
     case POLICY_INJECT_HEADER: return "header";
+    case POLICY_INJECT_TOKEN_ENDPOINT: return "token-endpoint";
     }
     return "header";
 }

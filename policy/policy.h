@@ -205,18 +205,22 @@ enum policy_inject_kind {
     POLICY_INJECT_BEARER,    /* authorization: Bearer SECRET */
     POLICY_INJECT_BASIC,     /* authorization: Basic SECRET (the secret is user:password) */
     POLICY_INJECT_HEADER,    /* FIELD: SECRET */
+    /* The host is the token endpoint of the OAuth login SECRET: egressd
+     * answers the sandbox's own refresh there (docs/credentials.md,
+     * "Subscription logins"); no header gets a value. */
+    POLICY_INJECT_TOKEN_ENDPOINT,
 };
 
 struct policy_inject {
     enum policy_inject_kind kind;
     const char *field;  /* the header field, lower case: "x-api-key", "authorization"
-                         * (bearer, basic) or FIELD */
+                         * (bearer, basic) or FIELD; "" for token-endpoint */
     const char *secret; /* the secret's name, [a-z0-9][a-z0-9_-]{0,62} */
     struct policy_rule_ref rule;
     const char *host; /* as written, normalized: "api.anthropic.com", "*.x", ".x" */
 };
 
-/* "x-api-key", "bearer", "basic", "header". */
+/* "x-api-key", "bearer", "basic", "header", "token-endpoint". */
 const char *policy_inject_kind_str(enum policy_inject_kind k);
 
 /* Every active (not expired at `now`) inject rule of binding b that

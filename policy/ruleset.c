@@ -451,6 +451,7 @@ static bool parse_inject(struct line *l, size_t *i, struct rule *r)
         {"bearer", "authorization", POLICY_INJECT_BEARER},
         {"basic", "authorization", POLICY_INJECT_BASIC},
         {"header", NULL, POLICY_INJECT_HEADER},
+        {"token-endpoint", "", POLICY_INJECT_TOKEN_ENDPOINT},
     };
     const char *why = inject_refused(l, r);
     struct policy_inject inj = {.rule = {l->ctx->file, l->lineno}};
@@ -467,7 +468,8 @@ static bool parse_inject(struct line *l, size_t *i, struct rule *r)
         k++;
     if (t == NULL || k == sizeof(kinds) / sizeof(kinds[0])) {
         expected(l, t, t ? t->col : col,
-                 "'x-api-key', 'bearer', 'basic' or 'header FIELD' after 'inject'");
+                 "'x-api-key', 'bearer', 'basic', 'header FIELD' or 'token-endpoint' after "
+                 "'inject'");
         return false;
     }
     inj.kind = kinds[k].kind;

@@ -98,11 +98,12 @@ static void test_forms(void)
               "tok.example inject header !#$%&'*+-.^_`|~09az secret t\n"           /* 8 */
               "long.example inject bearer secret "                                 /* 9 */
               "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0\n"  /*   */
-              "inject.example inject bearer secret i until 2027-01-01T00:00Z\n");  /* 10 */
+              "inject.example inject bearer secret i until 2027-01-01T00:00Z\n"    /* 10 */
+              "platform.claude.com inject token-endpoint secret claude\n");        /* 11 */
     if (!ok(p != NULL, "a preset with every inject form loads"))
         return;
     struct policy_binding *b = bind(p, "p", NULL, 0);
-    ok(policy_preset_rules(p, "p") == 10, "ten rules (got %ld)", policy_preset_rules(p, "p"));
+    ok(policy_preset_rules(p, "p") == 11, "eleven rules (got %ld)", policy_preset_rules(p, "p"));
     ok(inject_is(policy_binding_inject(b, 0), POLICY_INJECT_X_API_KEY, "x-api-key", "anthropic",
                  "api.anthropic.com", "p.allow", 1),
        "x-api-key: field x-api-key");
@@ -132,12 +133,16 @@ static void test_forms(void)
     ok(inject_is(policy_binding_inject(b, 9), POLICY_INJECT_BEARER, "authorization", "i",
                  "inject.example", "p.allow", 10),
        "inject before until");
-    ok(policy_binding_inject(b, 10) == NULL && policy_binding_inject(b, 1000) == NULL,
+    ok(inject_is(policy_binding_inject(b, 10), POLICY_INJECT_TOKEN_ENDPOINT, "", "claude",
+                 "platform.claude.com", "p.allow", 11),
+       "token-endpoint: a login's token endpoint, no header field");
+    ok(policy_binding_inject(b, 11) == NULL && policy_binding_inject(b, 1000) == NULL,
        "binding_inject: NULL past the end");
     ok(strcmp(policy_inject_kind_str(POLICY_INJECT_X_API_KEY), "x-api-key") == 0 &&
            strcmp(policy_inject_kind_str(POLICY_INJECT_BEARER), "bearer") == 0 &&
            strcmp(policy_inject_kind_str(POLICY_INJECT_BASIC), "basic") == 0 &&
-           strcmp(policy_inject_kind_str(POLICY_INJECT_HEADER), "header") == 0,
+           strcmp(policy_inject_kind_str(POLICY_INJECT_HEADER), "header") == 0 &&
+           strcmp(policy_inject_kind_str(POLICY_INJECT_TOKEN_ENDPOINT), "token-endpoint") == 0,
        "inject_kind_str names every kind");
     policy_binding_free(b);
     policy_unref(p);
@@ -196,14 +201,16 @@ static void test_refusals(void)
          "denied range)"},
         {"x.com inject bearer secret a inject basic secret b",
          "p.allow:1:30: 'inject' given twice in one rule"},
-        {"x.com inject",
-         "p.allow:1:13: expected 'x-api-key', 'bearer', 'basic' or 'header FIELD' after "
-         "'inject', found end of line"},
+        {"x.com inject", "p.allow:1:13: expected 'x-api-key', 'bearer', 'basic', 'header FIELD' or "
+                         "'token-endpoint' after "
+                         "'inject', found end of line"},
         {"x.com inject token secret s",
-         "p.allow:1:14: expected 'x-api-key', 'bearer', 'basic' or 'header FIELD' after "
+         "p.allow:1:14: expected 'x-api-key', 'bearer', 'basic', 'header FIELD' or "
+         "'token-endpoint' after "
          "'inject', found 'token'"},
         {"x.com inject Bearer secret s",
-         "p.allow:1:14: expected 'x-api-key', 'bearer', 'basic' or 'header FIELD' after "
+         "p.allow:1:14: expected 'x-api-key', 'bearer', 'basic', 'header FIELD' or "
+         "'token-endpoint' after "
          "'inject', found 'Bearer'"},
         {"x.com inject header",
          "p.allow:1:20: expected a header field name after 'header', found end of line"},
