@@ -36,6 +36,7 @@
 #include "log.h"
 #include "placeholder.h"
 #include "policy.h"
+#include "secrets.h"
 #include "verdict.h"
 #include "version.h"
 #include "world.h"
@@ -488,22 +489,42 @@ static void on_explain(struct evhttp_request *req)
     explain_free(x);
 }
 
+/* What the guest holds for secret `name` of sandbox sb: its kind
+ * ("value", or "login" with its provider) and placeholders (a login's
+ * access and refresh tokens). */
+static json_t *secret_json(const struct px_secrets *store, const struct px_sandbox *sb,
+                           const char *name)
+{
+    char ph[PX_PLACEHOLDER_MAX], rph[PX_PLACEHOLDER_MAX];
+    const char *provider = px_secrets_login_provider(store, name);
+
+    px_placeholder(A.hooks.placeholder_key, sb->id, name, ph, sizeof(ph));
+    if (provider == NULL)
+        return json_pack("{s:s, s:s}", "kind", "value", "placeholder", ph);
+    px_placeholder_refresh(A.hooks.placeholder_key, sb->id, name, rph, sizeof(rph));
+    return json_pack("{s:s, s:s, s:s, s:s}", "kind", "login", "provider", provider, "placeholder",
+                     ph, "refresh_placeholder", rph);
+}
+
 /* The credentials object of sandbox sb (new reference): its CA
- * certificate (null without one) and a placeholder per secret of its
- * binding.  Never a secret's value. */
-static json_t *credentials_json(const struct px_sandbox *sb)
+ * certificate (null without one), a placeholder per secret of its binding
+ * ("placeholders"), and per secret its kind and every placeholder
+ * ("secrets").  Never a secret's value. */
+static json_t *credentials_json(const struct px_secrets *store, const struct px_sandbox *sb)
 {
     static char pem[8192];
     char ph[PX_PLACEHOLDER_MAX];
-    json_t *phs = json_object();
+    json_t *phs = json_object(), *each = json_object();
 
     for (size_t i = 0; i < sb->n_secrets && A.hooks.placeholder_key != NULL; i++) {
         px_placeholder(A.hooks.placeholder_key, sb->id, sb->secrets[i], ph, sizeof(ph));
         json_object_set_new(phs, sb->secrets[i], json_string(ph));
+        json_object_set_new(each, sb->secrets[i], secret_json(store, sb, sb->secrets[i]));
     }
     json_t *ca = sb->ca != NULL && ca_authority_pem(sb->ca, pem, sizeof(pem)) > 0 ? json_string(pem)
                                                                                   : json_null();
-    return json_pack("{s:s, s:o, s:o}", "sandbox", sb->id, "ca", ca, "placeholders", phs);
+    return json_pack("{s:s, s:o, s:o, s:o}", "sandbox", sb->id, "ca", ca, "placeholders", phs,
+                     "secrets", each);
 }
 
 /* GET /v1/sandboxes/{id}/credentials: what the sandbox's guest is given
@@ -524,7 +545,7 @@ static void on_credentials(struct evhttp_request *req, const char *id)
         reply_error(req, 404, msg);
         return;
     }
-    json_t *j = credentials_json(sb);
+    json_t *j = credentials_json(w->secrets, sb);
     px_world_put(w);
     reply_json(req, 200, j);
 }

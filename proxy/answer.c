@@ -31,9 +31,11 @@ static const uint8_t tls_alert_denied[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0
 static const char *status_text(unsigned s)
 {
     switch (s) {
+    case 200: return "OK";
     case 400: return "Bad Request";
     case 403: return "Forbidden";
     case 407: return "Proxy Authentication Required";
+    case 411: return "Length Required";
     case 408: return "Request Timeout";
     case 414: return "URI Too Long";
     case 426: return "Upgrade Required";
@@ -179,5 +181,20 @@ void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const ch
         snprintf(body, sizeof(body), "egressd: %s (%s)\n", detail, px_reason_str(r));
     }
     answer(c, status, hdr, body);
+    px_conn_flush_close(c);
+}
+
+void px_conn_reply(struct px_conn *c, unsigned status, const char *type, const char *body,
+                   size_t len)
+{
+    struct evbuffer *out = bufferevent_get_output(c->cli);
+
+    c->rq.status = status;
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %u %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                        "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+                        status, status_text(status), type, len);
+    evbuffer_add(out, body, len);
+    c->bytes_down += len;
     px_conn_flush_close(c);
 }

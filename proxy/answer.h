@@ -25,4 +25,10 @@ void px_conn_end_denied(struct px_conn *c, enum px_reason r, const struct policy
  * 9209 Proxy-Status error.  Closes. */
 void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail);
 
+/* Answer a request egressd serves itself (a sandbox's refresh of a login:
+ * tokenep.c) with `status` and body[0..len) of content type `type`, then
+ * close.  Closes. */
+void px_conn_reply(struct px_conn *c, unsigned status, const char *type, const char *body,
+                   size_t len);
+
 #endif

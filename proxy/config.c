@@ -238,6 +238,74 @@ static void directive_tls(struct reader *r, char **w, int n)
     }
 }
 
+int px_oauth_provider_index(const char *name)
+{
+    static const char *const names[PX_OAUTH_PROVIDERS] = {"anthropic", "openai", "google"};
+
+    for (int i = 0; i < PX_OAUTH_PROVIDERS; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* "https://HOST[:PORT]/PATH" into o; false when it is not one. */
+static bool oauth_url(struct px_oauth_cfg *o, const char *v)
+{
+    static const char scheme[] = "https://";
+    const char *host = v + sizeof(scheme) - 1, *slash, *colon;
+    uint64_t port = 443;
+
+    if (strncmp(v, scheme, sizeof(scheme) - 1) != 0 || (slash = strchr(host, '/')) == NULL ||
+        strlen(slash) >= sizeof(o->path))
+        return false;
+    colon = memchr(host, ':', (size_t)(slash - host));
+    size_t hlen = (size_t)((colon ? colon : slash) - host);
+    if (hlen == 0 || hlen >= sizeof(o->host))
+        return false;
+    if (colon != NULL) {
+        char digits[8];
+        size_t dlen = (size_t)(slash - colon - 1);
+        if (dlen == 0 || dlen > 5)
+            return false;
+        snprintf(digits, sizeof(digits), "%.*s", (int)dlen, colon + 1);
+        if (strspn(digits, "0123456789") != dlen || !px_parse_size(digits, &port) || port < 1 ||
+            port > 65535)
+            return false;
+    }
+    snprintf(o->host, sizeof(o->host), "%.*s", (int)hlen, host);
+    snprintf(o->path, sizeof(o->path), "%s", slash);
+    o->port = (uint16_t)port;
+    return true;
+}
+
+/* `oauth-provider NAME token-url URL [client-id ID] [client-secret S]`. */
+static void directive_oauth(struct reader *r, char **w, int n)
+{
+    static const char usage[] = "expected 'oauth-provider anthropic|openai|google token-url "
+                                "https://HOST[:PORT]/PATH [client-id ID] [client-secret S]'";
+    int k = n >= 2 ? px_oauth_provider_index(w[1]) : -1;
+
+    if (k < 0 || n % 2 != 0) {
+        fail(r, "%s", usage);
+        return;
+    }
+    struct px_oauth_cfg *o = &r->c->oauth[k];
+    *o = (struct px_oauth_cfg){.set = true};
+    for (int i = 2; i + 1 < n; i += 2) {
+        if (strcmp(w[i], "token-url") == 0 && !oauth_url(o, w[i + 1]))
+            fail(r, "expected an https://HOST[:PORT]/PATH URL after token-url, found '%s'",
+                 w[i + 1]);
+        else if (strcmp(w[i], "client-id") == 0)
+            snprintf(o->client_id, sizeof(o->client_id), "%s", w[i + 1]);
+        else if (strcmp(w[i], "client-secret") == 0)
+            snprintf(o->client_secret, sizeof(o->client_secret), "%s", w[i + 1]);
+        else if (strcmp(w[i], "token-url") != 0)
+            fail(r, "%s; found '%s'", usage, w[i]);
+    }
+    if (o->host[0] == '\0')
+        fail(r, "oauth-provider %s: no token-url", w[1]);
+}
+
 static void directive_admin(struct reader *r, const char *v)
 {
     struct px_config *c = r->c;
@@ -437,6 +505,7 @@ static const char *const known[] = {
     "dns-log",
     "dns-log-interval",
     "user",
+    "oauth-provider",
     NULL,
 };
 
@@ -459,6 +528,10 @@ static void read_line(struct reader *r, char *s)
         return;
     if (strcmp(w[0], "transparent-tls") == 0) {
         directive_tls(r, w, n);
+        return;
+    }
+    if (strcmp(w[0], "oauth-provider") == 0) {
+        directive_oauth(r, w, n);
         return;
     }
     const char *near = policy_nearest_word(w[0], strlen(w[0]), known);

@@ -36,6 +36,19 @@ struct px_range {
  * interval, or none. */
 enum px_dns_log { PX_DNS_LOG_ALL, PX_DNS_LOG_SUMMARY, PX_DNS_LOG_OFF };
 
+/* `oauth-provider NAME token-url URL [client-id ID] [client-secret S]`:
+ * where a login of provider NAME (anthropic, openai, google) is refreshed,
+ * in place of the built-in profile (logins.c); for tests and for an
+ * appliance behind its own gateway. */
+#define PX_OAUTH_PROVIDERS 3
+struct px_oauth_cfg {
+    bool set;
+    char host[256];
+    uint16_t port;
+    char path[256];
+    char client_id[256], client_secret[256]; /* "": the built-in one */
+};
+
 struct px_config {
     char file[1024]; /* the config file, as given */
     struct px_addr listen[PX_MAX_LISTENERS];
@@ -82,7 +95,11 @@ struct px_config {
     enum px_dns_log dns_log;       /* which queries get a log line */
     uint64_t dns_log_interval_ms;  /* PX_DNS_LOG_SUMMARY: one line per key per interval */
     char user[64];
+    struct px_oauth_cfg oauth[PX_OAUTH_PROVIDERS]; /* anthropic, openai, google */
 };
+
+/* The index of provider `name` in px_config.oauth, or -1. */
+int px_oauth_provider_index(const char *name);
 
 /* Read and check `path`.  Relative paths inside the file are taken from the
  * file's own directory.  Returns 0, or -1 with every error found, one per

@@ -14,6 +14,7 @@
  *   upstream.c  connecting to the origin, address by address
  *   exchange.c  the HTTP exchange: bodies, the response, keep-alive
  *   intercept.c a CONNECT egressd terminates to add a sandbox's credentials
+ *   tokenep.c   inside it, a sandbox's own OAuth refresh, answered by egressd
  *   relay.c     the tunnel; rehello.c its later ClientHellos
  *   answer.c    the deny and fail contract (any phase may end with it)
  *   revoke.c    judging open connections again after a world swap
@@ -158,6 +159,12 @@ struct px_intercept {
     bool waiting;    /* a judged request waits for the handshake */
     /* The secrets sent, searched for in what comes back (gate.h); or NULL. */
     struct px_gate *gate;
+    /* The logins whose tokens the current request carries (bit i: the
+     * sandbox's i-th secret) and each token's generation: a 401 asks
+     * for a refresh of exactly those (logins.h). */
+    uint32_t login_mask;
+    uint64_t login_gen[PX_SANDBOX_MAX_SECRETS];
+    struct px_tokenep *tk; /* a sandbox's refresh being answered (tokenep.c), or NULL */
     char up_error[160];
 };
 

@@ -14,6 +14,8 @@
 #include <event2/thread.h>
 #include <getopt.h>
 #include <grp.h>
+#include <jansson.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include "certs.h"
 #include "conn.h"
 #include "log.h"
+#include "logins.h"
 #include "metrics.h"
 #include "policy_load.h"
 #include "prefixbio.h"
@@ -188,10 +191,28 @@ static void on_expiry(evutil_socket_t fd, short what, void *arg)
     arm_expiry();
 }
 
+/* The OAuth logins of the world in force (logins.h): main thread. */
+static void sync_logins(void)
+{
+    struct px_world *w = px_world_get();
+    px_logins_sync(w->secrets);
+    px_world_put(w);
+}
+
 static void on_world_swap(void)
 {
     recheck_workers();
     arm_expiry();
+    sync_logins();
+}
+
+/* jansson's free: what it held (a login file's tokens among it) is wiped
+ * first. */
+static void wiping_free(void *p)
+{
+    if (p != NULL)
+        explicit_bzero(p, malloc_usable_size(p));
+    free(p);
 }
 
 /* ------------------------------------------------------------ stopping */
@@ -404,6 +425,9 @@ static int start(char *err, size_t errlen)
     main_resolver = px_resolver_new(main_base, cfg.resolvers, cfg.n_resolvers, err, errlen);
     if (main_resolver == NULL)
         return -1;
+    px_logins_init(main_base, main_resolver, &cfg);
+    px_metrics_section(px_logins_render);
+    sync_logins();
     if (cfg.have_admin && px_admin_start(main_base, &cfg, main_resolver, &hooks, err, errlen) == -1)
         return -1;
     if (cfg.have_metrics && px_metrics_listen(main_base, &cfg.metrics, err, errlen) == -1)
@@ -453,6 +477,7 @@ int main(int argc, char **argv)
         return check_only();
 
     evthread_use_pthreads();
+    json_set_alloc_funcs(malloc, wiping_free);
     event_set_log_callback(on_libevent_log);
     px_metrics_init(EGRESSD_VERSION);
     px_d.cfg = &cfg;
@@ -475,6 +500,7 @@ int main(int argc, char **argv)
     px_addrwatch_free(addrwatch);
     px_admin_stop();
     px_metrics_stop();
+    px_logins_shutdown();
     px_resolver_free(main_resolver);
     event_base_loop(main_base, EVLOOP_NONBLOCK); /* evdns' last callbacks */
     px_world_shutdown();

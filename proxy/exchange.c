@@ -16,6 +16,7 @@
 #include "conn.h"
 #include "exchange.h"
 #include "gate.h"
+#include "intercept.h"
 #include "log.h"
 #include "metrics.h"
 #include "request.h"
@@ -286,6 +287,8 @@ static enum head_state send_final_head(struct px_conn *c, const struct http_resp
                                        const char *p)
 {
     c->rq.status = resp->status;
+    if (c->mode == PX_MODE_INTERCEPT)
+        px_intercept_on_status(c, resp->status); /* a 401 may ask for a login's refresh */
     c->ex->resp_body = resp->body;
     c->ex->resp_left = resp->content_length;
     http_chunked_init(&c->ex->resp_chunks);

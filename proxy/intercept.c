@@ -32,14 +32,18 @@
 #include "gate.h"
 #include "intercept.h"
 #include "log.h"
+#include "logins.h"
 #include "metrics.h"
+#include "oauth.h"
 #include "placeholder.h"
 #include "prefixbio.h"
 #include "request.h"
 #include "secrets.h"
+#include "tokenep.h"
 
-#define INJECTS_MAX   8           /* inject rules of one host looked at */
-#define SCRATCH_BYTES (64 * 1024) /* the substituted values of one head */
+#define INJECTS_MAX              8           /* inject rules of one host looked at */
+#define SCRATCH_BYTES            (64 * 1024) /* the substituted values of one head */
+#define HTTP_STATUS_UNAUTHORIZED 401
 
 /* The HTTP/2 connection preface (RFC 9113 section 3.4). */
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n";
@@ -83,7 +87,8 @@ static enum http_cred_kind cred_kind(enum policy_inject_kind k)
     case POLICY_INJECT_X_API_KEY: return HTTP_CRED_X_API_KEY;
     case POLICY_INJECT_BEARER: return HTTP_CRED_BEARER;
     case POLICY_INJECT_BASIC: return HTTP_CRED_BASIC;
-    case POLICY_INJECT_HEADER: break;
+    case POLICY_INJECT_HEADER:
+    case POLICY_INJECT_TOKEN_ENDPOINT: break; /* (never asked: creds_of skips it) */
     }
     return HTTP_CRED_HEADER;
 }
@@ -96,7 +101,37 @@ struct cred_table {
     uint8_t secret[HTTP_CRED_MAX]; /* cr[k] is of c->sb->secrets[secret[k]] */
     char ph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX];
     size_t n;
+    /* A login's current access token (logins.h), copied for this request
+     * (wiped after it), and its generation; tok_len[i] 0: not copied. */
+    char tok[PX_SANDBOX_MAX_SECRETS][OAUTH_TOKEN_MAX + 1];
+    size_t tok_len[PX_SANDBOX_MAX_SECRETS];
+    uint64_t tok_gen[PX_SANDBOX_MAX_SECRETS];
 };
+
+/* The value of secret i (`name`) for this request: a login's current
+ * access token, or the store's value.  False when there is none. */
+static bool value_of(struct cred_table *t, size_t i, const struct px_secrets *store,
+                     const char *name, struct http_view *v)
+{
+    if (!px_secrets_login(store, name, NULL))
+        return px_secrets_get(store, name, &v->p, &v->len);
+    if (t->tok_len[i] == 0 &&
+        !px_login_token(name, t->tok[i], sizeof(t->tok[i]), &t->tok_len[i], &t->tok_gen[i]))
+        return false;
+    v->p = t->tok[i];
+    v->len = t->tok_len[i];
+    return true;
+}
+
+/* Wipe the login tokens t copied. */
+static void wipe_tokens(struct cred_table *t)
+{
+    for (size_t i = 0; i < PX_SANDBOX_MAX_SECRETS; i++)
+        if (t->tok_len[i] != 0) {
+            explicit_bzero(t->tok[i], t->tok_len[i]);
+            t->tok_len[i] = 0;
+        }
+}
 
 /* Add secret i's credential in rule r's shape (NULL: unbound). */
 static void add_cred(struct cred_table *t, size_t i, size_t ph_len, const struct policy_inject *r,
@@ -107,7 +142,7 @@ static void add_cred(struct cred_table *t, size_t i, size_t ph_len, const struct
     /* (unbound: any sight of the placeholder is FOREIGN, whatever field) */
     *cr = (struct http_cred){
         .kind = HTTP_CRED_X_API_KEY, .field = "x-api-key", .placeholder = {t->ph[i], ph_len}};
-    if (r != NULL && px_secrets_get(store, name, &cr->secret.p, &cr->secret.len)) {
+    if (r != NULL && value_of(t, i, store, name, &cr->secret)) {
         cr->kind = cred_kind(r->kind);
         cr->field = r->field;
         cr->bound = true;
@@ -132,7 +167,7 @@ static void creds_of(const struct px_conn *c, const struct policy_host *host, ui
             px_placeholder(px_d.placeholder_key, c->sb->id, name, t->ph[i], sizeof(t->ph[i]));
         size_t before = t->n;
         for (size_t k = 0; k < n_inj && k < INJECTS_MAX && t->n < HTTP_CRED_MAX; k++)
-            if (strcmp(inj[k]->secret, name) == 0)
+            if (strcmp(inj[k]->secret, name) == 0 && inj[k]->kind != POLICY_INJECT_TOKEN_ENDPOINT)
                 add_cred(t, i, len, inj[k], c->world->secrets, name);
         if (t->n == before && t->n < HTTP_CRED_MAX)
             add_cred(t, i, len, NULL, NULL, name);
@@ -304,6 +339,7 @@ void px_intercept_free(struct px_conn *c)
 {
     if (c->ic != NULL)
         px_gate_free(c->ic->gate);
+    px_tokenep_free(c);
     free(c->ic);
     c->ic = NULL;
 }
@@ -466,6 +502,20 @@ static void guard(struct px_conn *c, const struct cred_table *t, uint32_t used)
             px_gate_add(c->ic->gate, t->cr[k].secret.p, t->cr[k].secret.len, t->secret[k]);
 }
 
+/* Note which logins' tokens (and their generations) the request carries,
+ * for px_intercept_on_status. */
+static void note_logins(struct px_conn *c, const struct cred_table *t, uint32_t used)
+{
+    c->ic->login_mask = 0;
+    for (size_t k = 0; k < t->n; k++) {
+        size_t i = t->secret[k];
+        if ((used & (1u << k)) && t->tok_len[i] != 0 && i < 32) {
+            c->ic->login_mask |= 1u << i;
+            c->ic->login_gen[i] = t->tok_gen[i];
+        }
+    }
+}
+
 /* The judged request's head, still in the client's input: substitute the
  * credentials and send it on.  May close. */
 static void forward(struct px_conn *c)
@@ -484,24 +534,39 @@ static void forward(struct px_conn *c)
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "malformed request"); /* parsed before: a bug */
         return;
     }
+    if (px_tokenep_take(c, &req))
+        return; /* a sandbox's own refresh: egressd answers it */
     creds_of(c, &c->ic->host, c->ic->port, &t);
     enum http_cred_result r =
         http_cred_apply(&req, t.cr, t.n, scratch, sizeof(scratch), &which, &used);
     if (r != HTTP_CRED_NONE && r != HTTP_CRED_DONE) {
+        wipe_tokens(&t);
         refuse(c, &t, r, which);
         return;
     }
     if (used != 0 && !method_ok(req.method)) {
+        wipe_tokens(&t);
         refuse_method(c, secrets_of(&t, used));
         return;
     }
     guard(c, &t, used);
+    note_logins(c, &t, used);
+    wipe_tokens(&t);
     note_secrets(c, added(c, &t, used));
     bool sent = px_request_forward(c, &req);
     if (used != 0)
         explicit_bzero(scratch, sizeof(scratch)); /* (untouched when nothing was added) */
     if (sent)
         px_exchange_start(c);
+}
+
+void px_intercept_on_status(struct px_conn *c, unsigned status)
+{
+    if (status != HTTP_STATUS_UNAUTHORIZED || c->ic == NULL)
+        return;
+    for (size_t i = 0; i < c->sb->n_secrets && i < 32; i++)
+        if (c->ic->login_mask & (1u << i))
+            px_login_rejected(c->sb->secrets[i], c->ic->login_gen[i]);
 }
 
 void px_intercept_request(struct px_conn *c)

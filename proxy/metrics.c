@@ -441,7 +441,7 @@ void px_metrics_set_sandboxes(size_t n)
 
 /* ------------------------------------------------------------- the page */
 
-static void family(FILE *f, const char *name, const char *type, const char *help)
+void px_metrics_family(FILE *f, const char *name, const char *type, const char *help)
 {
     fprintf(f, "# HELP egressd_%s %s\n# TYPE egressd_%s %s\n", name, help, name, type);
 }
@@ -458,8 +458,9 @@ static void series_start(FILE *f, const char *name, const struct px_msb *m)
 
 static void render_connections(FILE *f)
 {
-    family(f, "connections_total", "counter",
-           "Connections and requests decided, by sandbox, owner, mode, decision and reason.");
+    px_metrics_family(
+        f, "connections_total", "counter",
+        "Connections and requests decided, by sandbox, owner, mode, decision and reason.");
     for (const struct px_msb *m = sandboxes_list; m != NULL; m = m->next) {
         for (int mode = 0; mode < PX_MODE_COUNT; mode++) {
             for (int d = 0; d < DECISIONS; d++) {
@@ -481,13 +482,14 @@ static void render_sandbox_gauges(FILE *f)
 {
     const struct px_msb *m;
 
-    family(f, "active_connections", "gauge", "Connections open now, by sandbox and owner.");
+    px_metrics_family(f, "active_connections", "gauge",
+                      "Connections open now, by sandbox and owner.");
     for (m = sandboxes_list; m != NULL; m = m->next) {
         series_start(f, "active_connections", m);
         fprintf(f, "} %ld\n", active_of(m));
     }
-    family(f, "bytes_total", "counter",
-           "Bytes relayed, by sandbox, owner and direction (up: client to origin).");
+    px_metrics_family(f, "bytes_total", "counter",
+                      "Bytes relayed, by sandbox, owner and direction (up: client to origin).");
     for (m = sandboxes_list; m != NULL; m = m->next) {
         series_start(f, "bytes_total", m);
         fprintf(f, ",direction=\"up\"} %llu\n",
@@ -513,8 +515,8 @@ static void render_histogram(FILE *f)
 {
     uint64_t cumulative = 0;
 
-    family(f, "upstream_connect_seconds", "histogram",
-           "Seconds taken to establish a connection upstream.");
+    px_metrics_family(f, "upstream_connect_seconds", "histogram",
+                      "Seconds taken to establish a connection upstream.");
     for (size_t i = 0; i <= BUCKETS; i++) {
         cumulative += row_sum(offsetof(struct global_row, connect_buckets[i]));
         fprintf(f, "egressd_upstream_connect_seconds_bucket{le=\"%s\"} %llu\n",
@@ -527,18 +529,19 @@ static void render_histogram(FILE *f)
 
 static void render_globals(FILE *f)
 {
-    family(f, "dns_lookups_total", "counter",
-           "Name lookups, by where the answer came from or how they failed.");
+    px_metrics_family(f, "dns_lookups_total", "counter",
+                      "Name lookups, by where the answer came from or how they failed.");
     for (size_t i = 0; i < DNS_RESULTS; i++)
         fprintf(f, "egressd_dns_lookups_total{result=\"%s\"} %llu\n", dns_results[i],
                 (unsigned long long)row_sum(offsetof(struct global_row, dns_counts[i])));
-    family(f, "dns_queries_total", "counter",
-           "Queries to the policy DNS server, by what it answered.");
+    px_metrics_family(f, "dns_queries_total", "counter",
+                      "Queries to the policy DNS server, by what it answered.");
     for (size_t i = 0; i < PX_DNSS_COUNT; i++)
         fprintf(f, "egressd_dns_queries_total{result=\"%s\"} %llu\n", served_words[i],
                 (unsigned long long)row_sum(offsetof(struct global_row, served_counts[i])));
-    family(f, "injections_total", "counter",
-           "Credential injection: what was done with each secret's placeholder in requests.");
+    px_metrics_family(
+        f, "injections_total", "counter",
+        "Credential injection: what was done with each secret's placeholder in requests.");
     for (size_t i = 0; i < atomic_load(&n_injections); i++)
         for (size_t r = 0; r < PX_INJ_COUNT; r++) {
             fputs("egressd_injections_total{secret=\"", f);
@@ -546,29 +549,37 @@ static void render_globals(FILE *f)
             fprintf(f, "\",result=\"%s\"} %llu\n", injection_words[r],
                     (unsigned long long)atomic_load(&injections[i].n[r]));
         }
-    family(f, "leaf_certificates_total", "counter",
-           "Credential injection: an intercepted host's leaf from a worker's cache, or minted.");
+    px_metrics_family(
+        f, "leaf_certificates_total", "counter",
+        "Credential injection: an intercepted host's leaf from a worker's cache, or minted.");
     fprintf(f, "egressd_leaf_certificates_total{result=\"hit\"} %llu\n",
             (unsigned long long)row_sum(offsetof(struct global_row, leaf_hits)));
     fprintf(f, "egressd_leaf_certificates_total{result=\"mint\"} %llu\n",
             (unsigned long long)row_sum(offsetof(struct global_row, leaf_mints)));
-    family(f, "policy_reloads_total", "counter", "Policy reloads, by result.");
+    px_metrics_family(f, "policy_reloads_total", "counter", "Policy reloads, by result.");
     fprintf(f, "egressd_policy_reloads_total{result=\"ok\"} %llu\n",
             (unsigned long long)atomic_load(&reloads_ok));
     fprintf(f, "egressd_policy_reloads_total{result=\"error\"} %llu\n",
             (unsigned long long)atomic_load(&reloads_error));
-    family(f, "policy_rules", "gauge", "Rules in each preset of the policy in force.");
+    px_metrics_family(f, "policy_rules", "gauge", "Rules in each preset of the policy in force.");
     for (size_t i = 0; i < n_presets; i++) {
         fputs("egressd_policy_rules{preset=\"", f);
         put_label_value(f, presets[i].name);
         fprintf(f, "\"} %ld\n", presets[i].rules);
     }
-    family(f, "sandboxes", "gauge", "Sandbox bindings known.");
+    px_metrics_family(f, "sandboxes", "gauge", "Sandbox bindings known.");
     fprintf(f, "egressd_sandboxes %zu\n", atomic_load(&n_sandboxes));
-    family(f, "build_info", "gauge", "Always 1; the version of egressd in its label.");
+    px_metrics_family(f, "build_info", "gauge", "Always 1; the version of egressd in its label.");
     fputs("egressd_build_info{version=\"", f);
     put_label_value(f, build_version);
     fputs("\"} 1\n", f);
+}
+
+static void (*section)(FILE *f); /* px_metrics_section's */
+
+void px_metrics_section(void (*render)(FILE *f))
+{
+    section = render;
 }
 
 char *px_metrics_render(size_t *len)
@@ -585,6 +596,8 @@ char *px_metrics_render(size_t *len)
     render_sandbox_gauges(f);
     render_histogram(f);
     render_globals(f);
+    if (section != NULL)
+        section(f);
     pthread_mutex_unlock(&lock);
     if (fclose(f) != 0)
         abort(); /* memory streams fail only when out of memory */

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "policy.h"
 #include "verdict.h"
@@ -102,6 +103,13 @@ void px_metrics_set_sandboxes(size_t n);
  * px_metrics_render() sweeps first, so the page never shows a series
  * nothing holds. */
 void px_metrics_sweep(void);
+
+/* One more section of the page, rendered after the others by `render`
+ * (the OAuth logins' families: logins.c); set once, before the page is
+ * served. */
+void px_metrics_section(void (*render)(FILE *f));
+/* A family's HELP and TYPE lines (egressd_NAME), for a section. */
+void px_metrics_family(FILE *f, const char *name, const char *type, const char *help);
 
 /* The whole page (text format 0.0.4), NUL-terminated; caller frees. */
 char *px_metrics_render(size_t *len);

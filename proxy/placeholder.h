@@ -29,6 +29,13 @@
 size_t px_placeholder(const uint8_t k[PX_PLACEHOLDER_KEY_SIZE], const char *sandbox_id,
                       const char *name, char *out, size_t cap);
 
+/* The refresh-token placeholder of login `name` for sandbox `sandbox_id`
+ * (logins.h): the same shape as px_placeholder's, from the label
+ * "refresh-token" instead of "placeholder", so it is never the access
+ * token's.  px_placeholder's contract. */
+size_t px_placeholder_refresh(const uint8_t k[PX_PLACEHOLDER_KEY_SIZE], const char *sandbox_id,
+                              const char *name, char *out, size_t cap);
+
 /* Whether s[0..len) has the shape of a placeholder (of any key, sandbox
  * and secret): "egressd-ph-", a secret's name, '-', 32 lowercase hex
  * digits, nothing more.  When it has and name is not NULL, *name and

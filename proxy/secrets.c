@@ -30,13 +30,17 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "oauth.h"
 
 /* The longest file that can hold a value: PX_SECRET_VALUE_MAX and "\r\n". */
 #define FILE_MAX (PX_SECRET_VALUE_MAX + 2)
 
 struct entry {
     char name[PX_SECRET_NAME_MAX + 1];
-    size_t off, len; /* the value: vault[off..off+len), NUL after it */
+    size_t off, len;              /* the value: vault[off..off+len), NUL after it */
+    bool login;                   /* a CLI's login file (JSON), not a value for a header */
+    enum oauth_provider provider; /* login: whose */
+    struct px_file_id id;
 };
 
 struct px_secrets {
@@ -52,6 +56,8 @@ struct cand {
     char name[PX_SECRET_NAME_MAX + 1];
     int fd;
     size_t size;
+    struct px_file_id id;
+    enum oauth_provider provider; /* a login file's, once read */
 };
 
 struct loader {
@@ -101,9 +107,7 @@ static const char *shown(const char *name, char buf[72])
 
 static atomic_flag mlock_warned = ATOMIC_FLAG_INIT;
 
-/* A private mapping of at least `len` bytes for values (see the top), or
- * NULL with errno.  *mapped is its length. */
-static char *vault_map(size_t len, size_t *mapped)
+char *px_vault_map(size_t len, size_t *mapped)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
@@ -125,8 +129,7 @@ static char *vault_map(size_t len, size_t *mapped)
     return p;
 }
 
-/* Wipe a vault, then unmap it. */
-static void vault_unmap(char *p, size_t mapped)
+void px_vault_unmap(char *p, size_t mapped)
 {
     if (p == NULL)
         return;
@@ -138,6 +141,29 @@ static void vault_unmap(char *p, size_t mapped)
 }
 
 /* ------------------------------------------------------------ names */
+
+struct px_file_id px_file_id_of(const struct stat *st)
+{
+    return (struct px_file_id){.dev = st->st_dev,
+                               .ino = st->st_ino,
+                               .size = st->st_size,
+                               .mtime_ns =
+                                   (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec};
+}
+
+bool px_file_id_eq(const struct px_file_id *a, const struct px_file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns;
+}
+
+bool px_secret_is_login_text(const char *p, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+        i++;
+    return i < n && p[i] == '{';
+}
 
 bool px_secret_name_ok(const char *s, size_t n)
 {
@@ -209,6 +235,7 @@ static void cand_open(struct loader *l, const char *name)
         snprintf(c->name, sizeof(c->name), "%s", name);
         c->fd = fd;
         c->size = (size_t)st.st_size;
+        c->id = px_file_id_of(&st);
         fd = -1;
     }
     if (fd != -1)
@@ -251,10 +278,35 @@ static void dir_scan(struct loader *l)
 
 /* ------------------------------------------------------------ pass two */
 
+/* Whether login file text[0..len) of candidate c reads as one of the
+ * three CLIs' logins (oauth/); fails it otherwise, naming the field that
+ * is wrong, never a value. */
+static bool login_ok(struct loader *l, struct cand *c, const char *text, size_t len)
+{
+    size_t mapped;
+    struct oauth_login *tmp = (struct oauth_login *)px_vault_map(sizeof(*tmp), &mapped);
+    char why[256];
+    bool ok = false;
+
+    if (tmp == NULL)
+        snprintf(why, sizeof(why), "no memory kept out of core dumps: %s", strerror(errno));
+    else if (len > OAUTH_FILE_MAX)
+        snprintf(why, sizeof(why), "%zu bytes, more than a login file may have (%d)", len,
+                 OAUTH_FILE_MAX);
+    else
+        ok = oauth_file_parse(text, len, tmp, why, sizeof(why)) == 0;
+    if (ok)
+        c->provider = tmp->provider;
+    if (!ok)
+        fail(l, "%s/%s: a login file (JSON) egressd cannot keep: %s", l->dir, c->name, why);
+    px_vault_unmap((char *)tmp, mapped);
+    return ok;
+}
+
 /* Read candidate c into dst (room: c->size + 1 bytes) and check the value:
  * its length after the one trailing newline is stripped, or -1 (failed;
  * the message shows no byte of it). */
-static ssize_t cand_read(struct loader *l, const struct cand *c, char *dst)
+static ssize_t cand_read(struct loader *l, struct cand *c, char *dst)
 {
     size_t got = 0;
 
@@ -287,6 +339,10 @@ static ssize_t cand_read(struct loader *l, const struct cand *c, char *dst)
              l->dir, c->name, got, PX_SECRET_VALUE_MAX);
         return -1;
     }
+    if (px_secret_is_login_text(dst, got)) {
+        dst[got] = '\0';
+        return login_ok(l, c, dst, got) ? (ssize_t)got : -1;
+    }
     for (size_t i = 0; i < got; i++)
         if ((unsigned char)dst[i] < 0x20 || dst[i] == 0x7f) {
             fail(l,
@@ -307,7 +363,7 @@ static int vault_fill(struct loader *l, struct px_secrets *s)
 
     for (size_t i = 0; i < l->n; i++)
         total += l->c[i].size + 1;
-    s->vault = vault_map(total, &s->vault_len);
+    s->vault = px_vault_map(total, &s->vault_len);
     if (s->vault == NULL) {
         fail(l, "%s: cannot map %zu bytes for the secrets, kept out of core dumps: %s", l->dir,
              total, strerror(errno));
@@ -323,13 +379,16 @@ static int vault_fill(struct loader *l, struct px_secrets *s)
             memcpy(e->name, l->c[i].name, sizeof(e->name));
             e->off = off;
             e->len = (size_t)len;
+            e->login = px_secret_is_login_text(s->vault + off, e->len);
+            e->provider = l->c[i].provider;
+            e->id = l->c[i].id;
         }
         off += l->c[i].size + 1;
     }
     if (l->errors > 0 || mprotect(s->vault, s->vault_len, PROT_READ) == -1) {
         if (l->errors == 0)
             fail(l, "%s: cannot make the secrets read-only: %s", l->dir, strerror(errno));
-        vault_unmap(s->vault, s->vault_len);
+        px_vault_unmap(s->vault, s->vault_len);
         s->vault = NULL;
         return -1;
     }
@@ -340,7 +399,7 @@ static int vault_fill(struct loader *l, struct px_secrets *s)
 
 static void store_free(struct px_secrets *s)
 {
-    vault_unmap(s->vault, s->vault_len);
+    px_vault_unmap(s->vault, s->vault_len);
     free(s->e);
     free(s);
 }
@@ -416,4 +475,22 @@ size_t px_secrets_count(const struct px_secrets *s)
 const char *px_secrets_name(const struct px_secrets *s, size_t i)
 {
     return s && i < s->n ? s->e[i].name : NULL;
+}
+
+const char *px_secrets_login_provider(const struct px_secrets *s, const char *name)
+{
+    const struct entry *e = s && s->n ? bsearch(name, s->e, s->n, sizeof(*s->e), cmp_name) : NULL;
+
+    return e != NULL && e->login ? oauth_provider_name(e->provider) : NULL;
+}
+
+bool px_secrets_login(const struct px_secrets *s, const char *name, struct px_file_id *id)
+{
+    const struct entry *e = s && s->n ? bsearch(name, s->e, s->n, sizeof(*s->e), cmp_name) : NULL;
+
+    if (e == NULL || !e->login)
+        return false;
+    if (id != NULL)
+        *id = e->id;
+    return true;
 }

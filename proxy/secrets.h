@@ -4,7 +4,8 @@
  * store.
  *
  * Each regular file in the directory is one secret: its name is the
- * secret's name, its content the value.  The values are kept only in pages
+ * secret's name, its content the value, or a CLI's OAuth login file
+ * (logins.h).  The values are kept only in pages
  * of their own (mmap, excluded from core dumps, wiped in a forked child,
  * locked in RAM when the limit allows, read-only once loaded) and wiped
  * before they are unmapped; never in a malloc'd buffer.  The world holds
@@ -16,12 +17,37 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
 
 #define PX_SECRET_NAME_MAX  63   /* [a-z0-9][a-z0-9_-]{0,62} */
 #define PX_SECRET_VALUE_MAX 8192 /* bytes, after the trailing newline is stripped */
 #define PX_SECRETS_MAX      256  /* files in one secret-dir */
 
 struct px_secrets;
+
+/* Which file, in which version: what a login compares to tell its own
+ * write-back from an admin's new file (logins.c). */
+struct px_file_id {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtime_ns;
+};
+struct px_file_id px_file_id_of(const struct stat *st);
+bool px_file_id_eq(const struct px_file_id *a, const struct px_file_id *b);
+
+/* Whether a secret file's text is a CLI's login file (JSON: its first
+ * byte that is not white space is '{') rather than a value for a header.
+ * A login file may hold line breaks and tabs; logins.c reads its JSON. */
+bool px_secret_is_login_text(const char *p, size_t n);
+
+/* A private mapping of at least `len` bytes for secret values (excluded
+ * from core dumps, wiped in a forked child, locked in RAM where allowed),
+ * or NULL with errno; *mapped is its length.  px_vault_unmap wipes it
+ * (whatever its protection) and unmaps it; NULL is a no-op. */
+char *px_vault_map(size_t len, size_t *mapped);
+void px_vault_unmap(char *p, size_t mapped);
 
 /* Whether s[0..n) is a secret's name: [a-z0-9][a-z0-9_-]{0,62}. */
 bool px_secret_name_ok(const char *s, size_t n);
@@ -47,6 +73,14 @@ void px_secrets_unref(struct px_secrets *s);
  * (NUL-terminated; valid while the caller holds a reference) and *len its
  * length; false when s has no such secret (s NULL: none). */
 bool px_secrets_get(const struct px_secrets *s, const char *name, const char **p, size_t *len);
+
+/* Whether secret `name` of s is a login file (px_secret_is_login_text);
+ * then *id (when not NULL) is the file it was read from. */
+bool px_secrets_login(const struct px_secrets *s, const char *name, struct px_file_id *id);
+
+/* The provider of login `name` of s ("anthropic", "openai", "google"),
+ * or NULL when it is not a login. */
+const char *px_secrets_login_provider(const struct px_secrets *s, const char *name);
 
 /* How many secrets s holds (s NULL: 0), and the name of the i-th (sorted;
  * NULL past the end). */

@@ -39,6 +39,7 @@ enum px_reason {
     PX_R_UPSTREAM_TLS,             /* an intercepted origin's certificate did not verify */
     PX_R_CREDENTIAL_METHOD,        /* a method that may echo a credential (TRACE, ...) */
     PX_R_CREDENTIAL_REFLECTED,     /* an intercepted origin sent a secret back: cut */
+    PX_R_OAUTH_FOREIGN_TOKEN,      /* a token request without the sandbox's refresh placeholder */
     PX_R_COUNT
 };
 
@@ -112,7 +113,8 @@ static inline const char *px_reason_str(enum px_reason r)
                                                   "credential_host_mismatch",
                                                   "upstream_tls",
                                                   "credential_method",
-                                                  "credential_reflected"};
+                                                  "credential_reflected",
+                                                  "oauth_foreign_token"};
     return (unsigned)r < PX_R_COUNT ? words[r] : "?";
 }
 

@@ -29,10 +29,11 @@ promtool check config "$P/prometheus.yml" >"$T/out" 2>&1
 ok $? "promtool check config: prometheus.yml (and the rule file it names)" || diag_file "$T/out"
 promtool check rules "$P/egressd-alerts.yml" >"$T/out" 2>&1
 ok $? "promtool check rules: egressd-alerts.yml" || diag_file "$T/out"
-check "the rule file holds the four alerts" test "$(grep -c '^      - alert: ' "$P/egressd-alerts.yml")" = 4
+check "the rule file holds the five alerts" test "$(grep -c '^      - alert: ' "$P/egressd-alerts.yml")" = 5
 promtool test rules "$P/egressd-alerts.test.yml" >"$T/out" 2>&1
 ok $? "promtool test rules: every alert fires where it should and nowhere else" || diag_file "$T/out"
-for a in EgressdDown EgressdReloadFailed EgressdDenySurge EgressdSandboxLimitHit; do
+for a in EgressdDown EgressdReloadFailed EgressdDenySurge EgressdSandboxLimitHit \
+    EgressdOAuthLoginLapsing; do
     check "the unit tests expect $a firing and not firing" \
         sh -c "grep -A3 'alertname: $a\$' '$P/egressd-alerts.test.yml' | grep -q 'exp_alerts: \[\]' &&
                grep -A3 'alertname: $a\$' '$P/egressd-alerts.test.yml' | grep -q 'exp_labels:'"
@@ -51,8 +52,10 @@ check "unit tests fail when EgressdDenySurge counts limits too" mutate 's/,reaso
 check "unit tests fail when EgressdSandboxLimitHit ignores the reason" \
     mutate 's/{reason="limit"}\[10m\]/[10m]/'
 
-# The metric names in the rules against proxy/metrics.c's families.
-grep -o 'family(f, "[a-z_]*"' "$TOP/proxy/metrics.c" | sed 's/.*"\(.*\)"/egressd_\1/' | sort -u >"$T/families"
+# The metric names in the rules against the families of proxy/metrics.c
+# and of the sections it renders (logins.c).
+cat "$TOP/proxy/metrics.c" "$TOP/proxy/logins.c" | tr '\n' ' ' | grep -o 'family( *f, *"[a-z_]*"' |
+    sed 's/.*"\(.*\)"/egressd_\1/' | sort -u >"$T/families"
 grep -o 'egressd_[a-z_]*' "$P/egressd-alerts.yml" | grep -v '^egressd_$' | sort -u >"$T/used"
 check "metrics.c declares some families ($(wc -l <"$T/families"))" test -s "$T/families"
 missing=$(comm -23 "$T/used" "$T/families" | tr '\n' ' ')

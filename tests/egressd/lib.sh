@@ -119,7 +119,7 @@ egd_cleanup() {
         wait "$p" 2>/dev/null
     done
     EGD_PIDS=()
-    [ -n "${T:-}" ] && [ -d "$T" ] && rm -rf "$T"
+    [ -n "${T:-}" ] && [ -d "$T" ] && [ -z "${EGD_KEEP:-}" ] && rm -rf "$T"
 }
 
 # The environment of every client: no proxy, CA or config from this machine.

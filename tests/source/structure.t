@@ -17,9 +17,9 @@ calls=$(grep -nE '\bpolicy_decide_(name|addr)\s*\(' proxy/*.c sandbox-orchestrat
 [ -z "$calls" ] || sed 's/^/# a phase run on its own: /' <<<"$calls"
 ok "$([ -z "$calls" ]; echo $?)" "egressd decides only through policy_decide (no phase run alone)"
 users=$(grep -lE '\bpolicy_decide(_addrs)?\s*\(' proxy/*.c | xargs -n1 basename | sort | paste -sd' ')
-want="admin.c dnsrule.c egressctl.c hello.c judge.c revoke.c"
+want="admin.c dnsrule.c egressctl.c hello.c judge.c logins.c revoke.c"
 [ "$users" = "$want" ] || echo "# policy_decide is called from: $users (expected $want)"
-ok "$([ "$users" = "$want" ]; echo $?)" "the six places that judge a destination all call policy_decide"
+ok "$([ "$users" = "$want" ]; echo $?)" "the seven places that judge a destination all call policy_decide"
 
 # --- the include graph of proxy/
 graph=$(python3 "$top/tests/source/includes.py" "$top/proxy")

@@ -605,6 +605,61 @@ static void key_write(const char *dir, EVP_PKEY *k, const char *pass)
     chmod(path, 0600);
 }
 
+/* A login file (a CLI's credentials JSON) is a secret of its own kind:
+ * line breaks allowed, its shape read at load, a broken one refused with
+ * the file and the field named and no value shown. */
+static void test_logins(void)
+{
+    const char *d = mkdir_at("logins", 0700);
+    struct px_secrets *s = NULL;
+    struct px_file_id id;
+    const char *p;
+    size_t len;
+
+    write_str(d, "claude",
+              "{\n  \"claudeAiOauth\": {\n    \"accessToken\": \"sk-ant-oat01-REAL-a\",\n"
+              "    \"refreshToken\": \"sk-ant-ort01-REAL-b\",\n    \"expiresAt\": 1900000000000\n"
+              "  }\n}\n",
+              0600);
+    write_str(d, "plain", "sk-REAL-plain\n", 0600);
+    ok(px_secrets_load(d, &s, err, sizeof(err)) == 0, "a login file with line breaks loads");
+    ok(s != NULL && px_secrets_login(s, "claude", &id) && id.size > 0 &&
+           strcmp(px_secrets_login_provider(s, "claude"), "anthropic") == 0,
+       "it is a login, of Anthropic, with its file's identity");
+    ok(s != NULL && !px_secrets_login(s, "plain", NULL) &&
+           px_secrets_login_provider(s, "plain") == NULL && px_secrets_get(s, "plain", &p, &len) &&
+           len == 13,
+       "a plain secret is not a login");
+    px_secrets_unref(s);
+    write_str(d, "broken", "{\"claudeAiOauth\": {\"accessToken\": \"sk-ant-oat01-REAL-c\"}}\n",
+              0600);
+    s = NULL;
+    ok(px_secrets_load(d, &s, err, sizeof(err)) == -1 && s == NULL &&
+           err_has("/broken: a login file (JSON) egressd cannot keep: an Anthropic login "
+                   "(claudeAiOauth) without refreshToken") &&
+           strstr(err, "REAL") == NULL,
+       "a login without its refresh token is refused: file and field named, no value");
+    write_str(d, "broken", "{\"some\": \"json\"}\n", 0600);
+    ok(px_secrets_load(d, &s, err, sizeof(err)) == -1 && err_has("/broken: a login file (JSON)"),
+       "JSON of no CLI's shape is refused, not taken as a header value");
+}
+
+/* The refresh-token placeholder: the same shape, another HMAC label. */
+static void test_placeholder_refresh(void)
+{
+    char a[PX_PLACEHOLDER_MAX], b[PX_PLACEHOLDER_MAX];
+
+    /* printf 'refresh-token\x00101\x00anthropic' |
+     *   openssl dgst -sha256 -mac HMAC -macopt hexkey:000102...1f */
+    size_t n = px_placeholder_refresh(K, "101", "anthropic", a, sizeof(a));
+    ok(n == strlen(a) && strcmp(a, "egressd-ph-anthropic-863433b173c1c8d0fc9097dcdbecb4c8") == 0,
+       "known answer: the refresh placeholder of sandbox 101, login anthropic (%s)", a);
+    px_placeholder(K, "101", "anthropic", b, sizeof(b));
+    ok(strcmp(a, b) != 0 && px_placeholder_shape(a, n, NULL, NULL),
+       "it is not the access placeholder, and has the placeholder shape");
+    ok(px_placeholder_refresh(K, "101", "Anthropic", a, sizeof(a)) == 0, "not a secret's name: 0");
+}
+
 static void test_appliance(void)
 {
     char dir[512], path[700], want[800];
@@ -714,6 +769,8 @@ int main(void)
     test_empty();
     test_refusals();
     test_placeholder();
+    test_placeholder_refresh();
+    test_logins();
     test_appliance();
 
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
