@@ -145,7 +145,7 @@ int oauth_file_parse(const char *text, size_t len, struct oauth_login *out, char
                      size_t errlen)
 {
     struct oauth_login l = {0};
-    enum oauth_provider p;
+    enum oauth_provider p = OAUTH_ANTHROPIC; /* (set by shapes_of when it finds one) */
     int n;
     json_t *root = len <= OAUTH_FILE_MAX ? oauth_json_load(text, len) : NULL;
     int r = -1;
@@ -190,7 +190,7 @@ static int put_optional(json_t *c, const struct shape *s, const struct oauth_log
 int oauth_file_update(const char *orig, size_t orig_len, const struct oauth_login *now,
                       int64_t now_ms, char *out, size_t cap, size_t *out_len)
 {
-    enum oauth_provider p;
+    enum oauth_provider p = OAUTH_ANTHROPIC; /* (set by shapes_of when it finds one) */
     char stamp[OAUTH_STAMP_LEN + 1];
     json_t *root = oauth_login_sane(now) ? oauth_json_load(orig, orig_len) : NULL;
     json_t *c = NULL;
