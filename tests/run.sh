@@ -240,9 +240,9 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
 # memory error in a real run fails the suite too.  The scripts share
 # nothing (egressd's, deploy/'s and the wall test run in network namespaces
 # of their own; the others use ports they pick), so they run in two lanes of
-# about equal length: egressd's (but agents.t) and deploy's in one; the
+# about equal length: egressd's (but the agents') and deploy's in one; the
 # Proxmox simulator's and sandboxctl's (which mostly wait on the
-# simulator), mcp's, the wall's and agents.t in the other; the results are
+# simulator), mcp's, the wall's and agents.t, agents-oauth.t in the other; the results are
 # counted afterwards, in order.
 script_log() {
     local name=${1#tests/}
@@ -262,7 +262,7 @@ if [ -f build/asan/build.ninja ]; then
         [ -x "$t" ] || continue
         scripts+=("$t")
         case $t in
-            tests/egressd/agents.t) lane2+=("$t") ;;
+            tests/egressd/agents.t | tests/egressd/agents-oauth.t) lane2+=("$t") ;;
             tests/egressd/* | tests/deploy/*) lane1+=("$t") ;;
             *) lane2+=("$t") ;;
         esac

@@ -7,6 +7,7 @@ endpoint and an API that wants the access tokens it issued.
               --cert PEM --key KEY --log FILE --client-id ID
               [--client-secret S] [--lifetime SECONDS] [--first-lifetime SECONDS]
               [--seed-state FILE] [--mode-file FILE] [--notify FILE] [--slow SECONDS]
+              [--current FILE]
 
 Token endpoint (POST; anthropic /v1/oauth/token and openai /oauth/token take
 JSON, google /token a form): only grant_type=refresh_token (else 400
@@ -46,6 +47,7 @@ import argparse
 import base64
 import http.server
 import json
+import os
 import secrets
 import socket
 import ssl
@@ -116,6 +118,10 @@ def issue(lifetime, parent=None, new_refresh=True):
         access[tok] = exp
         if rt:
             refresh[rt] = parent
+        if args.current:
+            with open(args.current + ".new", "w", encoding="utf-8") as f:
+                f.write(tok + "\n")
+            os.replace(args.current + ".new", args.current)
     return tok, rt, exp
 
 
@@ -310,6 +316,9 @@ def main():
     ap.add_argument("--mode-file", metavar="FILE")
     ap.add_argument("--notify", metavar="FILE")
     ap.add_argument("--slow", type=float, default=30, metavar="SECONDS")
+    ap.add_argument("--current", metavar="FILE",
+                    help="the access token issued last, rewritten at each issue (another fake "
+                         "API, e.g. fakeapi.py --anthropic-key FILE, checks against it)")
     args = ap.parse_args()
     if args.provider == "google" and args.client_secret is None:
         ap.error("--provider google needs --client-secret")
