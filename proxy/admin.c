@@ -34,6 +34,7 @@
 #include "ca.h"
 #include "denials.h"
 #include "log.h"
+#include "oauth.h"
 #include "placeholder.h"
 #include "policy.h"
 #include "secrets.h"
@@ -489,9 +490,37 @@ static void on_explain(struct evhttp_request *req)
     explain_free(x);
 }
 
+#define GUEST_FILE_MAX      (16 * 1024)                /* a login's guest file */
+#define GUEST_LOGIN_LIFE_MS (365LL * 24 * 3600 * 1000) /* its expiry, a year ahead */
+
+/* The guest's copy of login `name` of store: the CLI's credentials file
+ * in its own shape with the placeholders ph, rph and an expiry
+ * GUEST_LOGIN_LIFE_MS ahead (the real login's scope, account id and
+ * id_token claims, never a token); a JSON string, or null when it cannot
+ * be made. */
+static json_t *guest_login_file(const struct px_secrets *store, const char *name, const char *ph,
+                                const char *rph)
+{
+    static char text[GUEST_FILE_MAX];
+    const char *p;
+    size_t len, mapped, out_len;
+    struct oauth_login *l = (struct oauth_login *)px_vault_map(sizeof(*l), &mapped);
+    char why[256];
+    int64_t now = (int64_t)time(NULL) * 1000;
+    json_t *j = json_null();
+
+    if (l != NULL && px_secrets_get(store, name, &p, &len) &&
+        oauth_file_parse(p, len, l, why, sizeof(why)) == 0 &&
+        oauth_file_placeholder(l, ph, rph, now + GUEST_LOGIN_LIFE_MS, now, text, sizeof(text),
+                               &out_len) == 0)
+        j = json_stringn(text, out_len);
+    px_vault_unmap((char *)l, mapped);
+    return j;
+}
+
 /* What the guest holds for secret `name` of sandbox sb: its kind
- * ("value", or "login" with its provider) and placeholders (a login's
- * access and refresh tokens). */
+ * ("value", or "login" with its provider, its placeholders for the access
+ * and the refresh token, and its credentials file with them). */
 static json_t *secret_json(const struct px_secrets *store, const struct px_sandbox *sb,
                            const char *name)
 {
@@ -502,8 +531,9 @@ static json_t *secret_json(const struct px_secrets *store, const struct px_sandb
     if (provider == NULL)
         return json_pack("{s:s, s:s}", "kind", "value", "placeholder", ph);
     px_placeholder_refresh(A.hooks.placeholder_key, sb->id, name, rph, sizeof(rph));
-    return json_pack("{s:s, s:s, s:s, s:s}", "kind", "login", "provider", provider, "placeholder",
-                     ph, "refresh_placeholder", rph);
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "kind", "login", "provider", provider,
+                     "placeholder", ph, "refresh_placeholder", rph, "file",
+                     guest_login_file(store, name, ph, rph));
 }
 
 /* The credentials object of sandbox sb (new reference): its CA

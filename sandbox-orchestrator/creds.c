@@ -10,11 +10,13 @@
 
 #include "creds.h"
 #include "guest.h"
+#include "homefiles.h"
 
 #define PLACEHOLDER_PREFIX "egressd-ph-"
 #define PLACEHOLDER_HEX    32
 #define CA_PEM_MAX         16384 /* egressd's is a few KiB at most */
 #define ENV_TEXT_MAX       8192
+#define LOGIN_FILE_MAX     (16 * 1024) /* a login's guest file, as egressd makes it */
 
 int sbx_creds_check_vars(const struct sbx_config *c, const struct sbx_meta *m, char *err,
                          size_t errlen)
@@ -94,6 +96,68 @@ static int parse_placeholders(const struct sbx_config *c, int vmid, const struct
     return 0;
 }
 
+/* The providers whose logins egressd keeps. */
+static bool provider_known(const char *p)
+{
+    return strcmp(p, "anthropic") == 0 || strcmp(p, "openai") == 0 || strcmp(p, "google") == 0;
+}
+
+/* Secret i's entry of egressd's "secrets" object: a login's provider and
+ * guest file into cr (a plain secret: nothing).  The file must be a JSON
+ * object holding the access placeholder, and the refresh placeholder must
+ * have the shape and differ from it. */
+static int parse_login(int vmid, const char *name, json_t *e, struct sbx_creds *cr, int i,
+                       char *err, size_t errlen)
+{
+    const char *kind = json_string_value(json_object_get(e, "kind"));
+    const char *prov = json_string_value(json_object_get(e, "provider"));
+    json_t *rph = json_object_get(e, "refresh_placeholder"), *file = json_object_get(e, "file");
+    json_t *parsed = NULL;
+
+    if (kind != NULL && strcmp(kind, "value") == 0)
+        return 0;
+    if (kind == NULL || strcmp(kind, "login") != 0 || prov == NULL || !provider_known(prov) ||
+        !json_is_string(rph) ||
+        !placeholder_of(json_string_value(rph), json_string_length(rph), name) ||
+        strcmp(json_string_value(rph), cr->placeholder[i]) == 0 || !json_is_string(file) ||
+        json_string_length(file) > LOGIN_FILE_MAX ||
+        !json_is_object(parsed = json_loads(json_string_value(file), 0, NULL)) ||
+        strstr(json_string_value(file), cr->placeholder[i]) == NULL) {
+        json_decref(parsed);
+        snprintf(err, errlen,
+                 "egressd's credentials for sandbox %d: secret '%s' is neither a plain secret nor "
+                 "a login with a provider, two placeholders and a credentials file",
+                 vmid, name);
+        return -1;
+    }
+    json_decref(parsed);
+    snprintf(cr->provider[i], sizeof cr->provider[i], "%s", prov);
+    cr->login_file[i] = strdup(json_string_value(file));
+    if (cr->login_file[i] == NULL)
+        abort();
+    return 0;
+}
+
+/* The kinds of m's secrets from egressd's "secrets" object (an egressd
+ * without it: all plain). */
+static int parse_logins(int vmid, const struct sbx_meta *m, json_t *each, struct sbx_creds *cr,
+                        char *err, size_t errlen)
+{
+    if (each == NULL)
+        return 0;
+    for (int i = 0; i < m->nsecrets; i++) {
+        json_t *e = json_object_get(each, m->secrets[i]);
+        if (!json_is_object(e)) {
+            snprintf(err, errlen, "egressd's credentials for sandbox %d say nothing of secret '%s'",
+                     vmid, m->secrets[i]);
+            return -1;
+        }
+        if (parse_login(vmid, m->secrets[i], e, cr, i, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
 /* The PEM certificate text pem as a CA certificate, written anew into a
  * new string (only the certificate: whatever else the text held is not
  * carried into the guest's trust store); NULL with err. */
@@ -141,7 +205,8 @@ int sbx_creds_parse(const struct sbx_config *c, int vmid, const struct sbx_meta 
     char names[SBX_META_MAX_SECRETS * SBX_SECRET_NAME_MAX];
 
     memset(cr, 0, sizeof *cr);
-    if (parse_placeholders(c, vmid, m, json_object_get(answer, "placeholders"), cr, err, errlen))
+    if (parse_placeholders(c, vmid, m, json_object_get(answer, "placeholders"), cr, err, errlen) ||
+        parse_logins(vmid, m, json_object_get(answer, "secrets"), cr, err, errlen))
         goto fail;
     if (!json_is_string(ca)) {
         secret_list(m, names, sizeof names);
@@ -162,6 +227,8 @@ fail:
 
 void sbx_creds_free(struct sbx_creds *cr)
 {
+    for (int i = 0; i < SBX_META_MAX_SECRETS; i++)
+        free(cr->login_file[i]);
     free(cr->ca_pem);
     memset(cr, 0, sizeof *cr);
 }
@@ -311,7 +378,8 @@ int sbx_creds_install(struct sbx *s, const char *node, int vmid, const struct sb
     if (script(s, node, vmid, "directories", dirs, dir_args, err, errlen) ||
         put_file(s, node, vmid, SBX_CREDS_CA_FILE, cr->ca_pem, err, errlen) ||
         put_file(s, node, vmid, SBX_CREDS_PROFILE, profile, err, errlen) ||
-        put_file(s, node, vmid, SBX_CREDS_ENV_FILE, envd, err, errlen))
+        put_file(s, node, vmid, SBX_CREDS_ENV_FILE, envd, err, errlen) ||
+        trust(s, node, vmid, cr, err, errlen))
         return -1;
-    return trust(s, node, vmid, cr, err, errlen);
+    return sbx_home_files_install(s, node, vmid, cr, err, errlen);
 }

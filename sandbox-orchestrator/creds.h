@@ -15,7 +15,9 @@
  *       sudo -i);
  *   /etc/environment.d/90-egressd-credentials.conf
  *       the same as VAR=VALUE lines: what the systemd user manager gives
- *       every user service (environment.d(5)).
+ *       every user service (environment.d(5));
+ *   in guest-user's home, what each CLI reads there (homefiles.h): a
+ *       login's credentials file, codex's auth.json for an OpenAI key.
  *
  * The CA variables point the tools that keep their own trust list at the
  * bundle or the CA: NODE_EXTRA_CA_CERTS (the CA file: Node adds it to its
@@ -49,6 +51,12 @@ struct sbx_creds {
     char var[SBX_META_MAX_SECRETS][SBX_ENV_NAME_MAX];
     char placeholder[SBX_META_MAX_SECRETS][SBX_CREDS_PLACEHOLDER_MAX];
     char *ca_pem; /* the CA certificate, PEM written anew from its parse */
+    /* An OAuth login egressd keeps (docs/credentials.md, "Subscription
+     * logins"): its provider ("" for a plain secret) and the CLI's
+     * credentials file egressd made for the guest, placeholders only
+     * (NULL for a plain secret). */
+    char provider[SBX_META_MAX_SECRETS][16];
+    char *login_file[SBX_META_MAX_SECRETS];
 };
 
 /* The form of an environment file. */

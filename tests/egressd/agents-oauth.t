@@ -5,9 +5,10 @@
 # Anthropic profile (platform.claude.com, Claude Code's client id), against
 # a fake token endpoint (oauthd.py, 10 s tokens) and a fake Messages API
 # (fakeapi.py, which takes only the token oauthd issued last):
-#   - the guest's ~/.claude/.credentials.json holds placeholders only and
-#     has lapsed: claude refreshes at once, egressd answers it, and the
-#     run completes with the fake API's answer;
+#   - the guest's ~/.claude/.credentials.json is the one egressd makes for
+#     it (GET credentials: placeholders only, a year ahead): the run
+#     completes with the fake API's answer; lapsed, claude refreshes at
+#     once, egressd answers it, and the run completes;
 #   - an unattended stretch of over a minute of claude runs, while the
 #     real token lapses every 10 s: every run completes, the API saw only
 #     real tokens, the token endpoint saw refreshes only from egressd;
@@ -61,14 +62,11 @@ egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secre
     >/dev/null || egm_bail "PUT sandbox sb1 with the login"
 egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
 python3 - "$T/cred.json" "$SBX" <<'EOF' || egm_bail "the guest's CA and credentials file"
-import json, sys, time
+import json, sys
 c = json.load(open(sys.argv[1]))
 open(sys.argv[2] + "/sbca.pem", "w").write(c["ca"])
-s = c["secrets"]["claude"]
-# Lapsed a minute ago: claude refreshes before its first request.
-json.dump({"claudeAiOauth": {"accessToken": s["placeholder"], "refreshToken": s["refresh_placeholder"],
-    "expiresAt": int(time.time() * 1000) - 60000, "scopes": ["user:inference", "user:profile"],
-    "subscriptionType": "max"}}, open(sys.argv[2] + "/home/.claude/.credentials.json", "w"))
+# What sandboxctl writes into the guest user's home: egressd's file.
+open(sys.argv[2] + "/home/.claude/.credentials.json", "w").write(c["secrets"]["claude"]["file"])
 EOF
 chmod 600 "$SBX/home/.claude/.credentials.json"
 
@@ -90,15 +88,26 @@ for line in open(sys.argv[1]):
 print(n)' "$1" "$2"
 }
 
-# --- the first run: a lapsed login in the guest
+# --- the guest's file as egressd made it (a year ahead), then lapsed
+rc=$(claude_run given)
+ok "$([ "$rc" = 0 ] && [ "$(cat "$SBX/given.out")" = "$CANNED" ] && echo 0 || echo 1)" \
+    "claude -p with the .credentials.json egressd made for the guest: exit 0, the fake API's answer"
+[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/given.out")"; diag_file "$SBX/given.err"; }
+python3 - "$SBX/home/.claude/.credentials.json" <<'EOF'
+import json, sys, time
+j = json.load(open(sys.argv[1]))
+j["claudeAiOauth"]["expiresAt"] = int(time.time() * 1000) - 60000 # lapsed a minute ago
+json.dump(j, open(sys.argv[1], "w"))
+EOF
+egd_log_mark
 rc=$(claude_run first)
 ok "$([ "$rc" = 0 ] && [ "$(cat "$SBX/first.out")" = "$CANNED" ] && echo 0 || echo 1)" \
-    "claude -p with a lapsed .credentials.json of placeholders: exit 0, the fake API's answer"
+    "claude -p with the login lapsed in the guest: exit 0, the fake API's answer"
 [ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/first.out")"; diag_file "$SBX/first.err"; }
 ok "$(egd_log_count "l['host'] == 'platform.claude.com' and l.get('path') == '/v1/oauth/token' and l['status'] == 200" |
     awk '{ exit !($1 >= 1) }' && echo 0 || echo 1)" \
     "claude refreshed its login first, and egressd answered it"
-ok "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["claudeAiOauth"]; c=json.load(open(sys.argv[2]))["secrets"]["claude"]; sys.exit(0 if j["accessToken"] == c["placeholder"] and j["refreshToken"] == c["refresh_placeholder"] and j["expiresAt"] > 0 else 1)' \
+ok "$(python3 -c 'import json,sys,time; j=json.load(open(sys.argv[1]))["claudeAiOauth"]; c=json.load(open(sys.argv[2]))["secrets"]["claude"]; sys.exit(0 if j["accessToken"] == c["placeholder"] and j["refreshToken"] == c["refresh_placeholder"] and j["expiresAt"] > time.time() * 1000 else 1)' \
     "$SBX/home/.claude/.credentials.json" "$T/cred.json" && echo 0 || echo 1)" \
     "claude's credentials file still holds the placeholders, with the expiry egressd gave"
 

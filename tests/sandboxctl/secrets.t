@@ -270,6 +270,51 @@ check "without mcp-secrets, create_server offers no secrets" \
 check "  and refuses them, saying none is permitted" \
     test "$(answer "$T/mcp2.out" 3 'r["isError"] and "no secret is permitted over MCP" in r["content"][0]["text"]')" = True
 
+# --- a login egressd keeps, and what the CLIs read from the user's home
+put_secret openai sk-REAL-openai-9e1c
+(umask 077 && printf '{"claudeAiOauth": {"accessToken": "sk-ant-oat01-REAL-c1a0", "refreshToken": "sk-ant-ort01-REAL-c1a1", "expiresAt": %s, "scopes": ["user:inference", "user:profile"], "subscriptionType": "max"}}\n' \
+    "$((($(date +%s) + 3600) * 1000))" >"$S/claude")
+REAL_LOGIN='sk-REAL-openai-9e1c sk-ant-oat01-REAL-c1a0 sk-ant-ort01-REAL-c1a1'
+for n in 1 2; do
+    egressd_stop "$n"
+    printf '%s\n' 'key.test:8446 inject bearer secret claude' 'key.test:8446 inject token-endpoint secret claude' \
+        'key.test:8447 inject bearer secret openai' >>"$T/egressd$n/policies/ai.allow"
+    egressd_start "$n" || bail "egressd $n starts again with a login in secret-dir"
+done
+out=$(sbx create --name c1 --size small --owner carol --policy ai --secret claude --secret openai 2>&1)
+rc=$?
+ok "$([ $rc -eq 1 ] && grep -q "the sandbox has no user 'agent' (guest-user)" <<<"$out"; echo $?)" \
+    "a login for a guest without guest-user fails the create, naming the user ($(tr -d '\n' <<<"$out" | head -c 300))"
+left_nothing "$a1" "  no guest-user"
+echo 'guest-user root' >>"$CONF"
+out=$(sbx --json create --name c1 --size small --owner carol --policy ai --secret claude --secret openai 2>&1)
+ok $? "create c1 --secret claude (a login) --secret openai, guest-user root ($(tr -d '\n' <<<"$out" | head -c 200))"
+c1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+PH_C=$(creds 1 "$c1" 'c["secrets"]["claude"]["placeholder"]')
+RPH_C=$(creds 1 "$c1" 'c["secrets"]["claude"]["refresh_placeholder"]')
+PH_O=$(creds 1 "$c1" 'c["secrets"]["openai"]["placeholder"]')
+check "egressd says claude is an anthropic login and openai a plain secret" \
+    test "$(creds 1 "$c1" '[c["secrets"]["claude"]["kind"], c["secrets"]["claude"]["provider"], c["secrets"]["openai"]["kind"]]')" = '["login", "anthropic", "value"]'
+up=$PVE_SIM_DIR/state/vms/$c1/disk/private # the guest's /root is its private root/
+check "  ~/.claude/.credentials.json in the guest: Claude Code's shape, the two placeholders, a year ahead" \
+    python3 -c 'import json, sys, time
+j = json.load(open(sys.argv[1]))["claudeAiOauth"]
+sys.exit(0 if j["accessToken"] == sys.argv[2] and j["refreshToken"] == sys.argv[3] and
+         j["expiresAt"] > (time.time() + 300 * 86400) * 1000 and j["scopes"] == ["user:inference", "user:profile"] else 1)' \
+    "$up/root/.claude/.credentials.json" "$PH_C" "$RPH_C"
+check "  ~/.codex/auth.json: API-key mode with the openai placeholder (codex's built-in provider reads it)" \
+    python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+sys.exit(0 if j == {"auth_mode": "apikey", "OPENAI_API_KEY": sys.argv[2]} else 1)' "$up/root/.codex/auth.json" "$PH_O"
+check "  both the user's (root here) and 0600" \
+    test "$(stat -c '%U %a' "$up/root/.claude/.credentials.json" "$up/root/.codex/auth.json" | sort -u)" = "root 600"
+found=$(for v in $REAL $REAL_LOGIN; do grep -rlF -- "$v" "$PVE_SIM_DIR" "$T/state" "$CONF" 2>/dev/null; done)
+check "  no file of the guest, the simulator or sandboxctl holds a real token${found:+ ($found)}" \
+    test -z "$found"
+check "destroy c1" sbx destroy c1
+sed -i '/^guest-user root$/d' "$CONF"
+rm -f "$S/claude" "$S/openai"
+
 # --- egressd that do not share the appliance key
 egressd_stop 2
 mv "$T/egressd2/state/appliance.key" "$T/egressd2/state/appliance.key.shared"
