@@ -109,7 +109,7 @@ ok $((!$?)) "the policy check refuses the string \"false\" (it can fail)"
 grep -o '"/etc/[^"]*"' "$TOP/sandbox-orchestrator/ops_create.c" | tr -d '"' | sort -u >"$T/sbx-paths"
 # The image's own files, which sandboxctl leaves alone.
 IMAGE_FILES='/etc/environment /etc/profile.d/npm-user-prefix.sh /etc/claude-code/managed-settings.json
-/etc/gemini-cli/settings.json /etc/codex/config.toml'
+/etc/gemini-cli/settings.json /etc/codex/config.toml /home/agent/.claude.json'
 "$PY" -c 'import json,sys; own = sys.argv[2].split(); print("\n".join(sorted(p for p in json.load(open(sys.argv[1]))["files"] if p not in own and "/policies/managed/" not in p)))' \
     "$T/files.json" "$IMAGE_FILES" >"$T/ud-paths"
 check "sandboxctl writes some proxy files ($(wc -l <"$T/sbx-paths"))" test -s "$T/sbx-paths"
@@ -218,7 +218,8 @@ EOF
     ok $? "$1: $2"
 }
 setting /etc/claude-code/managed-settings.json 's["env"]["DISABLE_AUTOUPDATER"] == "1" and s["env"]["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"'
-setting /etc/gemini-cli/settings.json 's["general"]["enableAutoUpdate"] is False and s["general"]["enableAutoUpdateNotification"] is False and s["privacy"]["usageStatisticsEnabled"] is False'
+setting /etc/gemini-cli/settings.json 's["general"]["enableAutoUpdate"] is False and s["general"]["enableAutoUpdateNotification"] is False and s["privacy"]["usageStatisticsEnabled"] is False and s["security"]["folderTrust"]["enabled"] is False'
+setting /home/agent/.claude.json 's["hasCompletedOnboarding"] is True'
 setting /etc/codex/config.toml 's["check_for_update_on_startup"] is False'
 
 # npm's user prefix, sourced as a login shell does, by a user and by root.
