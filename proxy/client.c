@@ -16,6 +16,7 @@
 #include "conn.h"
 #include "exchange.h"
 #include "hello.h"
+#include "intercept.h"
 #include "relay.h"
 #include "request.h"
 
@@ -149,6 +150,8 @@ void px_conn_on_client_event(struct bufferevent *bev, short what, void *arg)
         (c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN || c->mode == PX_MODE_INTERCEPT) &&
         c->state != PX_S_HEAD && c->ex->req_done)
         return;
+    if ((what & BEV_EVENT_ERROR) && c->mode == PX_MODE_INTERCEPT)
+        px_intercept_client_error(c);
     px_conn_ended(c, PX_END_CLIENT);
     px_conn_close(c, what & BEV_EVENT_ERROR ? "client error" : "client closed");
 }

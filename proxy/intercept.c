@@ -335,6 +335,20 @@ void px_intercept_start(struct px_conn *c)
     px_conn_timeout(c, px_d.cfg->timeout_header_ms);
 }
 
+void px_intercept_client_error(struct px_conn *c)
+{
+    unsigned long e = c->cli != NULL ? bufferevent_get_openssl_error(c->cli) : 0;
+    int r = ERR_GET_REASON(e);
+
+    if (r != SSL_R_TLSV1_ALERT_UNKNOWN_CA && r != SSL_R_SSLV3_ALERT_BAD_CERTIFICATE &&
+        r != SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN)
+        return;
+    px_log_warnx("conn %llu: sandbox %s refused egressd's certificate for %s (%s): its guest may "
+                 "not hold its current sandbox CA; sandboxctl sync installs it",
+                 (unsigned long long)c->id, c->sb != NULL ? c->sb->id : "default",
+                 c->ic != NULL ? c->ic->host.text : "?", ERR_reason_error_string(e));
+}
+
 void px_intercept_free(struct px_conn *c)
 {
     if (c->ic != NULL)

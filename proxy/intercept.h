@@ -29,6 +29,10 @@ bool px_intercept_target(struct px_conn *c, const struct http_request *req);
  * credentials to its head and send it on.  May close. */
 void px_intercept_request(struct px_conn *c);
 void px_intercept_free(struct px_conn *c);
+/* The client's TLS leg failed: when the client refused egressd's leaf
+ * (an unknown CA, a bad certificate), log that its guest may lack its
+ * current sandbox CA. */
+void px_intercept_client_error(struct px_conn *c);
 /* The origin answered the current request with `status`: a 401 to a
  * request that carried a login's token asks for its refresh (logins.h). */
 void px_intercept_on_status(struct px_conn *c, unsigned status);

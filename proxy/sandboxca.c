@@ -61,6 +61,17 @@ static char *share_key(const char *id, const char **names, size_t n)
     return k;
 }
 
+/* Whether some world holds a CA of sandbox id already (lock held). */
+static bool held_for(const char *id)
+{
+    size_t n = strlen(id);
+
+    for (const struct shared_ca *c = cas; c != NULL; c = c->next)
+        if (strncmp(c->key, id, n) == 0 && c->key[n] == ' ')
+            return true;
+    return false;
+}
+
 /* A new CA for names (lock held); NULL with a warning. */
 static struct shared_ca *make(EVP_PKEY *key, const char *id, const char **names, size_t n,
                               char *share)
@@ -74,6 +85,10 @@ static struct shared_ca *make(EVP_PKEY *key, const char *id, const char **names,
         free(share);
         return NULL;
     }
+    if (held_for(id))
+        px_log_info("sandbox %s: a new CA for credential injection, for its hosts now:%s; until "
+                    "its guest holds it (sandboxctl sync), TLS to a host it adds fails there",
+                    id, share + strlen(id));
     struct shared_ca *c = calloc(1, sizeof(*c));
     if (c == NULL)
         abort();

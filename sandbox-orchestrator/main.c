@@ -205,9 +205,23 @@ static void print_reap(json_t *o)
 
 static void print_sync(json_t *o)
 {
+    json_t *v;
+    size_t i;
+
     printf("%d bindings pushed to %zu egressd\n",
            (int)json_integer_value(json_object_get(o, "bindings")),
            json_array_size(json_object_get(o, "egressd")));
+    json_array_foreach(json_object_get(o, "credentials"), i, v)
+    {
+        const char *r = str(v, "result");
+        if (strcmp(r, "installed") == 0)
+            printf("%d %s: its credentials changed (sandbox CA): installed in the guest\n",
+                   (int)json_integer_value(json_object_get(v, "vmid")), str(v, "name"));
+        else if (strcmp(r, "skipped") == 0)
+            printf("%d %s: credentials not checked: %s\n",
+                   (int)json_integer_value(json_object_get(v, "vmid")), str(v, "name"),
+                   str(v, "why"));
+    }
 }
 
 static void print_doctor(json_t *o)

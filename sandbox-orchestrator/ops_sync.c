@@ -1,15 +1,113 @@
-/* ops_sync.c - make every egressd's bindings equal to what Proxmox holds. */
+/* ops_sync.c - make every egressd's bindings equal to what Proxmox holds,
+ * and each running sandbox's guest hold the credentials egressd gives it
+ * now (its sandbox CA follows the hosts its secrets are bound to). */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
+#include "creds.h"
 #include "egress.h"
+#include "guest.h"
 #include "sbx.h"
 #include "vm.h"
+
+/* The certificate of PEM text p[0..n), or NULL. */
+static X509 *cert_of(const void *p, size_t n)
+{
+    BIO *b = n <= INT32_MAX ? BIO_new_mem_buf(p, (int)n) : NULL;
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+
+    BIO_free(b);
+    return x;
+}
+
+/* The DER of x's nameConstraints extension, or NULL. */
+static const ASN1_OCTET_STRING *constraints_of(const X509 *x)
+{
+    int i = X509_get_ext_by_NID(x, NID_name_constraints, -1);
+    return i < 0 ? NULL : X509_EXTENSION_get_data(X509_get_ext(x, i));
+}
+
+/* Whether two sandbox CA certificates permit the same: the same key and
+ * the same name constraints (egressd makes the certificate anew at each
+ * start; only a change of its hosts matters to the guest). */
+static bool same_authority(const X509 *a, const X509 *b)
+{
+    const ASN1_OCTET_STRING *ca = constraints_of(a), *cb = constraints_of(b);
+    return EVP_PKEY_eq(X509_get0_pubkey(a), X509_get0_pubkey(b)) == 1 && ca != NULL && cb != NULL &&
+           ASN1_OCTET_STRING_cmp(ca, cb) == 0;
+}
+
+/* Whether the guest of vm holds a CA that permits what cr's does; -1 when
+ * the file cannot be read (why). */
+static int guest_has_ca(struct sbx *s, const struct sbx_vm *vm, const struct sbx_creds *cr,
+                        char *why, size_t len)
+{
+    unsigned char *data = NULL;
+    size_t n = 0;
+
+    if (sbx_guest_read(s, vm->node, vm->vmid, SBX_CREDS_CA_FILE, &data, &n, why, len))
+        return -1;
+    X509 *held = cert_of(data, n), *now = cert_of(cr->ca_pem, strlen(cr->ca_pem));
+    int same = held != NULL && now != NULL && same_authority(held, now);
+    X509_free(held);
+    X509_free(now);
+    free(data);
+    return same;
+}
+
+/* Bring the credentials in vm's guest (metadata m) up to what egressd
+ * gives it now: "current", "installed" (its CA had changed: a binding's
+ * or a preset's inject hosts changed), or "skipped" with why. */
+static const char *guest_credentials(struct sbx *s, const struct sbx_vm *vm,
+                                     const struct sbx_meta *m, char *why, size_t len)
+{
+    struct sbx_creds cr;
+    json_t *answer = NULL;
+    const char *result = "skipped";
+
+    if (strcmp(vm->status, "running") != 0) {
+        snprintf(why, len, "not running (%s)", vm->status);
+        return result;
+    }
+    if (sbx_egress_credentials(&s->cfg, vm->vmid, &answer, why, len))
+        return result;
+    int rc = sbx_creds_parse(&s->cfg, vm->vmid, m, answer, &cr, why, len);
+    json_decref(answer);
+    if (rc)
+        return result;
+    int has = guest_has_ca(s, vm, &cr, why, len);
+    if (has == 1)
+        result = "current";
+    else if (has == 0 && sbx_creds_install(s, vm->node, vm->vmid, &cr, why, len) == 0)
+        result = "installed";
+    sbx_creds_free(&cr);
+    return result;
+}
+
+/* One entry of the answer's "credentials" list. */
+static json_t *credentials_entry(struct sbx *s, const struct sbx_vm *vm, const struct sbx_meta *m)
+{
+    char why[512] = "";
+    const char *result = guest_credentials(s, vm, m, why, sizeof why);
+
+    if (strcmp(result, "skipped") == 0)
+        return json_pack("{s:i,s:s,s:s,s:s}", "vmid", vm->vmid, "name", vm->name, "result", result,
+                         "why", why);
+    return json_pack("{s:i,s:s,s:s}", "vmid", vm->vmid, "name", vm->name, "result", result);
+}
 
 int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
     static const char *const keys[] = {NULL};
     struct sbx_vm *vms;
+    struct sbx_meta *metas;
+    bool *have;
     size_t n;
     json_t *bindings, *targets, *skipped;
     int rc;
@@ -23,11 +121,14 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     }
     if (sbx_vm_list(s, &vms, &n, NULL, err, errlen))
         return -1;
+    metas = calloc(n ? n : 1, sizeof *metas);
+    have = calloc(n ? n : 1, sizeof *have);
+    if (metas == NULL || have == NULL)
+        abort();
     bindings = json_array();
     skipped = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *config = NULL;
-        struct sbx_meta m;
         char why[512];
         /* A config that cannot be read now (Proxmox busy, a dropped
          * connection) says nothing about the sandbox: replacing the set
@@ -36,27 +137,38 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
             !sbx_vm_gone(why)) {
             snprintf(err, errlen, "sync: VM %d: %s; no egressd was changed", vms[i].vmid, why);
             free(vms);
+            free(metas);
+            free(have);
             json_decref(bindings);
             json_decref(skipped);
             return -1;
         }
-        if (!config || sbx_vm_meta(config, &m, why, sizeof why))
+        if (!config || sbx_vm_meta(config, &metas[i], why, sizeof why))
             /* Without readable metadata there is no policy to bind: such a
              * VM gets nothing through the proxy, which is the safe side. */
             json_array_append_new(skipped, json_sprintf("VM %d: %s", vms[i].vmid, why));
-        else
-            json_array_append_new(bindings, sbx_egress_binding(vms[i].vmid, vms[i].name, &m));
+        else {
+            json_array_append_new(bindings,
+                                  sbx_egress_binding(vms[i].vmid, vms[i].name, &metas[i]));
+            have[i] = true;
+        }
         json_decref(config);
     }
-    free(vms);
     rc = sbx_egress_replace(&s->cfg, bindings, err, errlen);
     if (rc == 0) {
+        json_t *creds = json_array();
+        for (size_t i = 0; i < n; i++)
+            if (have[i] && metas[i].nsecrets > 0)
+                json_array_append_new(creds, credentials_entry(s, &vms[i], &metas[i]));
         targets = json_array();
         for (int i = 0; i < s->cfg.negress; i++)
             json_array_append_new(targets, json_string(s->cfg.egress[i]));
-        *out = json_pack("{s:I,s:o,s:O}", "bindings", (json_int_t)json_array_size(bindings),
-                         "egressd", targets, "skipped", skipped);
+        *out = json_pack("{s:I,s:o,s:O,s:o}", "bindings", (json_int_t)json_array_size(bindings),
+                         "egressd", targets, "skipped", skipped, "credentials", creds);
     }
+    free(vms);
+    free(metas);
+    free(have);
     json_decref(bindings);
     json_decref(skipped);
     return rc;

@@ -194,6 +194,35 @@ check "  both bindings list the secrets again" \
 check "  and the placeholders the guest holds are still a1's" \
     test "$(creds 1 "$a1" 'c["placeholders"]["anthropic"]')" = "$PH_A"
 
+# --- the sandbox CA follows its hosts: a preset that binds a secret to
+# one more host gives a1 a new CA, and sync puts it into the guest
+out=$(sbx --json sync)
+check "sync with nothing changed: a1's guest credentials are current" \
+    test "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $a1]")" = '["current"]'
+for n in 1 2; do
+    printf '%s\n' 'more.test:8443 inject x-api-key secret anthropic' >>"$T/egressd$n/policies/ai.allow"
+    egressd_api "$n" POST /v1/reload >/dev/null
+done
+for ((i = 0; i < 50; i++)); do
+    creds 1 "$a1" 'c["ca"]' >"$T/a1-ca2.pem"
+    grep -q BEGIN "$T/a1-ca2.pem" && ! cmp -s "$T/a1-ca.pem" "$T/a1-ca2.pem" && break
+    sleep 0.1
+done
+check "a reload that binds anthropic to more.test too gives a1 a CA that permits it" \
+    sh -c "openssl x509 -in '$T/a1-ca2.pem' -noout -ext nameConstraints | grep -q 'DNS:more.test'"
+check "  egressd says so, and that the guest needs it" \
+    grep -q "sandbox $a1: a new CA for credential injection, for its hosts now:.*more.test.*sandboxctl sync" \
+    "$T/egressd1/egressd.err"
+out=$(sbx --json sync)
+check "sync installs it in a1's guest ($(json_get "$out" 'j["credentials"]' 2>/dev/null))" \
+    test "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $a1]")" = '["installed"]'
+check "  the guest's CA file now permits more.test" \
+    sh -c "guest_ca=\$(mktemp); cat '$PVE_SIM_DIR/state/vms/$a1/disk/upper/usr/local/share/ca-certificates/egressd-sandbox.crt' >\"\$guest_ca\"; openssl x509 -in \"\$guest_ca\" -noout -ext nameConstraints | grep -q 'DNS:more.test'; r=\$?; rm -f \"\$guest_ca\"; exit \$r"
+out=$(sbx --json sync)
+check "  a second sync finds it current" \
+    test "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $a1]")" = '["current"]'
+cp "$T/a1-ca2.pem" "$T/a1-ca.pem"
+
 # --- failures leave nothing behind
 out=$(sbx create --name b2 --size small --owner bob --policy ai --secret anthropc 2>&1)
 rc=$?
