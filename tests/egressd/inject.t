@@ -269,5 +269,15 @@ ok "$(cmp -s "$T/cred.json" "$T/cred-later.json" && echo 0 || echo 1)" \
 ok "$(grep -q 'REAL' "$T/access.log" "$T/egressd.err" && echo 1 || echo 0)" \
     "no secret's value in the access log or the diagnostics"
 
+# --- a guest without the sandbox CA: egressd says so
+env "${EGD_SCRUB[@]}" curl -q -sS --cacert "$EGD_CA" -m 10 --interface "$SB" -x "http://$EGD_PROXY" \
+    -H "x-api-key: $PH_A" "https://key.test:$P/hello" >/dev/null 2>&1
+for ((i = 0; i < 50; i++)); do
+    grep -q "sandbox sb1 refused egressd's certificate for key.test" "$T/egressd.err" && break
+    sleep 0.1
+done
+ok "$(grep -q "sandbox sb1 refused egressd's certificate for key.test (.*): its guest may not hold its current sandbox CA" "$T/egressd.err" && echo 0 || echo 1)" \
+    "a client that does not trust the sandbox CA: egressd names the sandbox, the host and the fix"
+
 egd_finish
 tap_end
