@@ -359,6 +359,13 @@ static int check_only(void)
             fprintf(stderr, "%s\n", err);
             bad = 1;
         }
+        for (size_t i = 0; i < px_secrets_count(s); i++) {
+            const char *name = px_secrets_name(s, i);
+            const char *provider = px_secrets_login_provider(s, name);
+            if (provider != NULL)
+                printf("%s/%s: %s login (egressd keeps it: docs/credentials.md)\n", cfg.secret_dir,
+                       name, provider);
+        }
         px_secrets_unref(s);
     }
     if (!bad)

@@ -3,7 +3,8 @@
  *
  *   POST to the token path, judged ─▶ its body in (Content-Length, at
  *   most BODY_MAX) ─▶ oauth_grant_parse
- *     refresh_token = the sandbox's refresh placeholder
+ *     refresh_token = the sandbox's refresh placeholder of a login whose
+ *                     token endpoint this is
  *         ─▶ (a refresh of the login in flight: wait for it, at most
  *            WAIT_MAX_MS) ─▶ 200, the provider's shape, placeholders only
  *     anything else ─▶ 403 oauth_foreign_token
@@ -29,8 +30,12 @@
 #define WAIT_STEP_MS 50
 #define ANSWER_MAX   (OAUTH_TOKEN_MAX * 2 + 1024) /* placeholders and an id_token */
 
+#define CANDIDATES_MAX 8 /* logins of one sandbox with the same token endpoint */
+
 struct px_tokenep {
-    int secret;  /* index in c->sb->secrets */
+    int cand[CANDIDATES_MAX]; /* the logins whose token endpoint this is (c->sb->secrets) */
+    int n_cand;
+    int secret;  /* the one whose refresh placeholder came (index in c->sb->secrets) */
     size_t need; /* head and body, bytes */
     size_t head_len;
     char type[128];     /* Content-Type as sent ("" none) */
@@ -38,22 +43,37 @@ struct px_tokenep {
     int64_t wait_until;
 };
 
-/* The index of the sandbox's login bound to this host by a token-endpoint
- * rule whose token path is `path` (without its query), or -1. */
-static int login_at(const struct px_conn *c, struct http_view path)
+/* The sandbox's logins bound to this host by a token-endpoint rule whose
+ * token path is `path` (without its query), into cand; how many. */
+static int logins_at(const struct px_conn *c, struct http_view path, int cand[CANDIDATES_MAX])
 {
     const struct policy_inject *inj[8];
     size_t n = policy_injects_for(c->pb, &c->ic->host, c->ic->port, px_now_ms() / 1000, inj, 8);
     char want[256];
+    int k = 0;
 
-    for (size_t k = 0; k < n && k < 8; k++) {
-        if (inj[k]->kind != POLICY_INJECT_TOKEN_ENDPOINT ||
-            !px_login_token_path(inj[k]->secret, want, sizeof(want)) || strlen(want) != path.len ||
+    for (size_t r = 0; r < n && r < 8; r++) {
+        if (inj[r]->kind != POLICY_INJECT_TOKEN_ENDPOINT ||
+            !px_login_token_path(inj[r]->secret, want, sizeof(want)) || strlen(want) != path.len ||
             memcmp(want, path.p, path.len) != 0)
             continue;
-        for (size_t i = 0; i < c->sb->n_secrets; i++)
-            if (strcmp(c->sb->secrets[i], inj[k]->secret) == 0)
-                return (int)i;
+        for (size_t i = 0; i < c->sb->n_secrets && k < CANDIDATES_MAX; i++)
+            if (strcmp(c->sb->secrets[i], inj[r]->secret) == 0)
+                cand[k++] = (int)i;
+    }
+    return k;
+}
+
+/* Which of tk's logins tok[0..len) is the refresh placeholder of, or -1. */
+static int whose(const struct px_conn *c, const struct px_tokenep *tk, const char *tok, size_t len)
+{
+    char ph[PX_PLACEHOLDER_MAX];
+
+    for (int k = 0; k < tk->n_cand; k++) {
+        size_t n = px_placeholder_refresh(px_d.placeholder_key, c->sb->id,
+                                          c->sb->secrets[tk->cand[k]], ph, sizeof(ph));
+        if (n != 0 && n == len && memcmp(tok, ph, n) == 0)
+            return tk->cand[k];
     }
     return -1;
 }
@@ -106,23 +126,23 @@ static void decide(struct px_conn *c)
     struct px_tokenep *tk = c->ic->tk;
     struct evbuffer *in = bufferevent_get_input(c->cli);
     const char *all = (const char *)evbuffer_pullup(in, (ev_ssize_t)tk->need);
-    const char *name = c->sb->secrets[tk->secret];
-    char ph[PX_PLACEHOLDER_MAX], tok[PX_PLACEHOLDER_MAX + 1];
-    size_t ph_len = px_placeholder_refresh(px_d.placeholder_key, c->sb->id, name, ph, sizeof(ph));
+    char tok[PX_PLACEHOLDER_MAX + 1];
     size_t tok_len = 0;
 
     bufferevent_disable(c->cli, EV_READ);
     enum oauth_grant g = oauth_grant_parse(tk->type[0] ? tk->type : NULL, all + tk->head_len,
                                            tk->need - tk->head_len, tok, sizeof(tok), &tok_len);
-    bool ours = g == OAUTH_GRANT_REFRESH && tok_len == ph_len && memcmp(tok, ph, ph_len) == 0;
+    int who = g == OAUTH_GRANT_REFRESH ? whose(c, tk, tok, tok_len) : -1;
     explicit_bzero(tok, sizeof(tok));
     evbuffer_drain(in, tk->need);
+    tk->secret = who >= 0 ? who : tk->cand[0];
+    const char *name = c->sb->secrets[tk->secret];
     px_request_set_inject(&c->rq, name);
     if (g == OAUTH_GRANT_MALFORMED) {
         px_conn_fail(c, 400, PX_R_BAD_REQUEST, "not a token request (JSON or form)");
         return;
     }
-    if (!ours) {
+    if (who < 0) {
         px_log_info("conn %llu: sandbox %s sent a token request for login '%s' without its "
                     "refresh placeholder (%s): denied",
                     (unsigned long long)c->id, c->sb->id, name,
@@ -151,10 +171,10 @@ static void on_body(struct bufferevent *bev, void *arg)
 bool px_tokenep_take(struct px_conn *c, const struct http_request *req)
 {
     static const struct http_view post = {"POST", 4};
-    int i;
+    int cand[CANDIDATES_MAX], n;
 
     if (req->method.len != post.len || memcmp(req->method.p, post.p, post.len) != 0 ||
-        (i = login_at(c, path_of(req))) < 0)
+        (n = logins_at(c, path_of(req), cand)) == 0)
         return false;
     struct http_view p = path_of(req);
     snprintf(c->ex->path, sizeof(c->ex->path), "%.*s", (int)p.len, p.p);
@@ -167,7 +187,9 @@ bool px_tokenep_take(struct px_conn *c, const struct http_request *req)
     if (tk == NULL)
         abort();
     c->ic->tk = tk;
-    tk->secret = i;
+    memcpy(tk->cand, cand, sizeof(cand));
+    tk->n_cand = n;
+    tk->secret = cand[0];
     tk->head_len = req->head_len;
     tk->need = req->head_len + (size_t)req->content_length;
     const struct http_header *ct = http_find(req->headers, req->n_headers, "content-type");

@@ -68,8 +68,8 @@ for d in 'User=egressd' 'Group=egressd' 'NoNewPrivileges=yes' 'ProtectSystem=str
          'RuntimeDirectory=egressd' 'StateDirectory=egressd' 'LogsDirectory=egressd'; do
     check "egressd.service: $d" grep -qxF "$d" "$S/egressd.service"
 done
-check "egressd.service: ReadWritePaths holds the state, log and runtime directories only" \
-    grep -qx 'ReadWritePaths=/var/lib/egressd /var/log/egressd /run/egressd' "$S/egressd.service"
+check "egressd.service: ReadWritePaths holds the state, log and runtime directories and secret-dir only" \
+    grep -qx 'ReadWritePaths=/var/lib/egressd /var/log/egressd /run/egressd -/etc/egressd/secrets' "$S/egressd.service"
 for u in egressd.service sandboxctl-reap.service; do
     systemd-analyze security --offline=true "$T/units/$u" >"$T/sec" 2>&1
     level=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$T/sec")

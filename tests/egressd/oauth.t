@@ -28,7 +28,8 @@ FAKE=127.0.0.29
 egd_host "$FAKE" api.anthropic.com
 egd_host "$FAKE" platform.claude.com
 egd_allow "api.anthropic.com:$P inject bearer secret claude" \
-    "platform.claude.com:$P inject token-endpoint secret claude"
+    "platform.claude.com:$P inject token-endpoint secret claude" \
+    "platform.claude.com:$P inject token-endpoint secret claude2"
 S=$T/secrets
 mkdir -m 700 "$S"
 SBX=$T/sandbox # what the sandbox side holds and receives
@@ -61,6 +62,9 @@ A0=$(seed access)
 R0=$(seed refresh)
 NOW_MS=$(($(date +%s) * 1000))
 (umask 077 && creds_file "$A0" "$R0" $((NOW_MS + 3600000)) >"$S/claude")
+# A second Claude login of the same sandbox (another account): the same
+# token endpoint; egressd never refreshes it here (an hour ahead).
+(umask 077 && creds_file sk-ant-oat01-REAL-second sk-ant-ort01-REAL-second $((NOW_MS + 3600000)) >"$S/claude2")
 
 # --- egressd -t: a login file it cannot keep is named, with the field
 (umask 077 && printf '{"claudeAiOauth": {"accessToken": "sk-ant-oat01-REAL-broken"}}\n' >"$S/broken")
@@ -74,17 +78,18 @@ ok "$(grep -q REAL "$T/check.out" && echo 1 || echo 0)" "... and shows no token"
 sed 's/^/#   /' "$T/check.out" | head -n 3
 rm -f "$S/broken"
 "$EGD_BIN" -t -c "$T/egressd.conf" >"$T/check.out" 2>&1
-ok $? "egressd -t takes Claude Code's .credentials.json as a secret"
+ok "$([ $? -eq 0 ] && grep -q "/claude: anthropic login (egressd keeps it" "$T/check.out" && echo 0 || echo 1)" \
+    "egressd -t takes Claude Code's .credentials.json as a secret, and says what it found"
 
 egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" \
     "oauth-provider anthropic token-url https://platform.claude.com:$P/v1/oauth/token client-id test-client" ||
     egm_bail "egressd starts with the login"
-egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"claude\"]}" \
-    >/dev/null || egm_bail "PUT sandbox sb1 with the login"
+SB1="{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"claude\",\"claude2\"]}"
+egd_put sb1 "$SB1" >/dev/null || egm_bail "PUT sandbox sb1 with the logins"
 egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
 py -c 'import json,sys; j=json.load(open(sys.argv[1])); open(sys.argv[2],"w").write(j["ca"])' \
     "$T/cred.json" "$SBX/sbca.pem"
-cred() { py -c 'import json,sys; print(json.load(open(sys.argv[1]))["secrets"]["claude"][sys.argv[2]])' "$T/cred.json" "$1"; }
+cred() { py -c 'import json,sys; print(json.load(open(sys.argv[1]))["secrets"][sys.argv[3] if len(sys.argv) > 3 else "claude"][sys.argv[2]])' "$T/cred.json" "$@"; }
 PH=$(cred placeholder)
 RPH=$(cred refresh_placeholder)
 ok "$([ "$(cred kind)" = login ] && [ "$(cred provider)" = anthropic ] &&
@@ -174,6 +179,11 @@ code=$(sbcurl form -H 'Content-Type: application/x-www-form-urlencoded' \
     --data "grant_type=refresh_token&refresh_token=$RPH" "https://platform.claude.com:$P/v1/oauth/token")
 ok "$([ "$code" = 200 ] && grep -q "\"$PH\"" "$SBX/form.body" && echo 0 || echo 1)" \
     "a form-encoded refresh is answered too (status $code)"
+code=$(sbcurl second -H 'Content-Type: application/json' \
+    --data "{\"grant_type\":\"refresh_token\",\"refresh_token\":\"$(cred refresh_placeholder claude2)\"}" \
+    "https://platform.claude.com:$P/v1/oauth/token")
+ok_json "a second login at the same endpoint: its own refresh placeholder gets its own placeholders (status $code)" \
+    "$(cat "$SBX/second.body")" "l['access_token'] == '$(cred placeholder claude2)' and l['refresh_token'] == '$(cred refresh_placeholder claude2)'"
 code=$(sbcurl foreign -H 'Content-Type: application/json' \
     --data "{\"grant_type\":\"refresh_token\",\"refresh_token\":\"$R2\"}" \
     "https://platform.claude.com:$P/v1/oauth/token")
@@ -218,7 +228,7 @@ for round in 1 2 3; do
     egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" \
         "oauth-provider anthropic token-url https://platform.claude.com:$P/v1/oauth/token client-id test-client" ||
         egm_bail "egressd restarts"
-    egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"claude\"]}" >/dev/null
+    egd_put sb1 "$SB1" >/dev/null
     wait_for '[ "$(api "after$round")" = 200 ]'
     ok "$([ "$(cat "$SBX/after$round.body" | py -c 'import json,sys; print(json.load(sys.stdin).get("ok"))')" = True ] && echo 0 || echo 1)" \
         "... and after the restart the login still works"
