@@ -33,6 +33,12 @@
  *                         frame over WS_MSG_MAX, unmasked, or breaking the
  *                         framing ends the connection and is counted
  *                         (`ws_bad`); text is not checked for UTF-8.
+ *   --secret-file PATH    (with --https, in place of --secret) the secret is
+ *                         the first line of PATH, read again when the file
+ *                         changes (at most every KEY_CHECK_MS); the one it
+ *                         replaced stays good too, as a rotated access token
+ *                         does at a real API until it lapses.  For a login
+ *                         whose token egressd rotates (bench/oauth.sh).
  *                         SIGUSR1 (and the end, on SIGTERM or SIGINT) prints
  *                         the counts as one JSON line: handshakes, resumed
  *                         ones, requests, mismatches, missing, bytes of
@@ -71,6 +77,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,6 +143,7 @@ static struct {
     int addr_len;
     int threads;
     const char *cert, *key, *secret; /* --https */
+    const char *secret_file;         /* --https, in place of --secret */
     SSL_CTX *tls;
 } cfg = {.mode = M_TLS, .reply_bytes = 4096, .threads = 1};
 
@@ -378,11 +386,83 @@ static bool https_lists(const char *h, size_t len, const char *name, const char 
     return v != NULL && ws_value_lists(v, vl, token);
 }
 
+#define KEY_CHECK_MS 20  /* --secret-file: how often its file is looked at */
+#define KEY_MAX      512 /* --secret-file: the longest secret */
+
+/* --secret-file's secrets: the current one and the one it replaced. */
+static struct {
+    pthread_mutex_t mu;
+    char cur[KEY_MAX], prev[KEY_MAX];
+    struct timespec mtime;
+    ino_t ino;
+    int64_t checked_ms;
+} keys = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read --secret-file again if it changed (lock held). */
+static void keys_look(void)
+{
+    struct stat st;
+    char line[KEY_MAX];
+    FILE *f;
+
+    if (mono_ms() - keys.checked_ms < KEY_CHECK_MS)
+        return;
+    keys.checked_ms = mono_ms();
+    if (stat(cfg.secret_file, &st) == -1 ||
+        (st.st_ino == keys.ino && st.st_mtim.tv_sec == keys.mtime.tv_sec &&
+         st.st_mtim.tv_nsec == keys.mtime.tv_nsec) ||
+        (f = fopen(cfg.secret_file, "r")) == NULL)
+        return;
+    if (fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (strcmp(line, keys.cur) != 0) {
+            memcpy(keys.prev, keys.cur, sizeof keys.prev);
+            snprintf(keys.cur, sizeof keys.cur, "%s", line);
+        }
+        keys.ino = st.st_ino;
+        keys.mtime = st.st_mtim;
+    }
+    fclose(f);
+}
+
+/* Whether v[0..vl) is one of --secret-file's secrets (lock held). */
+static bool key_is(const char *v, size_t vl)
+{
+    return (keys.cur[0] != '\0' && vl == strlen(keys.cur) && memcmp(v, keys.cur, vl) == 0) ||
+           (keys.prev[0] != '\0' && vl == strlen(keys.prev) && memcmp(v, keys.prev, vl) == 0);
+}
+
+/* Whether v[0..vl) is the secret: --secret, or one of --secret-file's. */
+static bool key_ok(const char *v, size_t vl)
+{
+    bool ok;
+
+    if (cfg.secret_file == NULL)
+        return vl == strlen(cfg.secret) && memcmp(v, cfg.secret, vl) == 0;
+    pthread_mutex_lock(&keys.mu);
+    keys_look();
+    ok = key_is(v, vl);
+    if (!ok) { /* (a token issued since the last look: look now) */
+        keys.checked_ms = 0;
+        keys_look();
+        ok = key_is(v, vl);
+    }
+    pthread_mutex_unlock(&keys.mu);
+    return ok;
+}
+
 /* NULL when the request head (hl bytes) carries exactly one x-api-key and
  * it is the secret; else why not, counted. */
 static const char *https_key_refusal(const char *head, size_t hl)
 {
-    size_t vl = 0, sl = strlen(cfg.secret);
+    size_t vl = 0;
     int count;
     const char *v = https_field(head, hl, "x-api-key", &vl, &count);
 
@@ -390,7 +470,7 @@ static const char *https_key_refusal(const char *head, size_t hl)
         atomic_fetch_add_explicit(&stats.missing, 1, memory_order_relaxed);
         return "x-api-key missing\n";
     }
-    if (count != 1 || vl != sl || memcmp(v, cfg.secret, sl) != 0) {
+    if (count != 1 || !key_ok(v, vl)) {
         atomic_fetch_add_explicit(&stats.mismatch, 1, memory_order_relaxed);
         return "x-api-key mismatch\n";
     }
@@ -857,7 +937,7 @@ static void usage(void)
     fprintf(stderr, "usage: egress-sink --listen ADDR:PORT [--tls-like|--http|--bulk]\n"
                     "                   [--reply-bytes K] [--threads T]\n"
                     "       egress-sink --listen ADDR:PORT --https --cert PEM --key PEM\n"
-                    "                   --secret VALUE [--threads T]\n");
+                    "                   (--secret VALUE | --secret-file PATH) [--threads T]\n");
     exit(2);
 }
 
@@ -874,6 +954,7 @@ static void parse_args(int argc, char **argv)
         {"cert", required_argument, NULL, 'C'},
         {"key", required_argument, NULL, 'K'},
         {"secret", required_argument, NULL, 'x'},
+        {"secret-file", required_argument, NULL, 'F'},
         {NULL, 0, NULL, 0},
     };
     bool have_addr = false;
@@ -905,14 +986,16 @@ static void parse_args(int argc, char **argv)
         case 'C': cfg.cert = optarg; break;
         case 'K': cfg.key = optarg; break;
         case 'x': cfg.secret = optarg; break;
+        case 'F': cfg.secret_file = optarg; break;
         default: usage();
         }
     }
     if (!have_addr || optind != argc)
         usage();
-    if ((cfg.mode == M_HTTPS) != (cfg.cert != NULL && cfg.key != NULL && cfg.secret != NULL))
-        fprintf(stderr, "egress-sink: --https goes with --cert, --key and --secret, and they "
-                        "with it\n"),
+    if ((cfg.mode == M_HTTPS) !=
+        (cfg.cert != NULL && cfg.key != NULL && (cfg.secret != NULL) != (cfg.secret_file != NULL)))
+        fprintf(stderr, "egress-sink: --https goes with --cert, --key and one of --secret and "
+                        "--secret-file, and they with it\n"),
             exit(2);
 }
 
