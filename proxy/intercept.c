@@ -100,6 +100,7 @@ struct cred_table {
     struct http_cred cr[HTTP_CRED_MAX];
     uint8_t secret[HTTP_CRED_MAX]; /* cr[k] is of c->sb->secrets[secret[k]] */
     char ph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX];
+    char rph[PX_SANDBOX_MAX_SECRETS][PX_PLACEHOLDER_MAX]; /* a login's refresh placeholder */
     size_t n;
     /* A login's current access token (logins.h), copied for this request
      * (wiped after it), and its generation; tok_len[i] 0: not copied. */
@@ -133,15 +134,16 @@ static void wipe_tokens(struct cred_table *t)
         }
 }
 
-/* Add secret i's credential in rule r's shape (NULL: unbound). */
-static void add_cred(struct cred_table *t, size_t i, size_t ph_len, const struct policy_inject *r,
-                     const struct px_secrets *store, const char *name)
+/* Add secret i's credential, placeholder ph, in rule r's shape (NULL:
+ * unbound). */
+static void add_cred(struct cred_table *t, size_t i, struct http_view ph,
+                     const struct policy_inject *r, const struct px_secrets *store,
+                     const char *name)
 {
     struct http_cred *cr = &t->cr[t->n];
 
     /* (unbound: any sight of the placeholder is FOREIGN, whatever field) */
-    *cr = (struct http_cred){
-        .kind = HTTP_CRED_X_API_KEY, .field = "x-api-key", .placeholder = {t->ph[i], ph_len}};
+    *cr = (struct http_cred){.kind = HTTP_CRED_X_API_KEY, .field = "x-api-key", .placeholder = ph};
     if (r != NULL && value_of(t, i, store, name, &cr->secret)) {
         cr->kind = cred_kind(r->kind);
         cr->field = r->field;
@@ -165,12 +167,20 @@ static void creds_of(const struct px_conn *c, const struct policy_host *host, ui
         const char *name = c->sb->secrets[i];
         size_t len =
             px_placeholder(px_d.placeholder_key, c->sb->id, name, t->ph[i], sizeof(t->ph[i]));
+        struct http_view ph = {t->ph[i], len};
         size_t before = t->n;
         for (size_t k = 0; k < n_inj && k < INJECTS_MAX && t->n < HTTP_CRED_MAX; k++)
             if (strcmp(inj[k]->secret, name) == 0 && inj[k]->kind != POLICY_INJECT_TOKEN_ENDPOINT)
-                add_cred(t, i, len, inj[k], c->world->secrets, name);
+                add_cred(t, i, ph, inj[k], c->world->secrets, name);
         if (t->n == before && t->n < HTTP_CRED_MAX)
-            add_cred(t, i, len, NULL, NULL, name);
+            add_cred(t, i, ph, NULL, NULL, name);
+        /* A login's refresh placeholder goes only into a token request's
+         * body (tokenep.c): in any header it is out of place. */
+        if (px_secrets_login(c->world->secrets, name, NULL) && t->n < HTTP_CRED_MAX) {
+            size_t rlen = px_placeholder_refresh(px_d.placeholder_key, c->sb->id, name, t->rph[i],
+                                                 sizeof(t->rph[i]));
+            add_cred(t, i, (struct http_view){t->rph[i], rlen}, NULL, NULL, name);
+        }
     }
 }
 

@@ -190,6 +190,9 @@ code=$(sbcurl foreign -H 'Content-Type: application/json' \
 ok "$([ "$code" = 403 ] && grep -qi '^x-egress-deny: oauth_foreign_token' "$SBX/foreign.head" &&
     [ "$(refreshes)" = "$before" ] && echo 0 || echo 1)" \
     "a real refresh token from the sandbox is denied oauth_foreign_token, not sent on (status $code)"
+code=$(sbcurl misplaced -H "Authorization: Bearer $RPH" "https://api.anthropic.com:$P/v1/messages")
+ok "$([ "$code" = 403 ] && grep -qi '^x-egress-deny: credential_host_mismatch' "$SBX/misplaced.head" && echo 0 || echo 1)" \
+    "the refresh placeholder in a request header is out of place: credential_host_mismatch (status $code)"
 code=$(sbcurl login -H 'Content-Type: application/json' \
     --data '{"grant_type":"authorization_code","code":"x","redirect_uri":"http://localhost/cb"}' \
     "https://platform.claude.com:$P/v1/oauth/token")
