@@ -51,7 +51,7 @@ static const char usage_text[] =
     "  access request NAME HOST[:PORTS] --why TEXT [--for DURATION]\n"
     "  access list [NAME] [--all] | access approve ID [--for DURATION] | access deny ID\n"
     "  denials NAME              (what egressd refused it lately)\n"
-    "  reap | sync | doctor\n"
+    "  reap | sync [NAME] | doctor\n"
     "  mcp [--http ADDR:PORT]\n"
     "config: -c FILE (default " DEFAULT_CONFIG ")\n";
 
@@ -642,7 +642,7 @@ static const struct simple simple_cmds[] = {
     {"rollback", sbx_op_rollback, 2, 2, {"name", "label"}, print_rollback},
     {"snapshots", sbx_op_snapshots, 1, 1, {"name"}, print_snapshots},
     {"reap", sbx_op_reap, 0, 0, {NULL}, print_reap},
-    {"sync", sbx_op_sync, 0, 0, {NULL}, print_sync},
+    {"sync", sbx_op_sync, 0, 1, {"name"}, print_sync},
     {"doctor", sbx_op_doctor, 0, 0, {NULL}, print_doctor},
 };
 

@@ -1,6 +1,7 @@
 /* ops_sync.c - make every egressd's bindings equal to what Proxmox holds,
- * and each running sandbox's guest hold the credentials egressd gives it
- * now (its sandbox CA follows the hosts its secrets are bound to). */
+ * and each running sandbox's guest (or the one named) hold the credentials
+ * egressd gives it now (its sandbox CA follows the hosts its secrets are
+ * bound to). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,6 +91,12 @@ static const char *guest_credentials(struct sbx *s, const struct sbx_vm *vm,
     return result;
 }
 
+/* Whether vm is the sandbox `name` (its name or its VMID). */
+static bool is_named(const struct sbx_vm *vm, const char *name)
+{
+    return strcmp(vm->name, name) == 0 || atoi(name) == vm->vmid;
+}
+
 /* One entry of the answer's "credentials" list. */
 static json_t *credentials_entry(struct sbx *s, const struct sbx_vm *vm, const struct sbx_meta *m)
 {
@@ -104,7 +111,7 @@ static json_t *credentials_entry(struct sbx *s, const struct sbx_vm *vm, const s
 
 int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
-    static const char *const keys[] = {NULL};
+    static const char *const keys[] = {"name", NULL};
     struct sbx_vm *vms;
     struct sbx_meta *metas;
     bool *have;
@@ -154,11 +161,17 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
         }
         json_decref(config);
     }
-    rc = sbx_egress_replace(&s->cfg, bindings, err, errlen);
+    const char *only = json_string_value(json_object_get(args, "name"));
+    bool named = only == NULL;
+    for (size_t i = 0; i < n && !named; i++)
+        named = is_named(&vms[i], only);
+    rc = named ? sbx_egress_replace(&s->cfg, bindings, err, errlen) : -1;
+    if (!named)
+        snprintf(err, errlen, "sync: no sandbox '%s' (sandboxctl list)", only);
     if (rc == 0) {
         json_t *creds = json_array();
         for (size_t i = 0; i < n; i++)
-            if (have[i] && metas[i].nsecrets > 0)
+            if (have[i] && metas[i].nsecrets > 0 && (only == NULL || is_named(&vms[i], only)))
                 json_array_append_new(creds, credentials_entry(s, &vms[i], &metas[i]));
         targets = json_array();
         for (int i = 0; i < s->cfg.negress; i++)

@@ -213,8 +213,10 @@ check "a reload that binds anthropic to more.test too gives a1 a CA that permits
 check "  egressd says so, and that the guest needs it" \
     grep -q "sandbox $a1: a new CA for credential injection, for its hosts now:.*more.test.*sandboxctl sync" \
     "$T/egressd1/egressd.err"
-out=$(sbx --json sync)
-check "sync installs it in a1's guest ($(json_get "$out" 'j["credentials"]' 2>/dev/null))" \
+out=$(sbx sync nosuch 2>&1)
+ok "$([ $? -eq 1 ] && grep -q "sync: no sandbox 'nosuch'" <<<"$out"; echo $?)" "sync NAME of no sandbox fails, naming it ($out)"
+out=$(sbx --json sync a1)
+check "sync a1 installs it in a1's guest ($(json_get "$out" 'j["credentials"]' 2>/dev/null))" \
     test "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $a1]")" = '["installed"]'
 check "  the guest's CA file now permits more.test" \
     sh -c "guest_ca=\$(mktemp); cat '$PVE_SIM_DIR/state/vms/$a1/disk/upper/usr/local/share/ca-certificates/egressd-sandbox.crt' >\"\$guest_ca\"; openssl x509 -in \"\$guest_ca\" -noout -ext nameConstraints | grep -q 'DNS:more.test'; r=\$?; rm -f \"\$guest_ca\"; exit \$r"
