@@ -116,12 +116,13 @@ static int parse_login(int vmid, const char *name, json_t *e, struct sbx_creds *
 
     if (kind != NULL && strcmp(kind, "value") == 0)
         return 0;
+    /* (json_is_object evaluates its argument twice: parse first) */
+    if (json_is_string(file) && json_string_length(file) <= LOGIN_FILE_MAX)
+        parsed = json_loads(json_string_value(file), 0, NULL);
     if (kind == NULL || strcmp(kind, "login") != 0 || prov == NULL || !provider_known(prov) ||
         !json_is_string(rph) ||
         !placeholder_of(json_string_value(rph), json_string_length(rph), name) ||
-        strcmp(json_string_value(rph), cr->placeholder[i]) == 0 || !json_is_string(file) ||
-        json_string_length(file) > LOGIN_FILE_MAX ||
-        !json_is_object(parsed = json_loads(json_string_value(file), 0, NULL)) ||
+        strcmp(json_string_value(rph), cr->placeholder[i]) == 0 || !json_is_object(parsed) ||
         strstr(json_string_value(file), cr->placeholder[i]) == NULL) {
         json_decref(parsed);
         snprintf(err, errlen,

@@ -318,8 +318,9 @@ ok "$([ $rc -eq 1 ] && grep -q "the sandbox has no user 'agent' (guest-user)" <<
     "a login for a guest without guest-user fails the create, naming the user ($(tr -d '\n' <<<"$out" | head -c 300))"
 left_nothing "$a1" "  no guest-user"
 echo 'guest-user root' >>"$CONF"
-out=$(sbx --json create --name c1 --size small --owner carol --policy ai --secret claude --secret openai 2>&1)
+out=$(sbx --json create --name c1 --size small --owner carol --policy ai --secret claude --secret openai 2>"$T/c1.err")
 ok $? "create c1 --secret claude (a login) --secret openai, guest-user root ($(tr -d '\n' <<<"$out" | head -c 200))"
+[ -s "$T/c1.err" ] && sed "s/^/#   /" "$T/c1.err" | head -n 20
 c1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
 PH_C=$(creds 1 "$c1" 'c["secrets"]["claude"]["placeholder"]')
 RPH_C=$(creds 1 "$c1" 'c["secrets"]["claude"]["refresh_placeholder"]')
