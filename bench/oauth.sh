@@ -10,7 +10,9 @@
 # token.  The sink of the login host (egress-sink --secret-file) takes only
 # the token issued last (and the one before it): a request with a stale or
 # missing token is a failed exchange.  Prints per round the requests/s,
-# p50 and p99 of each, and the refreshes egressd made during it.
+# p50 and p99 of each, and the refreshes egressd made during it; then the
+# time to first byte of a kept-alive connection, through egressd against
+# straight to the sink (BENCH_TTFB requests, 500).
 # BENCH_ROUNDS (3), BENCH_SECONDS (20 per row), BENCH_CONNS (16),
 # BENCH_THREADS (1).  Re-executes itself in a network namespace of its own.
 set -u
@@ -118,4 +120,25 @@ for ((r = 1; r <= ROUNDS; r++)); do
     row login login.test
 done
 kill -0 "$EGD" || die "egressd died"
-echo "token endpoint: $(grep -c '"issued"' "$T/oauthd.log") tokens issued; login sink: $(kill -USR1 "${PIDS[2]}"; sleep 0.3; grep '^{' "$T/sink2.out" | tail -n 1)"
+echo "token endpoint: $(cat "$T/oauthd.log" 2>/dev/null | grep -c '"issued"') tokens issued; login sink: $(kill -USR1 "${PIDS[2]}"; sleep 0.3; grep '^{' "$T/sink2.out" | tail -n 1)"
+
+# The time to first byte once the connection is up: curl, one connection,
+# BENCH_TTFB requests of 1 KiB in a row (keep-alive), each one's
+# starttransfer - pretransfer; through egressd (intercepted, the login's
+# token put in) and straight to the same sink (the token sent by curl).
+N=${BENCH_TTFB:-500}
+ttfb() {
+    local urls=() i
+    for ((i = 0; i < N; i++)); do urls+=(-o /dev/null "https://login.test:4444/bytes/1024"); done
+    env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -q -s "$@" \
+        -w '%{time_pretransfer} %{time_starttransfer}\n' "${urls[@]}" |
+        python3 -c 'import sys
+d = sorted((float(b) - float(a)) * 1000 for a, b in (l.split() for l in sys.stdin) if a and b)
+d = d[1:]  # the first carries the handshakes
+print("%8.3f %8.3f %6d" % (d[len(d) // 2], d[int(len(d) * 0.99)], len(d)))'
+}
+printf '\n%-22s %8s %8s %6s\n' 'time to first byte' 'p50 ms' 'p99 ms' n
+printf '%-22s %s\n' 'straight to the sink' "$(ttfb --cacert "$T/ca.pem" --resolve login.test:4444:127.0.0.17 \
+    -H "x-api-key: $(cat "$T/current")")"
+printf '%-22s %s\n' 'through egressd' "$(ttfb --cacert "$T/sbca.pem" -x http://127.0.0.1:3128 \
+    -H "x-api-key: $(cat "$T/ph.login")")"
