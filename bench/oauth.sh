@@ -139,6 +139,6 @@ print("%8.3f %8.3f %6d" % (d[len(d) // 2], d[int(len(d) * 0.99)], len(d)))'
 }
 printf '\n%-22s %8s %8s %6s\n' 'time to first byte' 'p50 ms' 'p99 ms' n
 printf '%-22s %s\n' 'straight to the sink' "$(ttfb --cacert "$T/ca.pem" --resolve login.test:4444:127.0.0.17 \
-    -H "x-api-key: $(cat "$T/current")")"
+    -H "x-api-key: $(head -n 1 "$T/current")")"
 printf '%-22s %s\n' 'through egressd' "$(ttfb --cacert "$T/sbca.pem" -x http://127.0.0.1:3128 \
     -H "x-api-key: $(cat "$T/ph.login")")"

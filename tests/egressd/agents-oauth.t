@@ -4,7 +4,7 @@
 # "Subscription logins"), by the real host names and egressd's built-in
 # Anthropic profile (platform.claude.com, Claude Code's client id), against
 # a fake token endpoint (oauthd.py, 10 s tokens) and a fake Messages API
-# (fakeapi.py, which takes only the token oauthd issued last):
+# (fakeapi.py, which takes only the last two tokens oauthd issued):
 #   - the guest's ~/.claude/.credentials.json is the one egressd makes for
 #     it (GET credentials: placeholders only, a year ahead): the run
 #     completes with the fake API's answer; lapsed, claude refreshes at
@@ -134,7 +134,7 @@ ok "$([ "$issued" -ge 5 ] &&
 ok "$([ "$(count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('api') == 'anthropic'")" -ge "$runs" ] &&
     [ "$(count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('api') == 'anthropic' and o.get('auth') != 'match'")" = 0 ] &&
     echo 0 || echo 1)" \
-    "the Messages API got every request with the real token current at the time"
+    "the Messages API got every request with a real token good at the time (the last issued or the one before)"
 ok "$(grep -rl 'REAL' "$SBX" 2>/dev/null | grep -q . && echo 1 || echo 0)" \
     "no file on the sandbox side (claude's home, its outputs) holds a real token"
 

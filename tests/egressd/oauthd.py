@@ -72,6 +72,7 @@ lock = threading.Lock()          # the token state and the counters
 log_lock = threading.Lock()
 access = {}                      # access token -> its expiry (epoch seconds)
 refresh = {}                     # valid refresh token -> the one it was issued from
+current = []                     # --current: the access tokens issued last, newest first
 counts = {"requests": 0, "answered": 0}
 
 
@@ -119,8 +120,10 @@ def issue(lifetime, parent=None, new_refresh=True):
         if rt:
             refresh[rt] = parent
         if args.current:
+            current.insert(0, tok)
+            del current[2:]
             with open(args.current + ".new", "w", encoding="utf-8") as f:
-                f.write(tok + "\n")
+                f.write("\n".join(current) + "\n")
             os.replace(args.current + ".new", args.current)
     return tok, rt, exp
 
@@ -317,8 +320,10 @@ def main():
     ap.add_argument("--notify", metavar="FILE")
     ap.add_argument("--slow", type=float, default=30, metavar="SECONDS")
     ap.add_argument("--current", metavar="FILE",
-                    help="the access token issued last, rewritten at each issue (another fake "
-                         "API, e.g. fakeapi.py --anthropic-key FILE, checks against it)")
+                    help="the access tokens issued last and the one before it, a line each, "
+                         "rewritten at each issue (another fake API, e.g. fakeapi.py "
+                         "--anthropic-key FILE, takes either: a rotated token stays good "
+                         "until it lapses)")
     args = ap.parse_args()
     if args.provider == "google" and args.client_secret is None:
         ap.error("--provider google needs --client-secret")
