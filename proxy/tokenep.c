@@ -44,8 +44,9 @@ struct px_tokenep {
 };
 
 /* The sandbox's logins bound to this host by a token-endpoint rule whose
- * token path is `path` (without its query), into cand; how many. */
-static int logins_at(const struct px_conn *c, struct http_view path, int cand[CANDIDATES_MAX])
+ * token path is `path` (the request's, without its query, as request.c
+ * kept it for the log), into cand; how many. */
+static int logins_at(const struct px_conn *c, const char *path, int cand[CANDIDATES_MAX])
 {
     const struct policy_inject *inj[8];
     size_t n = policy_injects_for(c->pb, &c->ic->host, c->ic->port, px_now_ms() / 1000, inj, 8);
@@ -54,8 +55,7 @@ static int logins_at(const struct px_conn *c, struct http_view path, int cand[CA
 
     for (size_t r = 0; r < n && r < 8; r++) {
         if (inj[r]->kind != POLICY_INJECT_TOKEN_ENDPOINT ||
-            !px_login_token_path(inj[r]->secret, want, sizeof(want)) || strlen(want) != path.len ||
-            memcmp(want, path.p, path.len) != 0)
+            !px_login_token_path(inj[r]->secret, want, sizeof(want)) || strcmp(want, path) != 0)
             continue;
         for (size_t i = 0; i < c->sb->n_secrets && k < CANDIDATES_MAX; i++)
             if (strcmp(c->sb->secrets[i], inj[r]->secret) == 0)
@@ -76,13 +76,6 @@ static int whose(const struct px_conn *c, const struct px_tokenep *tk, const cha
             return tk->cand[k];
     }
     return -1;
-}
-
-/* The path of a request target without its query. */
-static struct http_view path_of(const struct http_request *req)
-{
-    const char *q = memchr(req->path.p, '?', req->path.len);
-    return (struct http_view){req->path.p, q ? (size_t)(q - req->path.p) : req->path.len};
 }
 
 /* Answer the refresh of login tk->secret with the sandbox's placeholders.
@@ -174,10 +167,8 @@ bool px_tokenep_take(struct px_conn *c, const struct http_request *req)
     int cand[CANDIDATES_MAX], n;
 
     if (req->method.len != post.len || memcmp(req->method.p, post.p, post.len) != 0 ||
-        (n = logins_at(c, path_of(req), cand)) == 0)
+        (n = logins_at(c, c->ex->path, cand)) == 0)
         return false;
-    struct http_view p = path_of(req);
-    snprintf(c->ex->path, sizeof(c->ex->path), "%.*s", (int)p.len, p.p);
     if (req->body != HTTP_BODY_LENGTH || req->content_length > BODY_MAX) {
         px_conn_fail(c, req->body == HTTP_BODY_CHUNKED ? 411 : 400, PX_R_BAD_REQUEST,
                      "a token request needs a Content-Length body of at most 16 KiB");
