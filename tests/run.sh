@@ -240,10 +240,10 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
 # memory error in a real run fails the suite too.  The scripts share
 # nothing (egressd's, deploy/'s and the wall test run in network namespaces
 # of their own; the others use ports they pick), so they run in two lanes of
-# about equal length: egressd's (but the agents') and deploy's in one; the
-# Proxmox simulator's and sandboxctl's (which mostly wait on the
-# simulator), mcp's, the wall's and agents.t, agents-oauth.t in the other; the results are
-# counted afterwards, in order.
+# about equal length: egressd's (but agents.t and agents-oauth.t) and
+# deploy's in one; the Proxmox simulator's and sandboxctl's (which mostly
+# wait on the simulator), mcp's, the wall's and those two in the other; the
+# results are counted afterwards, in order.
 script_log() {
     local name=${1#tests/}
     name=${name%.t}

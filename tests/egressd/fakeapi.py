@@ -4,6 +4,7 @@ behind egressd's credential injection (inject-tools.t, agents.t).
 
     fakeapi.py --log FILE --certs DIR --anthropic-key FILE --openai-key FILE
                [--delay SECONDS] [--last-delay SECONDS] [--text TEXT]
+               [--chatgpt-account ID]
                NAME=ADDR:PORT...
 
 For every NAME=ADDR:PORT it serves HTTPS on ADDR:PORT with DIR/NAME.pem
@@ -29,6 +30,16 @@ dropped; a request without the right key gets the API's own 401):
                                     codex's built-in provider speaks it
                                     (below)
     GET  /v1/models                 a list of one model of each API
+    POST /backend-api/codex/responses, and its Upgrade
+                                    the Responses API as codex speaks it
+                                    with a ChatGPT login (the same as
+                                    /v1/responses)
+    GET  /backend-api/wham/accounts/check
+                                    codex's workspace discovery with a
+                                    ChatGPT login (Bearer): the one account
+                                    --chatgpt-account ID, on chatgpt.com;
+                                    a ChatGPT-Account-ID other than ID
+                                    gets 403
     anything else                   404, logged
 Every answer says TEXT (--text; "Hello from the fake API.").  The events of
 a stream go out --delay seconds apart (0.25), one chunk each; the last
@@ -57,8 +68,8 @@ The log (--log) gets one JSON line per request, {"event": "request",
 "auth_field" (x-api-key or authorization),
 "auth_sha256" (of the credential value seen, 16 hex digits, never the value),
 "placeholder" (whether the value looked like egressd's placeholder),
-"anthropic_version", "user_agent", "stream", "model", "status", "n": the
-request's number, "ws": false, "warmup": false}, and one per event of a
+"anthropic_version", "user_agent", "account" (ChatGPT-Account-ID), "stream",
+"model", "status", "n": the request's number, "ws": false, "warmup": false}, and one per event of a
 stream, {"event": "sent", "n", "i", "kind", "t"} (the send time), then
 {"event": "done", "n", "events", "t"}.  Over a WebSocket: the upgrade
 is a request line with "ws": true, "method": "GET", "stream": false and
@@ -211,6 +222,26 @@ def warmup_events(model, rid):
                                     "response": response_obj(model, "completed", [], rid)})]
 
 
+# codex with a ChatGPT login calls the Responses API under chatgpt.com's
+# backend: the same API by another path.
+CHATGPT_RESPONSES = "/backend-api/codex/responses"
+ACCOUNTS_CHECK = "/backend-api/wham/accounts/check"
+
+
+def api_path(path):
+    """The /v1 path that path serves."""
+    return "/v1/responses" if path == CHATGPT_RESPONSES else path
+
+
+def accounts_check(account):
+    """codex's workspace discovery answer: one personal account, routed to
+    chatgpt.com itself."""
+    return {"accounts": [{"id": account, "workspace_backend_origin": "https://chatgpt.com",
+                          "account_routing_override": "NO_CONSTRAINT", "plan_type": "pro",
+                          "structure": "personal"}],
+            "account_ordering": [account], "default_account_id": account}
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -286,7 +317,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_api(self, method):
         n = next_n()
-        path = self.path.split("?")[0]
+        path = api_path(self.path.split("?")[0])
         if method == "GET" and path == "/v1/responses" and wsproto.is_upgrade(self.headers):
             return self.websocket(n)
         body = self.read_body() if method == "POST" else b""
@@ -303,11 +334,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                      auth_sha256=hashlib.sha256(got.encode()).hexdigest()[:16] if got else None,
                      placeholder=bool(got and got.startswith("egressd-ph-")),
                      anthropic_version=self.headers.get("anthropic-version"),
-                     user_agent=self.headers.get("user-agent"), stream=bool(req.get("stream")),
+                     user_agent=self.headers.get("user-agent"),
+                     account=self.headers.get("chatgpt-account-id"), stream=bool(req.get("stream")),
                      model=req.get("model"), ws=False, warmup=False)
         known = {("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"),
                  ("POST", "/v1/chat/completions"), ("POST", "/v1/responses"),
                  ("GET", "/v1/models")}
+        if args.chatgpt_account:
+            known.add(("GET", ACCOUNTS_CHECK))
         if (method, path) not in known:
             log(status=404, **entry)
             return self.json_answer(404, {"error": {"type": "not_found_error",
@@ -319,6 +353,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log(status=400, **entry)
             return self.json_answer(400, {"type": "error", "error": {
                 "type": "invalid_request_error", "message": "anthropic-version: header is required"}})
+        if path == ACCOUNTS_CHECK:
+            if entry["account"] != args.chatgpt_account:
+                log(status=403, **entry)
+                return self.json_answer(403, {"detail": "account mismatch"})
+            log(status=200, **entry)
+            return self.json_answer(200, accounts_check(args.chatgpt_account))
         log(status=200, **entry)
         model = req.get("model") or "fake-model"
         if path == "/v1/models":
@@ -357,7 +397,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     auth_field=field,
                     auth_sha256=hashlib.sha256(got.encode()).hexdigest()[:16] if got else None,
                     placeholder=bool(got and got.startswith("egressd-ph-")),
-                    anthropic_version=None, user_agent=self.headers.get("user-agent"), ws=True)
+                    anthropic_version=None, user_agent=self.headers.get("user-agent"),
+                    account=self.headers.get("chatgpt-account-id"), ws=True)
         entry = dict(auth, event="request", n=n, method="GET", stream=False, model=None,
                      warmup=False)
         if flag != "match":
@@ -463,6 +504,7 @@ def main():
     ap.add_argument("--delay", type=float, default=0.25)
     ap.add_argument("--last-delay", type=float)
     ap.add_argument("--text", default="Hello from the fake API.")
+    ap.add_argument("--chatgpt-account")
     ap.add_argument("sites", nargs="+")
     args = ap.parse_args()
     if args.last_delay is None:
