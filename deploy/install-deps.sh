@@ -37,6 +37,9 @@ test_pkgs+=(iodine)
 # Debian's python requests, a client of credential injection's tests
 # (tests/egressd/inject-tools.t).
 test_pkgs+=(python3-requests)
+# Debian's python yaml (cloud-init has it too): tests that read the golden
+# image's user data (tests/deploy/cloudinit.t, tests/egressd/agents-oauth-gemini.t).
+test_pkgs+=(python3-yaml)
 # tests/egressd/deny.t: tcpdump sees that a denial and its FIN share a segment.
 test_pkgs+=(tcpdump)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""fakeapi.py - a local stand-in for the Anthropic and OpenAI HTTP APIs,
-behind egressd's credential injection (inject-tools.t, agents.t).
+"""fakeapi.py - a local stand-in for the Anthropic and OpenAI HTTP APIs, and
+the Google Code Assist API that gemini-cli calls with a Google login,
+behind egressd's credential injection (inject-tools.t, agents*.t).
 
     fakeapi.py --log FILE --certs DIR --anthropic-key FILE --openai-key FILE
                [--delay SECONDS] [--last-delay SECONDS] [--text TEXT]
-               [--chatgpt-account ID]
+               [--chatgpt-account ID] [--google-key FILE]
                NAME=ADDR:PORT...
 
 For every NAME=ADDR:PORT it serves HTTPS on ADDR:PORT with DIR/NAME.pem
@@ -40,6 +41,22 @@ dropped; a request without the right key gets the API's own 401):
                                     --chatgpt-account ID, on chatgpt.com;
                                     a ChatGPT-Account-ID other than ID
                                     gets 403
+    POST /v1internal:METHOD         Code Assist (Bearer, --google-key): as
+                                    gemini-cli calls it with a Google login:
+                                    loadCodeAssist (a free tier, onboarded,
+                                    its project), retrieveUserQuota,
+                                    listExperiments, generateContent (the
+                                    answer as JSON; asked for JSON, the
+                                    model router's score),
+                                    streamGenerateContent
+                                    (?alt=sse: the answer's pieces as
+                                    events)
+    GET  /oauth2/v2/userinfo        the Google account (Bearer, --google-key)
+    POST /v1beta/models/M:generateContent, M:streamGenerateContent
+                                    the Gemini API as gemini-cli calls it
+                                    with GEMINI_API_KEY (x-goog-api-key,
+                                    --google-key): the same answers, not
+                                    wrapped as Code Assist wraps them
     anything else                   404, logged
 Every answer says TEXT (--text; "Hello from the fake API.").  The events of
 a stream go out --delay seconds apart (0.25), one chunk each; the last
@@ -65,7 +82,7 @@ answered and ends the connection.
 
 The log (--log) gets one JSON line per request, {"event": "request",
 "site", "method", "path", "api", "auth": "match" | "mismatch" | "absent",
-"auth_field" (x-api-key or authorization),
+"auth_field" (x-api-key, x-goog-api-key or authorization),
 "auth_sha256" (of the credential value seen, 16 hex digits, never the value),
 "placeholder" (whether the value looked like egressd's placeholder),
 "anthropic_version", "user_agent", "account" (ChatGPT-Account-ID), "stream",
@@ -117,6 +134,48 @@ def read_key(path):
     with open(path, encoding="utf-8") as f:
         v = f.read()
     return v[:-1] if v.endswith("\n") else v
+
+
+def gemini_response(text, finish=None, wrapped=True):
+    """A GenerateContentResponse with text; wrapped: as Code Assist sends it."""
+    cand = {"content": {"role": "model", "parts": [{"text": text}]}, "index": 0}
+    if finish:
+        cand["finishReason"] = finish
+    r = {"candidates": [cand], "modelVersion": "gemini-fake",
+         "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 9,
+                           "totalTokenCount": 21}}
+    return {"response": r, "traceId": "trace-fake01"} if wrapped else r
+
+
+def gemini_events(wrapped):
+    pieces = chunks(args.text)
+    return [(None, gemini_response(p, "STOP" if i == len(pieces) - 1 else None, wrapped))
+            for i, p in enumerate(pieces)]
+
+
+def gemini_method(path):
+    """(Gemini method, wrapped) of a Code Assist or Gemini API path, or
+    (None, None): /v1internal:M, /v1beta/models/MODEL:M."""
+    if path.startswith("/v1internal:"):
+        return path.partition(":")[2], True
+    if path.startswith("/v1beta/models/") and path.count(":") == 1:
+        return path.partition(":")[2], False
+    return None, None
+
+
+# Code Assist's answers but the generation, by method.
+GOOGLE_PROJECT = "fake-project-0001"
+CODE_ASSIST = {
+    "loadCodeAssist": {"currentTier": {"id": "free-tier", "name": "Gemini Code Assist (fake)",
+                                       "hasOnboardedPreviously": True},
+                       "cloudaicompanionProject": GOOGLE_PROJECT},
+    "retrieveUserQuota": {"buckets": []},
+    "listExperiments": {"experimentIds": [], "flags": []},
+}
+# A request for JSON (generationConfig.responseMimeType) is gemini-cli's
+# model router asking how hard the prompt is: its schema's answer.
+ROUTER_ANSWER = {"complexity_reasoning": "A greeting.", "complexity_score": 1}
+USERINFO = {"id": "100000000000000000001", "email": "user@example.test", "verified_email": True}
 
 
 def chunks(text, n=4):
@@ -299,14 +358,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def auth(self, api):
         """(flag, credential value, its field) for api's key file: the
-        Anthropic key in x-api-key or a Bearer Authorization, OpenAI's in
-        a Bearer Authorization."""
+        Anthropic key in x-api-key or a Bearer Authorization, OpenAI's in a
+        Bearer Authorization, Google's in x-goog-api-key or a Bearer
+        Authorization."""
         h = self.headers.get("authorization")
         got, field = (h[len("Bearer "):] if h and h.startswith("Bearer ") else h), "authorization"
         if api == "anthropic":
             want = read_key(args.anthropic_key)
             if self.headers.get("x-api-key") is not None:
                 got, field = self.headers.get("x-api-key"), "x-api-key"
+        elif api == "google":
+            want = read_key(args.google_key)
+            if self.headers.get("x-goog-api-key") is not None:
+                got, field = self.headers.get("x-goog-api-key"), "x-goog-api-key"
         else:
             want = read_key(args.openai_key)
         if got is None:
@@ -318,6 +382,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def handle_api(self, method):
         n = next_n()
         path = api_path(self.path.split("?")[0])
+        method_g, _ = gemini_method(path)
+        api = ("google" if method_g or path == "/oauth2/v2/userinfo" else
+               "anthropic" if path.startswith("/v1/messages") else "openai")
         if method == "GET" and path == "/v1/responses" and wsproto.is_upgrade(self.headers):
             return self.websocket(n)
         body = self.read_body() if method == "POST" else b""
@@ -327,7 +394,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             req = {}
         if not isinstance(req, dict):
             req = {}
-        api = "anthropic" if path.startswith("/v1/messages") else "openai"
         flag, got, field = self.auth(api)
         entry = dict(event="request", n=n, site=self.server.site, method=method, path=self.path,
                      api=api, auth=flag, auth_field=field,
@@ -342,6 +408,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                  ("GET", "/v1/models")}
         if args.chatgpt_account:
             known.add(("GET", ACCOUNTS_CHECK))
+        if args.google_key:
+            known |= {("POST", "/v1internal:" + m) for m in CODE_ASSIST}
+            known |= {("POST", "/v1internal:generateContent"),
+                      ("POST", "/v1internal:streamGenerateContent"), ("GET", "/oauth2/v2/userinfo")}
+            if method_g in ("generateContent", "streamGenerateContent"):
+                known.add((method, path))
         if (method, path) not in known:
             log(status=404, **entry)
             return self.json_answer(404, {"error": {"type": "not_found_error",
@@ -360,6 +432,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log(status=200, **entry)
             return self.json_answer(200, accounts_check(args.chatgpt_account))
         log(status=200, **entry)
+        if api == "google":
+            return self.google(n, path, req)
         model = req.get("model") or "fake-model"
         if path == "/v1/models":
             return self.json_answer(200, {"object": "list", "data": [
@@ -380,11 +454,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.stream(n, responses_events(model)) if stream else \
             self.json_answer(200, response_obj(model, "completed", [done]))
 
+    def google(self, n, path, req):
+        """Code Assist's or the Gemini API's method, or the account's info,
+        authorized."""
+        method, wrapped = gemini_method(path)
+        if method == "streamGenerateContent":
+            return self.stream(n, gemini_events(wrapped))
+        if method == "generateContent":
+            config = (req.get("request") if wrapped else req) or {}
+            config = config.get("generationConfig") or {}
+            text = (json.dumps(ROUTER_ANSWER) if config.get("responseMimeType") ==
+                    "application/json" else args.text)
+            return self.json_answer(200, gemini_response(text, "STOP", wrapped))
+        return self.json_answer(200, CODE_ASSIST[method] if method else USERINFO)
+
     def unauthorized(self, api):
         """The API's own 401."""
         if api == "anthropic":
             return self.json_answer(401, {"type": "error", "error": {
                 "type": "authentication_error", "message": "invalid x-api-key"}})
+        if api == "google":
+            return self.json_answer(401, {"error": {
+                "code": 401, "message": "Request had invalid authentication credentials.",
+                "status": "UNAUTHENTICATED"}})
         return self.json_answer(401, {"error": {
             "message": "Incorrect API key provided", "type": "invalid_request_error",
             "param": None, "code": "invalid_api_key"}})
@@ -505,6 +597,7 @@ def main():
     ap.add_argument("--last-delay", type=float)
     ap.add_argument("--text", default="Hello from the fake API.")
     ap.add_argument("--chatgpt-account")
+    ap.add_argument("--google-key")
     ap.add_argument("sites", nargs="+")
     args = ap.parse_args()
     if args.last_delay is None:

@@ -12,7 +12,9 @@
 #                          @anthropic-ai/sdk, openai), in $EGM_SHARED/e2e-sdk
 #   egm_agents_setup / egm_agents_modules
 #                          the same for the coding agents' CLIs
-#                          (EGM_AGENT_PACKAGES), in $EGM_SHARED/e2e-agents
+#                          (EGM_AGENT_PACKAGES), in $EGM_SHARED/e2e-agents,
+#                          and egm_gemini_setup / egm_gemini_modules for
+#                          Gemini CLI's in $EGM_SHARED/e2e-gemini
 #                          ($EGM_SHARED: beside the build directory, so the
 #                          normal and the sanitizer build share one install
 #                          of the CLIs' 700 MB)
@@ -120,6 +122,15 @@ egm_agents_setup() {
         [ -x "$EGM_SHARED/e2e-agents/node_modules/.bin/codex" ]
 }
 egm_agents_modules() { echo "$EGM_SHARED/e2e-agents/node_modules"; }
+
+# Gemini CLI, pinned, in a directory of its own (a JavaScript bundle; the
+# two above are not installed again for it).
+EGM_GEMINI_PACKAGE=@google/gemini-cli@0.61.0
+egm_gemini_setup() {
+    egm_npm_install "$EGM_SHARED/e2e-gemini" "$EGM_GEMINI_PACKAGE" &&
+        [ -x "$EGM_SHARED/e2e-gemini/node_modules/.bin/gemini" ]
+}
+egm_gemini_modules() { echo "$EGM_SHARED/e2e-gemini/node_modules"; }
 
 # egm_server LOG CMD...: CMD in the background, output to LOG; wait (10 s)
 # for a line "ready" in LOG.

@@ -23,8 +23,9 @@ token stays valid until the one issued from it has been used once (a grace).
 
 Any other path is the API: "Authorization: Bearer T", T an unexpired access
 token issued here, gets 200 {"ok": true, "n": the request's number}, else 401
-{"error": "expired"}; google's GET /tokeninfo (bearer or ?access_token=)
-answers {"expires_in", "scope", "exp", "aud", "azp"}.  Bodies go by
+{"error": "expired"}; google's /tokeninfo (GET or, as google-auth-library
+asks, POST; bearer or ?access_token=) answers {"expires_in", "scope",
+"exp", "aud", "azp"}.  Bodies go by
 Content-Length; a Transfer-Encoding gets 411, a bad Content-Length 400, and
 the connection closes.
 
