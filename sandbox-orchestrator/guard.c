@@ -57,8 +57,8 @@ unsigned long long sbx_guard_pid_start(pid_t pid)
     p = strrchr(buf, ')');
     if (!p)
         return 0;
-    p++;
-    for (int field = 2; field < 22 && p; field++)
+    p++; /* the space before field 3; on to the one before field 22 */
+    for (int field = 3; field < 22 && p; field++)
         p = strchr(p + 1, ' ');
     if (p)
         start = strtoull(p + 1, NULL, 10);

@@ -69,6 +69,32 @@ static void test_reservations(void)
     ok(sbx_guard_pid_alive(getpid(), sbx_guard_pid_start(getpid())), "our pid is alive");
     ok(!sbx_guard_pid_alive(getpid(), sbx_guard_pid_start(getpid()) + 1),
        "a reused pid (other start time) counts as gone");
+    {
+        /* The start time is field 22 of /proc/PID/stat, read here on its
+         * own: what does not change while the process lives (field 23,
+         * its size, does: a create that grows must not count as gone). */
+        unsigned long long before = sbx_guard_pid_start(getpid()), want = 0;
+        char buf[1024] = "";
+        FILE *f = fopen("/proc/self/stat", "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        buf[n] = '\0';
+        if (f)
+            fclose(f);
+        const char *q = strrchr(buf, ')');
+        for (int field = 2; q != NULL && field < 22; field++)
+            q = strchr(q + 1, ' ');
+        if (q != NULL)
+            want = strtoull(q, NULL, 10);
+        size_t big = 64u << 20;
+        char *grow = malloc(big);
+        if (grow != NULL)
+            memset(grow, 1, big);
+        ok(before == want && want != 0, "the start time is field 22 of /proc/PID/stat (%llu, %llu)",
+           before, want);
+        ok(grow != NULL && grow[big - 1] == 1 && sbx_guard_pid_start(getpid()) == before,
+           "and stays the same when the process grows by 64 MiB");
+        free(grow);
+    }
     ok(sbx_guard_release(dir, 101, err, sizeof err) == 0, "release");
     ok(sbx_guard_open(&g, dir, err, sizeof err) == 0 && json_array_size(g.reservations) == 0,
        "after release nothing is reserved");
