@@ -13,6 +13,7 @@
 
 #include "creds.h"
 #include "egress.h"
+#include "guard.h"
 #include "guest.h"
 #include "sbx.h"
 #include "vm.h"
@@ -91,17 +92,58 @@ static const char *guest_credentials(struct sbx *s, const struct sbx_vm *vm,
     return result;
 }
 
+/* The VMIDs that creates in progress hold (a live sandboxctl's
+ * reservation in state-dir): their own steps install the guest's
+ * credentials, so sync leaves those guests alone (the reaper timer runs
+ * sync while a create may be under way).  A JSON array of integers, or
+ * NULL with the reason in err. */
+static json_t *creating_vmids(struct sbx *s, char *err, size_t errlen)
+{
+    struct sbx_guard g;
+    json_t *ids, *r;
+    size_t i;
+
+    if (sbx_guard_open(&g, s->cfg.state_dir, err, errlen))
+        return NULL;
+    ids = json_array();
+    json_array_foreach(g.reservations, i, r)
+    {
+        json_t *vmid = json_object_get(r, "vmid");
+        if (json_is_integer(vmid))
+            json_array_append(ids, vmid);
+    }
+    sbx_guard_close(&g);
+    return ids;
+}
+
+/* Whether ids (of creating_vmids) holds vmid. */
+static bool is_creating(json_t *ids, int vmid)
+{
+    json_t *v;
+    size_t i;
+
+    json_array_foreach(ids, i, v)
+    {
+        if (json_integer_value(v) == vmid)
+            return true;
+    }
+    return false;
+}
+
 /* Whether vm is the sandbox `name` (its name or its VMID). */
 static bool is_named(const struct sbx_vm *vm, const char *name)
 {
     return strcmp(vm->name, name) == 0 || atoi(name) == vm->vmid;
 }
 
-/* One entry of the answer's "credentials" list. */
-static json_t *credentials_entry(struct sbx *s, const struct sbx_vm *vm, const struct sbx_meta *m)
+/* One entry of the answer's "credentials" list; creating: the VMIDs of
+ * creates in progress. */
+static json_t *credentials_entry(struct sbx *s, const struct sbx_vm *vm, const struct sbx_meta *m,
+                                 json_t *creating)
 {
-    char why[512] = "";
-    const char *result = guest_credentials(s, vm, m, why, sizeof why);
+    char why[512] = "its create is in progress (the create installs its credentials)";
+    const char *result =
+        is_creating(creating, vm->vmid) ? "skipped" : guest_credentials(s, vm, m, why, sizeof why);
 
     if (strcmp(result, "skipped") == 0)
         return json_pack("{s:i,s:s,s:s,s:s}", "vmid", vm->vmid, "name", vm->name, "result", result,
@@ -168,17 +210,29 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     rc = named ? sbx_egress_replace(&s->cfg, bindings, err, errlen) : -1;
     if (!named)
         snprintf(err, errlen, "sync: no sandbox '%s' (sandboxctl list)", only);
+    /* (creates in progress are read after the VM list: a listed VM's
+     * create reserved it before its clone, so it is under way or done) */
+    char why[400];
+    json_t *creating = rc == 0 ? creating_vmids(s, why, sizeof why) : NULL;
+    if (rc == 0 && creating == NULL) {
+        snprintf(err, errlen,
+                 "sync: the bindings are in place, but the creates in progress cannot be read "
+                 "(%s): no guest's credentials were checked",
+                 why);
+        rc = -1;
+    }
     if (rc == 0) {
         json_t *creds = json_array();
         for (size_t i = 0; i < n; i++)
             if (have[i] && metas[i].nsecrets > 0 && (only == NULL || is_named(&vms[i], only)))
-                json_array_append_new(creds, credentials_entry(s, &vms[i], &metas[i]));
+                json_array_append_new(creds, credentials_entry(s, &vms[i], &metas[i], creating));
         targets = json_array();
         for (int i = 0; i < s->cfg.negress; i++)
             json_array_append_new(targets, json_string(s->cfg.egress[i]));
         *out = json_pack("{s:I,s:o,s:O,s:o}", "bindings", (json_int_t)json_array_size(bindings),
                          "egressd", targets, "skipped", skipped, "credentials", creds);
     }
+    json_decref(creating);
     free(vms);
     free(metas);
     free(have);

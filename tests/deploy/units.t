@@ -100,8 +100,10 @@ nofile=$(sed -n 's/^LimitNOFILE=//p' "$S/egressd.service")
 check "LimitNOFILE $nofile fits max-conns $maxc (two descriptors each + 256)" \
     test "${nofile:-0}" -ge $((${maxc:-99999999} * 2 + 256))
 check "the timer runs the reaper every 5 minutes" grep -qx 'OnUnitActiveSec=5min' "$S/sandboxctl-reap.timer"
-check "the reaper runs sandboxctl reap" \
-    grep -qx 'ExecStart=/usr/local/bin/sandboxctl -c /etc/sandboxctl/sandboxctl.conf reap' "$S/sandboxctl-reap.service"
+check "the reaper runs sandboxctl reap, then sandboxctl sync" \
+    test "$(grep '^ExecStart=' "$S/sandboxctl-reap.service")" = "$(printf '%s\n' \
+        'ExecStart=/usr/local/bin/sandboxctl -c /etc/sandboxctl/sandboxctl.conf reap' \
+        'ExecStart=/usr/local/bin/sandboxctl -c /etc/sandboxctl/sandboxctl.conf sync')"
 check "the reaper may open the admin socket (group egressd) and holds no capability" \
     sh -c "grep -qx 'SupplementaryGroups=egressd' '$S/sandboxctl-reap.service' && grep -qx 'CapabilityBoundingSet=' '$S/sandboxctl-reap.service'"
 

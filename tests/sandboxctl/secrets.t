@@ -225,6 +225,41 @@ check "  a second sync finds it current" \
     test "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $a1]")" = '["current"]'
 cp "$T/a1-ca2.pem" "$T/a1-ca.pem"
 
+# --- a create in progress is left to that create: the reaper timer runs
+# sync beside creates.  a1 as if its create still ran (a live process's
+# reservation of its VMID), its CA changed again (more.test unbound).
+sleep 120 &
+holder=$!
+cp "$T/state/reservations.json" "$T/reservations.before"
+python3 - "$T/state/reservations.json" "$holder" "$a1" <<'EOF2'
+import json, sys
+pid, vmid = int(sys.argv[2]), int(sys.argv[3])
+start = int(open("/proc/%d/stat" % pid).read().rpartition(")")[2].split()[19])
+json.dump([{"pid": pid, "start": start, "name": "a1", "cores": 1, "memory_mib": 512,
+            "vmid": vmid, "address": "10.99.0.250"}], open(sys.argv[1], "w"))
+EOF2
+for n in 1 2; do
+    sed -i '/^more.test:8443 /d' "$T/egressd$n/policies/ai.allow"
+    egressd_api "$n" POST /v1/reload >/dev/null
+done
+for ((i = 0; i < 50; i++)); do
+    creds 1 "$a1" 'c["ca"]' >"$T/a1-ca3.pem"
+    grep -q BEGIN "$T/a1-ca3.pem" && ! cmp -s "$T/a1-ca.pem" "$T/a1-ca3.pem" && break
+    sleep 0.1
+done
+out=$(sbx --json sync)
+check "sync while a1's create is in progress: its guest is skipped, saying why, not installed ($(json_get "$out" 'j["credentials"]' 2>/dev/null))" \
+    test "$(json_get "$out" "[(x['result'], 'create is in progress' in x.get('why', '')) for x in j['credentials'] if x['vmid'] == $a1]")" = '[["skipped", true]]'
+check "  its binding is synced all the same" \
+    test "$(egressd_state 1 "b['$a1']['secrets']")" = '["anthropic", "github", "build-cache"]'
+kill "$holder"
+wait "$holder" 2>/dev/null
+cp "$T/reservations.before" "$T/state/reservations.json"
+out=$(sbx --json sync)
+check "once that create has ended, sync installs a1's new CA ($(json_get "$out" 'j["credentials"]' 2>/dev/null))" \
+    test "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $a1]")" = '["installed"]'
+cp "$T/a1-ca3.pem" "$T/a1-ca.pem"
+
 # --- failures leave nothing behind
 out=$(sbx create --name b2 --size small --owner bob --policy ai --secret anthropc 2>&1)
 rc=$?
