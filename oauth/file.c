@@ -203,7 +203,11 @@ int oauth_file_update(const char *orig, size_t orig_len, const struct oauth_logi
         put_optional(c, &shapes[p], now) == 0 &&
         (p != OAUTH_OPENAI || (oauth_stamp(now_ms, stamp) == 0 &&
                                oauth_json_put(root, LAST_REFRESH, stamp, OAUTH_STAMP_LEN) == 0)))
-        r = oauth_json_write(root, true, out, cap, out_len);
+        /* compact when indented does not fit: a file near the limit that
+         * loaded must not lose a rotated token for its whitespace */
+        r = oauth_json_write(root, true, out, cap, out_len) == 0
+                ? 0
+                : oauth_json_write(root, false, out, cap, out_len);
     else if (cap > 0)
         explicit_bzero(out, cap);
     json_decref(root);

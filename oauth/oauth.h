@@ -76,9 +76,10 @@ int oauth_file_parse(const char *text, size_t len, struct oauth_login *out, char
  * account_id when now has one; Anthropic: expiresAt when known, scopes when
  * now has a scope; Google: expiry_date when known, scope when now has one;
  * OpenAI and Google: id_token if now has one), every other member kept in
- * its order; written with 2-space indent and a final newline.  Returns 0
- * with *out_len, or -1 (does not fit, orig not parseable or of another
- * provider's shape, now's tokens not tokens). */
+ * its order; written with 2-space indent and a final newline, or compact
+ * (no newline) when that does not fit in cap.  Returns 0 with *out_len, or
+ * -1 (does not fit even so, orig not parseable or of another provider's
+ * shape, now's tokens not tokens). */
 int oauth_file_update(const char *orig, size_t orig_len, const struct oauth_login *now,
                       int64_t now_ms, char *out, size_t cap, size_t *out_len);
 

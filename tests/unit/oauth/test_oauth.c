@@ -385,6 +385,31 @@ static void test_update(void)
            before(out, "id_token", "expiry_date") && out[out_len - 1] == '\n',
        "google: members in their order, final newline");
 
+    /* a file near the limit: compact when indented would not fit */
+    {
+        static char big[OAUTH_FILE_MAX + 1], out2[OAUTH_FILE_MAX + 1];
+        static struct oauth_login nl, nback;
+        size_t n = 0, out2_len = 0;
+        /* Claude's file with a long compact member of its own: indented,
+         * it grows past OAUTH_FILE_MAX; compact, it stays under it */
+        n = (size_t)snprintf(big, sizeof big,
+                             "{\"claudeAiOauth\":{\"accessToken\":\"sk-ant-oat01-OLDA\","
+                             "\"refreshToken\":\"sk-ant-ort01-OLDR\",\"expiresAt\":1},"
+                             "\"pad\":[");
+        while (n + 8 < OAUTH_FILE_MAX - 200)
+            n += (size_t)snprintf(big + n, sizeof big - n, "%s1", big[n - 1] == '[' ? "" : ",");
+        n += (size_t)snprintf(big + n, sizeof big - n, "]}");
+        ok(oauth_file_parse(big, n, &nl, err, sizeof err) == 0, "a %zu-byte Claude file loads", n);
+        strcpy(nl.access, "sk-ant-oat01-NEWA");
+        nl.access_len = strlen(nl.access);
+        int r = oauth_file_update(big, n, &nl, NOW_MS, out2, sizeof out2, &out2_len);
+        ok(r == 0 && out2_len <= OAUTH_FILE_MAX && strchr(out2, '\n') == NULL,
+           "its update, too long indented, is written compact (%zu bytes)", out2_len);
+        ok(oauth_file_parse(out2, out2_len, &nback, err, sizeof err) == 0 &&
+               strcmp(nback.access, "sk-ant-oat01-NEWA") == 0,
+           "and re-parses to the new login");
+    }
+
     /* failures */
     memset(out, 'x', sizeof out);
     ok(oauth_file_update(S(anthropic_file), &l, NOW_MS, out, sizeof out, &out_len) == -1,
