@@ -21,6 +21,7 @@
 # (as agents.t), then runs itself in a network namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
+. "$(dirname "$0")/lib-agents.sh"
 
 egm_install_outside egm_agents_setup
 egd_netns "$@"
@@ -80,30 +81,18 @@ chmod 600 "$SBX/home/.codex/auth.json"
 # store (here the sandbox CA as SSL_CERT_FILE).
 SBENV=(env -i PATH="$PATH" LANG=C.UTF-8 HOME="$SBX/home" HTTPS_PROXY="http://$EGD_PROXY"
     https_proxy="http://$EGD_PROXY" SSL_CERT_FILE="$SBX/sbca.pem")
-# codex_run NAME: `codex exec "say hi"` on the sandbox side; rc printed.
-codex_run() {
+# agent_run NAME: `codex exec "say hi"` on the sandbox side; rc printed.
+agent_run() {
     (cd "$SBX/work" && "${SBENV[@]}" timeout 60 "$BIN/codex" exec --skip-git-repo-check \
         "say hi" </dev/null >"$SBX/$1.out" 2>"$SBX/$1.err")
     echo $?
 }
-answered() { [ "$(tail -n 1 "$SBX/$1.out")" = "$CANNED" ]; }
-count() {
-    python3 -c 'import json, sys
-n = 0
-for line in open(sys.argv[1]):
-    if line.strip():
-        o = json.loads(line)
-        n += bool(eval(sys.argv[2]))
-print(n)' "$1" "$2"
-}
 
 # --- the guest's file as egressd made it, then as if refreshed long ago
-rc=$(codex_run given)
-ok "$([ "$rc" = 0 ] && answered given && echo 0 || echo 1)" \
+agents_run_ok given \
     "codex exec with the auth.json egressd made for the guest: exit 0, the fake API's answer"
-[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/given.out")"; diag_file "$SBX/given.err"; }
-ok "$([ "$(count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('path') == '/backend-api/wham/accounts/check' and o['status'] == 200")" -ge 1 ] &&
-    [ "$(count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('ws') and o['method'] == 'GET' and o['status'] == 101")" -ge 1 ] &&
+ok "$([ "$(agents_count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('path') == '/backend-api/wham/accounts/check' and o['status'] == 200")" -ge 1 ] &&
+    [ "$(agents_count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('ws') and o['method'] == 'GET' and o['status'] == 101")" -ge 1 ] &&
     echo 0 || echo 1)" \
     "codex found its workspace (accounts/check, its account's id) and opened the Responses WebSocket"
 python3 - "$SBX/home/.codex/auth.json" <<'EOF'
@@ -113,10 +102,7 @@ j["last_refresh"] = "2026-01-01T00:00:00.000000Z" # codex refreshes after 8 days
 json.dump(j, open(sys.argv[1], "w"), indent=2)
 EOF
 egd_log_mark
-rc=$(codex_run first)
-ok "$([ "$rc" = 0 ] && answered first && echo 0 || echo 1)" \
-    "codex exec with a login last refreshed long ago: exit 0, the fake API's answer"
-[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/first.out")"; diag_file "$SBX/first.err"; }
+agents_run_ok first "codex exec with a login last refreshed long ago: exit 0, the fake API's answer"
 ok "$(egd_log_count "l['host'] == 'auth.openai.com' and l.get('path') == '/oauth/token' and l['status'] == 200" |
     awk '{ exit !($1 >= 1) }' && echo 0 || echo 1)" \
     "codex refreshed its login first, and egressd answered it"
@@ -125,45 +111,16 @@ ok "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); t=j["tokens"]
     "codex's auth.json holds the placeholders and the account id again, refreshed just now"
 
 # --- unattended: over a minute of runs while the real token lapses every 10 s
-start=$(date +%s)
-runs=0
-fails=0
-while [ $(($(date +%s) - start)) -lt 65 ]; do
-    rc=$(codex_run "run$runs")
-    [ "$rc" = 0 ] && answered "run$runs" || {
-        fails=$((fails + 1))
-        diag "run $runs: exit $rc: $(tail -c 200 "$SBX/run$runs.err")"
-    }
-    runs=$((runs + 1))
-    sleep 3
-done
-ok "$([ "$fails" = 0 ] && [ "$runs" -ge 5 ] && echo 0 || echo 1)" \
-    "$runs codex runs over $(($(date +%s) - start)) s with 10 s tokens: $fails failed"
-issued=$(count "$T/oauthd.log" "o['kind'] == 'token' and o['result'] == 'issued'")
-ok "$([ "$issued" -ge 5 ] &&
-    [ "$(count "$T/oauthd.log" "o['kind'] == 'token' and (o['client_id'] != '$CLIENT_ID' or not o['refresh_token'].startswith('REALREFRESH-'))")" = 0 ] &&
-    echo 0 || echo 1)" \
-    "the token endpoint saw $issued refreshes, every one egressd's (codex's client id, a refresh token it issued)"
-api() { count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('site') == 'chatgpt.com' and ($1)"; }
+agents_unattended codex
+agents_refreshes_ok "$CLIENT_ID" codex
+api() { agents_count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('site') == 'chatgpt.com' and ($1)"; }
 turns=$(api "o['method'] == 'WS' and not o['warmup'] and o['status'] == 200")
-ok "$([ "$turns" -ge "$runs" ] && [ "$(api "o['auth'] != 'match' or o.get('account') != '$ACCOUNT'")" = 0 ] &&
+ok "$([ "$turns" -ge "$AGENTS_RUNS" ] && [ "$(api "o['auth'] != 'match' or o.get('account') != '$ACCOUNT'")" = 0 ] &&
     echo 0 || echo 1)" \
     "chatgpt.com got $turns turns, and every request with a real token good at the time and the account's id"
 
 # --- what the sandbox side holds: codex's home, its outputs
-python3 - "$T/oauthd.log" >"$T/real.list" <<'EOF'
-import json, sys
-for line in open(sys.argv[1]):
-    o = json.loads(line)
-    for k in ("access_token", "new_refresh_token", "refresh_token"):
-        if o.get(k):
-            print(o[k])
-EOF
-json_seed() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["access"]); print(s["refresh"])' "$T/seed.json"; }
-json_seed >>"$T/real.list"
-ok "$([ "$(wc -l <"$T/real.list")" -ge 10 ] && ! grep -rqF -f "$T/real.list" "$SBX" && echo 0 || echo 1)" \
-    "no file on the sandbox side (codex's home, its outputs) holds any of the $(wc -l <"$T/real.list") real tokens"
-grep -rlF -f "$T/real.list" "$SBX" 2>/dev/null | head -n 5 | sed 's/^/#   holds a real token: /'
+agents_no_real_token "codex's home, its outputs"
 
 egd_finish
 tap_end

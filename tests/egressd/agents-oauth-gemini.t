@@ -17,12 +17,15 @@
 #     tokens, the token endpoint saw refreshes only from egressd;
 #   - with an API key instead (GEMINI_API_KEY the placeholder, gemini's
 #     defaults): the run completes against a fake Gemini API (fakeapi.py as
-#     generativelanguage.googleapis.com), which saw only the real key;
+#     generativelanguage.googleapis.com), which saw only the real key; the
+#     same with Vertex AI's key (GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_API_KEY,
+#     aiplatform.googleapis.com);
 #   - nothing the sandbox side holds afterwards has a real token or key.
 # TAP on stdout.  Needs BUILD_DIR, TOP; installs the CLI from npm once,
 # then runs itself in a network namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
+. "$(dirname "$0")/lib-agents.sh"
 
 egm_install_outside egm_gemini_setup
 egd_netns "$@"
@@ -38,18 +41,21 @@ egd_host 127.0.0.24 oauth2.googleapis.com
 egd_host 127.0.0.25 cloudcode-pa.googleapis.com
 egd_host 127.0.0.26 www.googleapis.com
 egd_host 127.0.0.27 generativelanguage.googleapis.com
+egd_host 127.0.0.28 aiplatform.googleapis.com
 egd_allow "cloudcode-pa.googleapis.com:443 inject bearer secret gemini" \
     "www.googleapis.com:443 inject bearer secret gemini" \
     "oauth2.googleapis.com:443 inject bearer secret gemini" \
     "oauth2.googleapis.com:443 inject token-endpoint secret gemini" \
-    "generativelanguage.googleapis.com:443 inject header x-goog-api-key secret gemini-key"
+    "generativelanguage.googleapis.com:443 inject header x-goog-api-key secret gemini-key" \
+    "aiplatform.googleapis.com:443 inject header x-goog-api-key secret vertex-key"
 S=$T/secrets
 mkdir -m 700 "$S"
 SBX=$T/sandbox
 mkdir -p "$SBX/home/.gemini" "$SBX/work"
 
 egd_cert oauth2.googleapis.com && egd_cert cloudcode-pa.googleapis.com &&
-    egd_cert www.googleapis.com && egd_cert generativelanguage.googleapis.com ||
+    egd_cert www.googleapis.com && egd_cert generativelanguage.googleapis.com &&
+    egd_cert aiplatform.googleapis.com ||
     egm_bail "the fakes' certificates"
 egm_server "$T/oauthd.out" python3 -u "$EGD_DIR/oauthd.py" --provider google \
     --listen 127.0.0.24:443 --cert "$T/certs/oauth2.googleapis.com.pem" \
@@ -62,12 +68,16 @@ egm_server "$T/fakeapi.out" python3 -u "$EGD_DIR/fakeapi.py" --log "$T/fakeapi.l
     --google-key "$T/current" --delay 0.05 --text "$CANNED" \
     cloudcode-pa.googleapis.com=127.0.0.25:443 www.googleapis.com=127.0.0.26:443 ||
     egm_bail "fakeapi.py serves cloudcode-pa.googleapis.com and www.googleapis.com"
-KEY=AIzaREAL-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-(umask 077 && printf '%s\n' "$KEY" >"$S/gemini-key" && printf '%s\n' "$KEY" >"$T/key")
+rnd() { head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+KEY=AIzaREAL-$(rnd)
+VKEY=AQ.REAL-$(rnd)
+(umask 077 && printf '%s\n' "$KEY" >"$S/gemini-key" && printf '%s\n' "$VKEY" >"$S/vertex-key" &&
+    printf '%s\n' "$KEY" "$VKEY" >"$T/keys")
 egm_server "$T/fakeapi-key.out" python3 -u "$EGD_DIR/fakeapi.py" --log "$T/fakeapi-key.log" \
-    --certs "$T/certs" --anthropic-key "$T/key" --openai-key "$T/key" --google-key "$T/key" \
-    --delay 0.05 --text "$CANNED" generativelanguage.googleapis.com=127.0.0.27:443 ||
-    egm_bail "fakeapi.py serves generativelanguage.googleapis.com"
+    --certs "$T/certs" --anthropic-key "$T/keys" --openai-key "$T/keys" --google-key "$T/keys" \
+    --delay 0.05 --text "$CANNED" generativelanguage.googleapis.com=127.0.0.27:443 \
+    aiplatform.googleapis.com=127.0.0.28:443 ||
+    egm_bail "fakeapi.py serves generativelanguage.googleapis.com and aiplatform.googleapis.com"
 
 # The appliance's copy of the login, as `gemini` wrote it on a workstation
 # (~/.gemini/oauth_creds.json).
@@ -80,8 +90,8 @@ print(json.dumps({"access_token": s["access"], "refresh_token": s["refresh"],
 EOF
 chmod 600 "$S/gemini"
 egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with the login"
-egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"gemini\",\"gemini-key\"]}" \
-    >/dev/null || egm_bail "PUT sandbox sb1 with the login and the key"
+egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"gemini\",\"gemini-key\",\"vertex-key\"]}" \
+    >/dev/null || egm_bail "PUT sandbox sb1 with the login and the keys"
 egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
 # The guest: egressd's file, the settings sandboxctl writes beside it
 # (homefiles.c), and the image's system-wide settings (folder trust off).
@@ -108,32 +118,20 @@ SYSTEM=/mnt/gemini-cli/settings.json
 SBENV=(env -i PATH="$PATH" LANG=C.UTF-8 HOME="$SBX/home" HTTPS_PROXY="http://$EGD_PROXY"
     https_proxy="http://$EGD_PROXY" NODE_EXTRA_CA_CERTS="$SBX/sbca.pem"
     GEMINI_CLI_SYSTEM_SETTINGS_PATH="$SYSTEM")
-# gemini_run NAME: `gemini -p "say hi"` on the sandbox side; rc printed.
-gemini_run() {
+# agent_run NAME: `gemini -p "say hi"` on the sandbox side; rc printed.
+agent_run() {
     (cd "$SBX/work" && unshare -m --propagation private sh -c \
         'mount -t tmpfs -o mode=755 egd-gemini /mnt && mkdir -m 755 "${1%/*}" &&
          cp "$2" "$1" && shift 2 && exec "$@"' sh "$SYSTEM" "$SBX/system-settings.json" \
         "${SBENV[@]}" timeout 60 "$BIN/gemini" -p "say hi" </dev/null >"$SBX/$1.out" 2>"$SBX/$1.err")
     echo $?
 }
-answered() { [ "$(tail -n 1 "$SBX/$1.out")" = "$CANNED" ]; }
-count() {
-    python3 -c 'import json, sys
-n = 0
-for line in open(sys.argv[1]):
-    if line.strip():
-        o = json.loads(line)
-        n += bool(eval(sys.argv[2]))
-print(n)' "$1" "$2"
-}
-api() { count "$T/fakeapi.log" "o.get('event') == 'request' and ($1)"; }
+api() { agents_count "$T/fakeapi.log" "o.get('event') == 'request' and ($1)"; }
 
 # --- the guest's file as egressd made it, then lapsed
-rc=$(gemini_run given)
-ok "$([ "$rc" = 0 ] && answered given && echo 0 || echo 1)" \
+agents_run_ok given \
     "gemini -p with the oauth_creds.json egressd made for the guest: exit 0, the fake API's answer"
-[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/given.out")"; diag_file "$SBX/given.err"; }
-ok "$([ "$(count "$T/oauthd.log" "o['path'] == '/tokeninfo' and o['result'] == 'ok'")" -ge 1 ] &&
+ok "$([ "$(agents_count "$T/oauthd.log" "o['path'] == '/tokeninfo' and o['result'] == 'ok'")" -ge 1 ] &&
     [ "$(api "o['path'] == '/v1internal:loadCodeAssist' and o['status'] == 200")" -ge 1 ] &&
     [ "$(api "o['path'].startswith('/v1internal:streamGenerateContent') and o['status'] == 200")" -ge 1 ] &&
     echo 0 || echo 1)" \
@@ -145,10 +143,7 @@ j["expiry_date"] = int(time.time() * 1000) - 60000 # lapsed a minute ago
 json.dump(j, open(sys.argv[1], "w"))
 EOF
 egd_log_mark
-rc=$(gemini_run first)
-ok "$([ "$rc" = 0 ] && answered first && echo 0 || echo 1)" \
-    "gemini -p with the login lapsed in the guest: exit 0, the fake API's answer"
-[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/first.out")"; diag_file "$SBX/first.err"; }
+agents_run_ok first "gemini -p with the login lapsed in the guest: exit 0, the fake API's answer"
 ok "$(egd_log_count "l['host'] == 'oauth2.googleapis.com' and l.get('path') == '/token' and l['status'] == 200" |
     awk '{ exit !($1 >= 1) }' && echo 0 || echo 1)" \
     "gemini refreshed its login first, and egressd answered it"
@@ -157,28 +152,11 @@ ok "$(python3 -c 'import json,sys,time; j=json.load(open(sys.argv[1])); c=json.l
     "gemini's oauth_creds.json still holds the placeholders, with the expiry egressd gave"
 
 # --- unattended: over a minute of runs while the real token lapses every 10 s
-start=$(date +%s)
-runs=0
-fails=0
-while [ $(($(date +%s) - start)) -lt 65 ]; do
-    rc=$(gemini_run "run$runs")
-    [ "$rc" = 0 ] && answered "run$runs" || {
-        fails=$((fails + 1))
-        diag "run $runs: exit $rc: $(tail -c 200 "$SBX/run$runs.err")"
-    }
-    runs=$((runs + 1))
-    sleep 3
-done
-ok "$([ "$fails" = 0 ] && [ "$runs" -ge 5 ] && echo 0 || echo 1)" \
-    "$runs gemini runs over $(($(date +%s) - start)) s with 10 s tokens: $fails failed"
-issued=$(count "$T/oauthd.log" "o['kind'] == 'token' and o['result'] == 'issued'")
-ok "$([ "$issued" -ge 5 ] &&
-    [ "$(count "$T/oauthd.log" "o['kind'] == 'token' and (o['client_id'] != '$CLIENT_ID' or not o['refresh_token'].startswith('REALREFRESH-'))")" = 0 ] &&
-    echo 0 || echo 1)" \
-    "the token endpoint saw $issued refreshes, every one egressd's (gemini's client id, the refresh token it issued)"
+agents_unattended gemini
+agents_refreshes_ok "$CLIENT_ID" gemini
 turns=$(api "o['path'].startswith('/v1internal:streamGenerateContent') and o['status'] == 200")
-ok "$([ "$turns" -ge "$runs" ] && [ "$(api "o['auth'] != 'match'")" = 0 ] &&
-    [ "$(count "$T/oauthd.log" "o['kind'] == 'api' and o['result'] != 'ok'")" = 0 ] &&
+ok "$([ "$turns" -ge "$AGENTS_RUNS" ] && [ "$(api "o['auth'] != 'match'")" = 0 ] &&
+    [ "$(agents_count "$T/oauthd.log" "o['kind'] == 'api' and o['result'] != 'ok'")" = 0 ] &&
     echo 0 || echo 1)" \
     "Code Assist streamed $turns answers, and every request (its tokeninfo too) had a real token good at the time"
 
@@ -187,31 +165,27 @@ ok "$([ "$turns" -ge "$runs" ] && [ "$(api "o['auth'] != 'match'")" = 0 ] &&
 PH_KEY=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["placeholders"]["gemini-key"])' "$T/cred.json")
 mkdir -p "$SBX/home-key"
 SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-key}" GEMINI_API_KEY="$PH_KEY")
-rc=$(gemini_run key)
-ok "$([ "$rc" = 0 ] && answered key && echo 0 || echo 1)" \
-    "gemini -p with GEMINI_API_KEY the placeholder: exit 0, the fake API's answer"
-[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/key.out")"; diag_file "$SBX/key.err"; }
-keyed() { count "$T/fakeapi-key.log" "o.get('event') == 'request' and ($1)"; }
-ok "$([ "$(keyed "':streamGenerateContent' in o['path'] and o['status'] == 200 and o['auth_field'] == 'x-goog-api-key'")" -ge 1 ] &&
-    [ "$(keyed "o['auth'] != 'match'")" = 0 ] && echo 0 || echo 1)" \
+agents_run_ok key "gemini -p with GEMINI_API_KEY the placeholder: exit 0, the fake API's answer"
+keyed() { agents_count "$T/fakeapi-key.log" "o.get('event') == 'request' and ($1)"; }
+sha() { printf '%s' "$1" | sha256sum | cut -c1-16; }
+ok "$([ "$(keyed "o['site'] == 'generativelanguage.googleapis.com' and ':streamGenerateContent' in o['path'] and o['status'] == 200 and o['auth_field'] == 'x-goog-api-key'")" -ge 1 ] &&
+    [ "$(keyed "o['site'] == 'generativelanguage.googleapis.com' and o['auth_sha256'] != '$(sha "$KEY")'")" = 0 ] &&
+    echo 0 || echo 1)" \
     "the Gemini API streamed the answer, and every request had the real key in x-goog-api-key"
-echo "$KEY" >>"$T/real.list"
 
-# --- what the sandbox side holds: gemini's home, its outputs
-python3 - "$T/oauthd.log" "$T/seed.json" >>"$T/real.list" <<'EOF'
-import json, sys
-for line in open(sys.argv[1]):
-    o = json.loads(line)
-    for k in ("access_token", "new_refresh_token", "refresh_token", "bearer"):
-        if o.get(k):
-            print(o[k])
-s = json.load(open(sys.argv[2]))
-print(s["access"])
-print(s["refresh"])
-EOF
-ok "$([ "$(sort -u "$T/real.list" | wc -l)" -ge 8 ] && ! grep -rqF -f "$T/real.list" "$SBX" && echo 0 || echo 1)" \
-    "no file on the sandbox side (gemini's homes, its outputs) holds any of the $(sort -u "$T/real.list" | wc -l) real tokens and keys"
-grep -rlF -f "$T/real.list" "$SBX" 2>/dev/null | head -n 5 | sed 's/^/#   holds a real token: /'
+# Vertex AI with an API key (express mode): GOOGLE_API_KEY the placeholder
+PH_VKEY=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["placeholders"]["vertex-key"])' "$T/cred.json")
+mkdir -p "$SBX/home-vertex"
+SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-vertex}")
+SBENV=("${SBENV[@]/#GEMINI_API_KEY=*/GOOGLE_API_KEY=$PH_VKEY}" GOOGLE_GENAI_USE_VERTEXAI=true)
+agents_run_ok vertex "gemini -p on Vertex AI with GOOGLE_API_KEY the placeholder: exit 0, the answer"
+ok "$([ "$(keyed "o['site'] == 'aiplatform.googleapis.com' and ':streamGenerateContent' in o['path'] and o['status'] == 200 and o['auth_sha256'] == '$(sha "$VKEY")'")" -ge 1 ] &&
+    [ "$(keyed "o['site'] == 'aiplatform.googleapis.com' and o['auth_sha256'] != '$(sha "$VKEY")'")" = 0 ] &&
+    echo 0 || echo 1)" \
+    "Vertex AI streamed the answer, and every request there had the real Vertex key"
+
+# --- what the sandbox side holds: gemini's homes, its outputs
+agents_no_real_token "gemini's homes, its outputs; the API keys too" "$KEY" "$VKEY"
 
 egd_finish
 tap_end

@@ -12,11 +12,15 @@
 #   - an unattended stretch of over a minute of claude runs, while the
 #     real token lapses every 10 s: every run completes, the API saw only
 #     real tokens, the token endpoint saw refreshes only from egressd;
+#   - the simplest setup: `claude setup-token`'s year-long token as a plain
+#     secret with a bearer rule, CLAUDE_CODE_OAUTH_TOKEN the placeholder:
+#     the run completes, the API saw the real token;
 #   - nothing the sandbox side holds afterwards has a real token.
 # TAP on stdout.  Needs BUILD_DIR, TOP; installs the CLIs from npm once
 # (as agents.t), then runs itself in a network namespace.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
+. "$(dirname "$0")/lib-agents.sh"
 
 egm_install_outside egm_agents_setup
 egd_netns "$@"
@@ -30,7 +34,8 @@ CLIENT_ID=9d1c250a-e61b-44d9-88ed-5944d1962f5e # Claude Code's, egressd's built-
 egd_host 127.0.0.28 api.anthropic.com
 egd_host 127.0.0.29 platform.claude.com
 egd_allow "api.anthropic.com:443 inject bearer secret claude" \
-    "platform.claude.com:443 inject token-endpoint secret claude"
+    "platform.claude.com:443 inject token-endpoint secret claude" \
+    "api.anthropic.com:443 inject bearer secret claude-token"
 S=$T/secrets
 mkdir -m 700 "$S"
 SBX=$T/sandbox
@@ -43,8 +48,12 @@ egm_server "$T/oauthd.out" python3 -u "$EGD_DIR/oauthd.py" --provider anthropic 
     --lifetime 10 --seed-state "$T/seed.json" --current "$T/current" ||
     egm_bail "oauthd.py serves platform.claude.com"
 CANNED="Hello from the fake API."
+# `claude setup-token`'s token: a plain secret (its shape, a year's life).
+SETUP_TOKEN=sk-ant-oat01-REAL-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+(umask 077 && printf '%s\n' "$SETUP_TOKEN" >"$S/claude-token" && printf '%s\n' "$SETUP_TOKEN" >"$T/setup-token")
 egm_server "$T/fakeapi.out" python3 -u "$EGD_DIR/fakeapi.py" --log "$T/fakeapi.log" \
-    --certs "$T/certs" --anthropic-key "$T/current" --openai-key "$T/current" \
+    --certs "$T/certs" --anthropic-key "$T/current" --anthropic-key "$T/setup-token" \
+    --openai-key "$T/current" \
     --delay 0.05 --text "$CANNED" api.anthropic.com=127.0.0.28:443 ||
     egm_bail "fakeapi.py serves api.anthropic.com"
 
@@ -58,8 +67,8 @@ print(json.dumps({"claudeAiOauth": {"accessToken": s["access"], "refreshToken": 
 EOF
 chmod 600 "$S/claude"
 egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with the login"
-egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"claude\"]}" \
-    >/dev/null || egm_bail "PUT sandbox sb1 with the login"
+egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"claude\",\"claude-token\"]}" \
+    >/dev/null || egm_bail "PUT sandbox sb1 with the login and the setup token"
 egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
 python3 - "$T/cred.json" "$SBX" <<'EOF' || egm_bail "the guest's CA and credentials file"
 import json, sys
@@ -72,27 +81,16 @@ chmod 600 "$SBX/home/.claude/.credentials.json"
 
 SBENV=(env -i PATH="$PATH" LANG=C.UTF-8 HOME="$SBX/home" HTTPS_PROXY="http://$EGD_PROXY"
     https_proxy="http://$EGD_PROXY" NODE_EXTRA_CA_CERTS="$SBX/sbca.pem")
-# claude_run NAME: `claude -p "say hi"` on the sandbox side; rc printed.
-claude_run() {
+# agent_run NAME: `claude -p "say hi"` on the sandbox side; rc printed.
+agent_run() {
     (cd "$SBX/work" && "${SBENV[@]}" timeout 60 "$BIN/claude" -p "say hi" </dev/null \
         >"$SBX/$1.out" 2>"$SBX/$1.err")
     echo $?
 }
-count() {
-    python3 -c 'import json, sys
-n = 0
-for line in open(sys.argv[1]):
-    if line.strip():
-        o = json.loads(line)
-        n += bool(eval(sys.argv[2]))
-print(n)' "$1" "$2"
-}
 
 # --- the guest's file as egressd made it (a year ahead), then lapsed
-rc=$(claude_run given)
-ok "$([ "$rc" = 0 ] && [ "$(cat "$SBX/given.out")" = "$CANNED" ] && echo 0 || echo 1)" \
+agents_run_ok given \
     "claude -p with the .credentials.json egressd made for the guest: exit 0, the fake API's answer"
-[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/given.out")"; diag_file "$SBX/given.err"; }
 python3 - "$SBX/home/.claude/.credentials.json" <<'EOF'
 import json, sys, time
 j = json.load(open(sys.argv[1]))
@@ -100,10 +98,7 @@ j["claudeAiOauth"]["expiresAt"] = int(time.time() * 1000) - 60000 # lapsed a min
 json.dump(j, open(sys.argv[1], "w"))
 EOF
 egd_log_mark
-rc=$(claude_run first)
-ok "$([ "$rc" = 0 ] && [ "$(cat "$SBX/first.out")" = "$CANNED" ] && echo 0 || echo 1)" \
-    "claude -p with the login lapsed in the guest: exit 0, the fake API's answer"
-[ "$rc" = 0 ] || { diag "exit $rc: $(head -c 300 "$SBX/first.out")"; diag_file "$SBX/first.err"; }
+agents_run_ok first "claude -p with the login lapsed in the guest: exit 0, the fake API's answer"
 ok "$(egd_log_count "l['host'] == 'platform.claude.com' and l.get('path') == '/v1/oauth/token' and l['status'] == 200" |
     awk '{ exit !($1 >= 1) }' && echo 0 || echo 1)" \
     "claude refreshed its login first, and egressd answered it"
@@ -112,31 +107,29 @@ ok "$(python3 -c 'import json,sys,time; j=json.load(open(sys.argv[1]))["claudeAi
     "claude's credentials file still holds the placeholders, with the expiry egressd gave"
 
 # --- unattended: over a minute of runs while the real token lapses every 10 s
-start=$(date +%s)
-runs=0
-fails=0
-while [ $(($(date +%s) - start)) -lt 65 ]; do
-    rc=$(claude_run "run$runs")
-    [ "$rc" = 0 ] && [ "$(cat "$SBX/run$runs.out")" = "$CANNED" ] || {
-        fails=$((fails + 1))
-        diag "run $runs: exit $rc: $(head -c 200 "$SBX/run$runs.err")"
-    }
-    runs=$((runs + 1))
-    sleep 3
-done
-ok "$([ "$fails" = 0 ] && [ "$runs" -ge 5 ] && echo 0 || echo 1)" \
-    "$runs claude runs over $(($(date +%s) - start)) s with 10 s tokens: $fails failed"
-issued=$(count "$T/oauthd.log" "o['kind'] == 'token' and o['result'] == 'issued'")
-ok "$([ "$issued" -ge 5 ] &&
-    [ "$(count "$T/oauthd.log" "o['kind'] == 'token' and (o['client_id'] != '$CLIENT_ID' or not o['refresh_token'].startswith('REALREFRESH-'))")" = 0 ] &&
-    echo 0 || echo 1)" \
-    "the token endpoint saw $issued refreshes, every one egressd's (Claude Code's client id, a refresh token it issued)"
-ok "$([ "$(count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('api') == 'anthropic'")" -ge "$runs" ] &&
-    [ "$(count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('api') == 'anthropic' and o.get('auth') != 'match'")" = 0 ] &&
+agents_unattended claude
+agents_refreshes_ok "$CLIENT_ID" claude
+ok "$([ "$(agents_count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('api') == 'anthropic'")" -ge "$AGENTS_RUNS" ] &&
+    [ "$(agents_count "$T/fakeapi.log" "o.get('event') == 'request' and o.get('api') == 'anthropic' and o.get('auth') != 'match'")" = 0 ] &&
     echo 0 || echo 1)" \
     "the Messages API got every request with a real token good at the time (the last issued or the one before)"
-ok "$(grep -rl 'REAL' "$SBX" 2>/dev/null | grep -q . && echo 1 || echo 0)" \
-    "no file on the sandbox side (claude's home, its outputs) holds a real token"
+# --- the simplest setup: the setup token as CLAUDE_CODE_OAUTH_TOKEN (what
+# sandboxctl puts in the guest's environment with `secret-env claude-token
+# CLAUDE_CODE_OAUTH_TOKEN`), no credentials file
+PH_TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["placeholders"]["claude-token"])' "$T/cred.json")
+mkdir -p "$SBX/home-token"
+SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-token}" CLAUDE_CODE_OAUTH_TOKEN="$PH_TOKEN")
+FAKE_MARK=$(wc -l <"$T/fakeapi.log")
+agents_run_ok token "claude -p with CLAUDE_CODE_OAUTH_TOKEN the placeholder of a plain secret: exit 0, the answer"
+ok "$(python3 - "$T/fakeapi.log" "$FAKE_MARK" "$(printf '%s' "$SETUP_TOKEN" | sha256sum | cut -c1-16)" <<'EOF'
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):] if l.strip()]
+ls = [o for o in ls if o.get("event") == "request" and o.get("api") == "anthropic"]
+sys.exit(0 if ls and all(o["auth"] == "match" and o["auth_field"] == "authorization" and o["auth_sha256"] == sys.argv[3] for o in ls) else 1)
+EOF
+echo $?)" "... every request it made had the real setup token as its Bearer"
+
+agents_no_real_token "claude's homes, its outputs; the setup token too" "$SETUP_TOKEN"
 
 egd_finish
 tap_end

@@ -12,7 +12,9 @@ For every NAME=ADDR:PORT it serves HTTPS on ADDR:PORT with DIR/NAME.pem
 (key DIR/NAME.key).  HTTP/1.1 with keep-alive, one thread per connection.
 
 Endpoints (the key files are read at each request, one trailing newline
-dropped; a request without the right key gets the API's own 401):
+dropped; any line of any file given for an API is a key, as a rotated token
+stays good until it lapses and one API takes several kinds of token; a
+request without one gets the API's own 401):
     POST /v1/messages               Anthropic Messages: needs the key, in
                                     x-api-key or (as @anthropic-ai/sdk 1.x
                                     sends it) Authorization: Bearer, and
@@ -52,9 +54,12 @@ dropped; a request without the right key gets the API's own 401):
                                     (?alt=sse: the answer's pieces as
                                     events)
     GET  /oauth2/v2/userinfo        the Google account (Bearer, --google-key)
-    POST /v1beta/models/M:generateContent, M:streamGenerateContent
+    POST /v1beta/models/M:generateContent, M:streamGenerateContent,
+         /v1beta1/publishers/google/models/M:... the same
                                     the Gemini API as gemini-cli calls it
-                                    with GEMINI_API_KEY (x-goog-api-key,
+                                    with GEMINI_API_KEY, and Vertex AI as it
+                                    calls it with GOOGLE_API_KEY (both in
+                                    x-goog-api-key,
                                     --google-key): the same answers, not
                                     wrapped as Code Assist wraps them
     anything else                   404, logged
@@ -130,10 +135,15 @@ def next_n():
         return counter[0]
 
 
-def read_key(path):
-    with open(path, encoding="utf-8") as f:
-        v = f.read()
-    return v[:-1] if v.endswith("\n") else v
+def read_key(paths):
+    """The keys of the files paths, one a line (a file's last newline
+    dropped)."""
+    keys = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            v = f.read()
+        keys += (v[:-1] if v.endswith("\n") else v).split("\n")
+    return keys
 
 
 def gemini_response(text, finish=None, wrapped=True):
@@ -153,12 +163,17 @@ def gemini_events(wrapped):
             for i, p in enumerate(pieces)]
 
 
+# Where the Gemini API's methods live: Google AI Studio's and Vertex AI's
+# express mode (an API key, no project).
+GEMINI_MODELS = ("/v1beta/models/", "/v1beta1/publishers/google/models/")
+
+
 def gemini_method(path):
     """(Gemini method, wrapped) of a Code Assist or Gemini API path, or
-    (None, None): /v1internal:M, /v1beta/models/MODEL:M."""
+    (None, None): /v1internal:M, GEMINI_MODELS + MODEL:M."""
     if path.startswith("/v1internal:"):
         return path.partition(":")[2], True
-    if path.startswith("/v1beta/models/") and path.count(":") == 1:
+    if path.startswith(GEMINI_MODELS) and path.count(":") == 1:
         return path.partition(":")[2], False
     return None, None
 
@@ -375,9 +390,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             want = read_key(args.openai_key)
         if got is None:
             return "absent", None, None
-        # (a key file of several lines: any of them, as a rotated token
-        # stays good until it lapses)
-        return ("match" if got in want.split("\n") else "mismatch"), got, field
+        return ("match" if got in want else "mismatch"), got, field
 
     def handle_api(self, method):
         n = next_n()
@@ -591,13 +604,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--log", required=True)
     ap.add_argument("--certs", required=True)
-    ap.add_argument("--anthropic-key", required=True)
-    ap.add_argument("--openai-key", required=True)
+    ap.add_argument("--anthropic-key", required=True, action="append")
+    ap.add_argument("--openai-key", required=True, action="append")
     ap.add_argument("--delay", type=float, default=0.25)
     ap.add_argument("--last-delay", type=float)
     ap.add_argument("--text", default="Hello from the fake API.")
     ap.add_argument("--chatgpt-account")
-    ap.add_argument("--google-key")
+    ap.add_argument("--google-key", action="append")
     ap.add_argument("sites", nargs="+")
     args = ap.parse_args()
     if args.last_delay is None:
