@@ -184,6 +184,12 @@ ok $? "the agents: @anthropic-ai/claude-code, @openai/codex, @google/gemini-cli,
 sed 's|@openai/codex@[0-9.]*|@openai/codex@latest|' "$T/agents.sh" >"$T/agents-latest.sh"
 pins "$T/agents-latest.sh"
 ok $((!$?)) "the pin check refuses @latest (it can fail)"
+# The end-to-end tests of the agents (tests/egressd/agents*.t) run the
+# versions the image installs.
+tested=$(sed -n -e 's/^EGM_AGENT_PACKAGES=(\(.*\))$/\1/p' -e 's/^EGM_GEMINI_PACKAGE=\(.*\)$/\1/p' \
+    "$TOP/tests/egressd/lib-more.sh" | tr ' ' '\n' | sort | tr '\n' ' ')
+check "the agents' end-to-end tests run the image's versions ($tested)" \
+    test "$tested" = "$(var agents | tr ' ' '\n' | sort | tr '\n' ' ')"
 check "they are installed with npm install --global, from those pins" \
     grep -qE '^ +npm_config_nodedir=/usr/local /usr/local/bin/npm install --global .*\$agents$' "$T/agents.sh"
 node=$(var node)
