@@ -199,15 +199,23 @@ check "  and the placeholders the guest holds are still a1's" \
 out=$(sbx --json sync)
 check "sync with nothing changed: a1's guest credentials are current" \
     test "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $a1]")" = '["current"]'
-for n in 1 2; do
-    printf '%s\n' 'more.test:8443 inject x-api-key secret anthropic' >>"$T/egressd$n/policies/ai.allow"
-    egressd_api "$n" POST /v1/reload >/dev/null
-done
-for ((i = 0; i < 50; i++)); do
-    creds 1 "$a1" 'c["ca"]' >"$T/a1-ca2.pem"
-    grep -q BEGIN "$T/a1-ca2.pem" && ! cmp -s "$T/a1-ca.pem" "$T/a1-ca2.pem" && break
-    sleep 0.1
-done
+# new_ca FILE SED...: both egressd's ai preset edited with sed (the
+# arguments), reloaded; then a1's CA (GET credentials) into FILE once it
+# differs from $T/a1-ca.pem (5 s at most).
+new_ca() {
+    local out=$1 n i
+    shift
+    for n in 1 2; do
+        sed -i "$@" "$T/egressd$n/policies/ai.allow"
+        egressd_api "$n" POST /v1/reload >/dev/null
+    done
+    for ((i = 0; i < 50; i++)); do
+        creds 1 "$a1" 'c["ca"]' >"$out"
+        grep -q BEGIN "$out" && ! cmp -s "$T/a1-ca.pem" "$out" && break
+        sleep 0.1
+    done
+}
+new_ca "$T/a1-ca2.pem" '$a more.test:8443 inject x-api-key secret anthropic'
 check "a reload that binds anthropic to more.test too gives a1 a CA that permits it" \
     sh -c "openssl x509 -in '$T/a1-ca2.pem' -noout -ext nameConstraints | grep -q 'DNS:more.test'"
 check "  egressd says so, and that the guest needs it" \
@@ -238,15 +246,7 @@ start = int(open("/proc/%d/stat" % pid).read().rpartition(")")[2].split()[19])
 json.dump([{"pid": pid, "start": start, "name": "a1", "cores": 1, "memory_mib": 512,
             "vmid": vmid, "address": "10.99.0.250"}], open(sys.argv[1], "w"))
 EOF2
-for n in 1 2; do
-    sed -i '/^more.test:8443 /d' "$T/egressd$n/policies/ai.allow"
-    egressd_api "$n" POST /v1/reload >/dev/null
-done
-for ((i = 0; i < 50; i++)); do
-    creds 1 "$a1" 'c["ca"]' >"$T/a1-ca3.pem"
-    grep -q BEGIN "$T/a1-ca3.pem" && ! cmp -s "$T/a1-ca.pem" "$T/a1-ca3.pem" && break
-    sleep 0.1
-done
+new_ca "$T/a1-ca3.pem" '/^more.test:8443 /d'
 out=$(sbx --json sync)
 check "sync while a1's create is in progress: its guest is skipped, saying why, not installed ($(json_get "$out" 'j["credentials"]' 2>/dev/null))" \
     test "$(json_get "$out" "[(x['result'], 'create is in progress' in x.get('why', '')) for x in j['credentials'] if x['vmid'] == $a1]")" = '[["skipped", true]]'
