@@ -107,13 +107,12 @@ Prints "ready" once every socket listens.
 
 import argparse
 import hashlib
-import http.server
 import json
-import ssl
 import sys
 import threading
 import time
 
+import tlsserver
 import wsproto
 
 args = None
@@ -316,16 +315,7 @@ def accounts_check(account):
             "account_ordering": [account], "default_account_id": account}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def setup(self):
-        self.request.settimeout(60)
-        self.request.do_handshake()
-        super().setup()
-
-    def log_message(self, fmt, *a):
-        pass
+class Handler(tlsserver.Handler):
 
     def read_body(self):
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -590,15 +580,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.handle_api("HEAD")
 
 
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def get_request(self):
-        sock, addr = super().get_request()
-        # The handshake happens in the connection's own thread (setup()).
-        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
-
-
 def main():
     global args
     ap = argparse.ArgumentParser()
@@ -619,11 +600,9 @@ def main():
     for s in args.sites:
         name, _, where = s.partition("=")
         addr, _, port = where.rpartition(":")
-        srv = Server((addr, int(port)), Handler)
+        srv = tlsserver.Server((addr, int(port)), Handler, "%s/%s.pem" % (args.certs, name),
+                               "%s/%s.key" % (args.certs, name), alpn=["http/1.1"])
         srv.site = name
-        srv.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        srv.ctx.load_cert_chain("%s/%s.pem" % (args.certs, name), "%s/%s.key" % (args.certs, name))
-        srv.ctx.set_alpn_protocols(["http/1.1"])
         servers.append(srv)
     for srv in servers:
         threading.Thread(target=srv.serve_forever, daemon=True).start()

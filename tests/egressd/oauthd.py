@@ -46,16 +46,14 @@ once it listens.
 
 import argparse
 import base64
-import http.server
 import json
 import os
 import secrets
-import socket
-import ssl
-import sys
 import threading
 import time
 from urllib.parse import parse_qs, urlsplit
+
+import tlsserver
 
 TOKEN_PATH = {"anthropic": "/v1/oauth/token", "openai": "/oauth/token", "google": "/token"}
 BODY_TYPE = {"anthropic": "application/json", "openai": "application/json",
@@ -172,16 +170,7 @@ def fail(e, status, error, result=None):
     return status, {"error": error}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def setup(self):
-        self.request.settimeout(60)
-        self.request.do_handshake()
-        super().setup()
-
-    def log_message(self, fmt, *a):
-        pass
+class Handler(tlsserver.Handler):
 
     def answer(self, status, obj):
         body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
@@ -291,19 +280,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = handle_any
 
 
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def get_request(self):
-        sock, addr = super().get_request()
-        # The handshake happens in the connection's own thread (setup()).
-        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
-
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], OSError):  # TLS failures, resets: quiet
-            super().handle_error(request, client_address)
-
-
 def main():
     global args
     ap = argparse.ArgumentParser()
@@ -338,12 +314,8 @@ def main():
         with open(args.seed_state, "w", encoding="utf-8") as f:
             f.write(json.dumps(seed) + "\n")
     addr, _, port = args.listen.rpartition(":")
-    if ":" in addr:
-        Server.address_family = socket.AF_INET6
-    srv = Server((addr.strip("[]"), int(port)), Handler)
-    srv.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    srv.ctx.load_cert_chain(args.cert, args.key)
-    srv.ctx.set_alpn_protocols(["http/1.1"])
+    srv = tlsserver.Server((addr.strip("[]"), int(port)), Handler, args.cert, args.key,
+                           alpn=["http/1.1"])
     print("ready", flush=True)
     try:
         srv.serve_forever()

@@ -26,13 +26,13 @@ import argparse
 import base64
 import binascii
 import hashlib
-import http.server
 import json
 import os
-import ssl
 import subprocess
 import sys
 import threading
+
+import tlsserver
 
 log_lock = threading.Lock()
 args = None
@@ -44,16 +44,8 @@ def log(**kv):
             f.write(json.dumps(kv, sort_keys=True) + "\n")
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def setup(self):
-        self.request.settimeout(30)
-        self.request.do_handshake()
-        super().setup()
-
-    def log_message(self, fmt, *a):
-        pass
+class Handler(tlsserver.Handler):
+    TIMEOUT = 30
 
     def answer(self, status, body, ctype="application/octet-stream", extra=()):
         self.send_response(status)
@@ -188,15 +180,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.answer(status, out[sep + sep_len:], ctype, rest)
 
 
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def get_request(self):
-        sock, addr = super().get_request()
-        # The handshake happens in the connection's own thread (setup()).
-        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
-
-
 def main():
     global args
     ap = argparse.ArgumentParser()
@@ -211,9 +194,7 @@ def main():
     auth.add_argument("--require-bearer", metavar="TOKEN")
     args = ap.parse_args()
     addr, _, port = args.listen.rpartition(":")
-    srv = Server((addr, int(port)), Handler)
-    srv.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    srv.ctx.load_cert_chain(args.cert, args.key)
+    srv = tlsserver.Server((addr, int(port)), Handler, args.cert, args.key)
     print("ready", flush=True)
     srv.serve_forever()
 
