@@ -64,18 +64,8 @@ print(json.dumps({"OPENAI_API_KEY": None, "tokens": {"id_token": s["id_token"],
     "last_refresh": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}, indent=2))
 EOF
 chmod 600 "$S/codex"
-egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with the login"
-egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"codex\"]}" \
-    >/dev/null || egm_bail "PUT sandbox sb1 with the login"
-egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
-python3 - "$T/cred.json" "$SBX" <<'EOF' || egm_bail "the guest's CA and auth.json"
-import json, sys
-c = json.load(open(sys.argv[1]))
-open(sys.argv[2] + "/sbca.pem", "w").write(c["ca"])
-# What sandboxctl writes into the guest user's home: egressd's file.
-open(sys.argv[2] + "/home/.codex/auth.json", "w").write(c["secrets"]["codex"]["file"])
-EOF
-chmod 600 "$SBX/home/.codex/auth.json"
+agents_sandbox codex
+agents_guest_file codex "$SBX/home/.codex/auth.json"
 
 # codex's defaults: ~/.codex, the built-in provider, the system's trust
 # store (here the sandbox CA as SSL_CERT_FILE).

@@ -89,27 +89,20 @@ print(json.dumps({"access_token": s["access"], "refresh_token": s["refresh"],
     "token_type": "Bearer", "expiry_date": s["expires_ms"]}))
 EOF
 chmod 600 "$S/gemini"
-egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with the login"
-egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"gemini\",\"gemini-key\",\"vertex-key\"]}" \
-    >/dev/null || egm_bail "PUT sandbox sb1 with the login and the keys"
-egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
+agents_sandbox gemini gemini-key vertex-key
 # The guest: egressd's file, the settings sandboxctl writes beside it
 # (homefiles.c), and the image's system-wide settings (folder trust off).
+agents_guest_file gemini "$SBX/home/.gemini/oauth_creds.json"
 PY=python3 # (Debian's has yaml)
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-"$PY" - "$T/cred.json" "$SBX" "$TOP/deploy/image/user-data.yaml" <<'EOF' ||
+"$PY" - "$SBX" "$TOP/deploy/image/user-data.yaml" <<'EOF' || egm_bail "the guest's settings"
 import json, sys, yaml
-c = json.load(open(sys.argv[1]))
-open(sys.argv[2] + "/sbca.pem", "w").write(c["ca"])
-open(sys.argv[2] + "/home/.gemini/oauth_creds.json", "w").write(c["secrets"]["gemini"]["file"])
 json.dump({"security": {"auth": {"selectedType": "oauth-personal"}}},
-          open(sys.argv[2] + "/home/.gemini/settings.json", "w"), indent=2)
-files = yaml.safe_load(open(sys.argv[3]))["write_files"]
+          open(sys.argv[1] + "/home/.gemini/settings.json", "w"), indent=2)
+files = yaml.safe_load(open(sys.argv[2]))["write_files"]
 system = [f["content"] for f in files if f["path"] == "/etc/gemini-cli/settings.json"]
-open(sys.argv[2] + "/system-settings.json", "w").write(system[0])
+open(sys.argv[1] + "/system-settings.json", "w").write(system[0])
 EOF
-    egm_bail "the guest's CA, oauth_creds.json and settings"
-chmod 600 "$SBX/home/.gemini/oauth_creds.json"
 
 # gemini reads system-wide settings only from a path no other user can
 # write to, up to /: the image's go on a tmpfs at /mnt in a mount
@@ -162,7 +155,7 @@ ok "$([ "$turns" -ge "$AGENTS_RUNS" ] && [ "$(api "o['auth'] != 'match'")" = 0 ]
 
 # --- an API key instead: GEMINI_API_KEY the placeholder (what sandboxctl
 # puts in the guest's environment), no settings of the user's
-PH_KEY=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["placeholders"]["gemini-key"])' "$T/cred.json")
+PH_KEY=$(agents_placeholder gemini-key)
 mkdir -p "$SBX/home-key"
 SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-key}" GEMINI_API_KEY="$PH_KEY")
 agents_run_ok key "gemini -p with GEMINI_API_KEY the placeholder: exit 0, the fake API's answer"
@@ -174,7 +167,7 @@ ok "$([ "$(keyed "o['site'] == 'generativelanguage.googleapis.com' and ':streamG
     "the Gemini API streamed the answer, and every request had the real key in x-goog-api-key"
 
 # Vertex AI with an API key (express mode): GOOGLE_API_KEY the placeholder
-PH_VKEY=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["placeholders"]["vertex-key"])' "$T/cred.json")
+PH_VKEY=$(agents_placeholder vertex-key)
 mkdir -p "$SBX/home-vertex"
 SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-vertex}")
 SBENV=("${SBENV[@]/#GEMINI_API_KEY=*/GOOGLE_API_KEY=$PH_VKEY}" GOOGLE_GENAI_USE_VERTEXAI=true)

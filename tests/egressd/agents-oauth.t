@@ -66,18 +66,8 @@ print(json.dumps({"claudeAiOauth": {"accessToken": s["access"], "refreshToken": 
     "subscriptionType": "max"}}))
 EOF
 chmod 600 "$S/claude"
-egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with the login"
-egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"claude\",\"claude-token\"]}" \
-    >/dev/null || egm_bail "PUT sandbox sb1 with the login and the setup token"
-egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
-python3 - "$T/cred.json" "$SBX" <<'EOF' || egm_bail "the guest's CA and credentials file"
-import json, sys
-c = json.load(open(sys.argv[1]))
-open(sys.argv[2] + "/sbca.pem", "w").write(c["ca"])
-# What sandboxctl writes into the guest user's home: egressd's file.
-open(sys.argv[2] + "/home/.claude/.credentials.json", "w").write(c["secrets"]["claude"]["file"])
-EOF
-chmod 600 "$SBX/home/.claude/.credentials.json"
+agents_sandbox claude claude-token
+agents_guest_file claude "$SBX/home/.claude/.credentials.json"
 
 SBENV=(env -i PATH="$PATH" LANG=C.UTF-8 HOME="$SBX/home" HTTPS_PROXY="http://$EGD_PROXY"
     https_proxy="http://$EGD_PROXY" NODE_EXTRA_CA_CERTS="$SBX/sbca.pem")
@@ -116,7 +106,7 @@ ok "$([ "$(agents_count "$T/fakeapi.log" "o.get('event') == 'request' and o.get(
 # --- the simplest setup: the setup token as CLAUDE_CODE_OAUTH_TOKEN (what
 # sandboxctl puts in the guest's environment with `secret-env claude-token
 # CLAUDE_CODE_OAUTH_TOKEN`), no credentials file
-PH_TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["placeholders"]["claude-token"])' "$T/cred.json")
+PH_TOKEN=$(agents_placeholder claude-token)
 mkdir -p "$SBX/home-token"
 SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-token}" CLAUDE_CODE_OAUTH_TOKEN="$PH_TOKEN")
 FAKE_MARK=$(wc -l <"$T/fakeapi.log")
