@@ -155,7 +155,7 @@ ok "$([ "$turns" -ge "$AGENTS_RUNS" ] && [ "$(api "o['auth'] != 'match'")" = 0 ]
 
 # --- an API key instead: GEMINI_API_KEY the placeholder (what sandboxctl
 # puts in the guest's environment), no settings of the user's
-PH_KEY=$(agents_placeholder gemini-key)
+PH_KEY=$(egm_placeholder gemini-key)
 mkdir -p "$SBX/home-key"
 SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-key}" GEMINI_API_KEY="$PH_KEY")
 agents_run_ok key "gemini -p with GEMINI_API_KEY the placeholder: exit 0, the fake API's answer"
@@ -167,7 +167,7 @@ ok "$([ "$(keyed "o['site'] == 'generativelanguage.googleapis.com' and ':streamG
     "the Gemini API streamed the answer, and every request had the real key in x-goog-api-key"
 
 # Vertex AI with an API key (express mode): GOOGLE_API_KEY the placeholder
-PH_VKEY=$(agents_placeholder vertex-key)
+PH_VKEY=$(egm_placeholder vertex-key)
 mkdir -p "$SBX/home-vertex"
 SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-vertex}")
 SBENV=("${SBENV[@]/#GEMINI_API_KEY=*/GOOGLE_API_KEY=$PH_VKEY}" GOOGLE_GENAI_USE_VERTEXAI=true)

@@ -106,7 +106,7 @@ ok "$([ "$(agents_count "$T/fakeapi.log" "o.get('event') == 'request' and o.get(
 # --- the simplest setup: the setup token as CLAUDE_CODE_OAUTH_TOKEN (what
 # sandboxctl puts in the guest's environment with `secret-env claude-token
 # CLAUDE_CODE_OAUTH_TOKEN`), no credentials file
-PH_TOKEN=$(agents_placeholder claude-token)
+PH_TOKEN=$(egm_placeholder claude-token)
 mkdir -p "$SBX/home-token"
 SBENV=("${SBENV[@]/#HOME=*/HOME=$SBX/home-token}" CLAUDE_CODE_OAUTH_TOKEN="$PH_TOKEN")
 FAKE_MARK=$(wc -l <"$T/fakeapi.log")

@@ -58,15 +58,9 @@ egm_server "$T/fakeapi.out" python3 -u "$EGD_DIR/fakeapi.py" --log "$T/fakeapi.l
     --delay 0.2 --last-delay 1.2 --text "$CANNED" \
     api.anthropic.test=127.0.0.28:4443 api.openai.test=127.0.0.29:4443 ||
     egm_bail "fakeapi.py serves api.anthropic.test and api.openai.test"
-egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with secret-dir"
-egd_put sb1 "{\"id\":\"sb1\",\"name\":\"agents\",\"owner\":\"alice\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"anthropic\",\"openai\"]}" \
-    >/dev/null || egm_bail "PUT sandbox sb1 with two secrets"
-egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
-python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); open(sys.argv[2],"w").write(j["ca"])' \
-    "$T/cred.json" "$SBX/sbca.pem" || egm_bail "the credentials hold the sandbox CA"
-ph() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["placeholders"][sys.argv[2]])' "$T/cred.json" "$1"; }
-PH_A=$(ph anthropic)
-PH_O=$(ph openai)
+egm_secret_sandbox "$SBX/sbca.pem" '"name":"agents","owner":"alice",' anthropic openai
+PH_A=$(egm_placeholder anthropic)
+PH_O=$(egm_placeholder openai)
 [[ $PH_A == egressd-ph-anthropic-* && $PH_O == egressd-ph-openai-* ]] ||
     egm_bail "the credentials hold a placeholder per secret"
 

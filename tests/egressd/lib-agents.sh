@@ -20,11 +20,11 @@
 #   agents_no_real_token WHAT [VALUE...]
 #                              one TAP line: no file under $SBX holds any
 #                              token oauthd issued or was shown, nor VALUE
-#   agents_sandbox SECRET...   egressd up, sb1 bound with those secrets, its
-#                              credentials in $T/cred.json, CA in $SBX/sbca.pem
+#   agents_sandbox SECRET...   egm_secret_sandbox (lib-more.sh): egressd up,
+#                              sb1 bound with those secrets, its credentials
+#                              in $T/cred.json, CA in $SBX/sbca.pem
 #   agents_guest_file SECRET PATH
 #                              egressd's file for the login SECRET at PATH
-#   agents_placeholder SECRET  its placeholder
 
 # shellcheck shell=bash disable=SC2034 # (AGENTS_RUNS is the caller's)
 agents_count() {
@@ -95,20 +95,8 @@ EOF
     grep -rlF -f "$T/real.list" "$SBX" 2>/dev/null | head -n 5 | sed 's/^/#   holds a real token: /'
 }
 
-# agents_sandbox SECRET...: egressd started with secret-dir $S, the sandbox
-# sb1 ($SB) bound to the test policy with the secrets SECRET...; its
-# credentials (GET credentials) in $T/cred.json, its CA in $SBX/sbca.pem.
-# Bails out when any of it fails.
-agents_sandbox() {
-    local list
-    list=$(printf '"%s",' "$@")
-    egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with secret-dir"
-    egd_put sb1 "{\"id\":\"sb1\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[${list%,}]}" \
-        >/dev/null || egm_bail "PUT sandbox sb1 with $*"
-    egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
-    python3 -c 'import json, sys; open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["ca"])' \
-        "$T/cred.json" "$SBX/sbca.pem" || egm_bail "the credentials hold the sandbox CA"
-}
+# agents_sandbox SECRET...: egm_secret_sandbox with the CA in $SBX/sbca.pem.
+agents_sandbox() { egm_secret_sandbox "$SBX/sbca.pem" "" "$@"; }
 
 # agents_guest_file SECRET PATH: egressd's file for the login SECRET (in
 # $T/cred.json) at PATH, mode 0600: what sandboxctl writes into the guest
@@ -117,10 +105,4 @@ agents_guest_file() {
     (umask 077 && python3 -c 'import json, sys
 open(sys.argv[3], "w").write(json.load(open(sys.argv[1]))["secrets"][sys.argv[2]]["file"])' \
         "$T/cred.json" "$1" "$2") || egm_bail "the guest's file for $1"
-}
-
-# agents_placeholder SECRET: its placeholder (in $T/cred.json).
-agents_placeholder() {
-    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["placeholders"][sys.argv[2]])' \
-        "$T/cred.json" "$1"
 }

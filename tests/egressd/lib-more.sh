@@ -25,6 +25,9 @@
 #   egm_install_check TEXT WHY
 #                          after egd_setup: TEXT as one TAP line; when FN failed,
 #                          its log and egm_bail WHY
+#   egm_secret_sandbox CA FIELDS SECRET... / egm_placeholder SECRET
+#                          egressd with secret-dir, sb1 bound to secrets, its
+#                          credentials and CA; a secret's placeholder
 #   egm_server LOG CMD...  start CMD in the background (its pid joins
 #                          EGD_PIDS), wait until LOG has a line "ready"
 #   egm_toolsrv NAME ROOT [OPTION...]
@@ -218,3 +221,26 @@ egm_err_since() { tail -c +"$((EGM_ERR_MARK + 1))" "$T/egressd.err" 2>/dev/null;
 
 egm_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 egm_fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+
+# egm_secret_sandbox CA FIELDS SECRET...: egressd started with secret-dir
+# $S, the sandbox sb1 ($SB, the test policy; FIELDS: more of its binding as
+# JSON members, e.g. '"owner":"alice",' or '') bound to the secrets
+# SECRET...; its credentials (GET credentials) in $T/cred.json, its CA in
+# the file CA.  Bails out when any of it fails.
+egm_secret_sandbox() {
+    local ca=$1 fields=$2 list
+    shift 2
+    list=$(printf '"%s",' "$@")
+    egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with secret-dir"
+    egd_put sb1 "{\"id\":\"sb1\",$fields\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[${list%,}]}" \
+        >/dev/null || egm_bail "PUT sandbox sb1 with $*"
+    egd_admin GET /v1/sandboxes/sb1/credentials >"$T/cred.json" || egm_bail "GET credentials"
+    python3 -c 'import json, sys; open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["ca"])' \
+        "$T/cred.json" "$ca" || egm_bail "the credentials hold the sandbox CA"
+}
+
+# egm_placeholder SECRET: its placeholder (in $T/cred.json).
+egm_placeholder() {
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["placeholders"][sys.argv[2]])' \
+        "$T/cred.json" "$1"
+}
