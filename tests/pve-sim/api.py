@@ -8,6 +8,7 @@ import copy
 import re
 import time
 
+import access
 import firewall
 import guest as guestmod
 from common import ApiError, perm_denied
@@ -131,8 +132,79 @@ def permissions(sim, p, ctx):
     if p.get("userid") not in (None, token):
         raise perm_denied("/access", "Sys.Audit")
     with sim.lock:
-        paths = [p["path"]] if "path" in p else sorted(sim.world.tokens[token]["acl"])
+        paths = [p["path"]] if "path" in p else sim.acl_paths(token)
         return {path: {priv: 1 for priv in sorted(sim.privs(token, path))} for path in paths}
+
+
+# -- sign-in, users, groups (access.py) ---------------------------------------
+
+
+@route("GET", "/access/ticket")
+def ticket_get(sim, p, ctx):
+    return None  # "Dummy. Useful for formatters which want to provide a login page."
+
+
+def _check_privs(sim):
+    def check(userid, path, privs):
+        path = re.sub(r"/+", "/", path).rstrip("/") or "/"
+        privlist = [x for x in re.split(r"[,;\s]+", privs) if x]
+        return bool(privlist) and sim.has(userid, path, privlist)
+
+    return check
+
+
+@route("POST", "/access/ticket")
+def ticket_create(sim, p, ctx):
+    with sim.lock:
+        try:
+            res = sim.auth.create_ticket(p, _check_privs(sim))
+        except access.AuthFailure:
+            # "do not return any info to prevent user enumeration attacks"
+            raise ApiError(401, "authentication failure")
+        if not res.get("NeedTFA"):
+            who = res["username"]
+            paths = set()
+            for t in sim.world.tokens.values():
+                paths |= set(t["acl"])
+            for u in sim.world.users.values():
+                paths |= set(u["acl"])
+            for g in sim.world.groups.values():
+                paths |= set(g["acl"])
+            res["cap"] = access.compute_cap(lambda path: sim.privs(who, path), sorted(paths))
+        return res
+
+
+@route("GET", "/access/groups/{groupid}")
+def group_get(sim, p, ctx):
+    with sim.lock:
+        g = sim.world.groups.get(p["groupid"])
+        if g is None:
+            raise ApiError(500, "group '%s' does not exist" % p["groupid"])
+        d = {"members": sorted(g["members"])}
+        if g.get("comment") is not None:
+            d["comment"] = g["comment"]
+        return d
+
+
+@route("GET", "/access/users/{userid}")
+def user_get(sim, p, ctx):
+    with sim.lock:
+        u = sim.world.users.get(p["userid"])
+        if u is None:  # the permission check found it; kept for safety
+            raise ApiError(500, "no such user ('%s')" % p["userid"])
+        d = {"enable": u["enable"], "expire": u["expire"]}
+        d.update(u["info"])
+        if u["totp_key"] is not None:
+            d["keys"] = "x"  # user.cfg's marker: second factors are in tfa.cfg
+        d["groups"] = sorted(u["groups"])
+        tokens = {}
+        for tid, t in sorted(sim.world.tokens.items()):
+            owner, _, name = tid.partition("!")
+            if owner == p["userid"]:
+                tokens[name] = {"privsep": 1 if t["privsep"] else 0, "expire": 0}
+        if tokens:
+            d["tokens"] = tokens
+        return d
 
 
 @route("GET", "/nodes")

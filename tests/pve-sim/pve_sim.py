@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """pve_sim.py - a Proxmox VE API simulator for sandboxctl's tests.
 
-HTTPS on loopback, token auth, every request validated against the official
+HTTPS on loopback, token and ticket auth (users sign in with password and
+TOTP, see access.py), every request validated against the official
 API schema, permissions from the schema's `permissions` entries, and the calls
 sandboxctl uses modelled with their real semantics (tasks, locks, digests,
 pools, firewall, snapshots, the guest agent running real commands in a
@@ -27,6 +28,7 @@ import urllib.parse
 sys.dont_write_bytecode = True  # keep the checkout clean of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import access  # noqa: E402
 import firewall  # noqa: E402
 import guest as guestmod  # noqa: E402
 from common import ApiError, Drop, perm_denied  # noqa: E402
@@ -186,7 +188,8 @@ class World:
         for t in data.get("tokens", []):
             if "!" not in t.get("id", ""):
                 raise ValueError("world: token id '%s' is not USER@REALM!TOKENID" % t.get("id"))
-            self.tokens[t["id"]] = {"secret": t["secret"], "privsep": bool(t.get("privsep", True)), "acl": _norm_acl(t.get("acl", {}), t["id"])}
+            self.tokens[t["id"]] = {"secret": t["secret"], "privsep": bool(t.get("privsep", True)), "acl": _norm_acl(t.get("acl", {}), "token " + t["id"])}
+        self.users, self.groups = access.load(data, _norm_acl, list(self.tokens))
         self.vms = {}
         self.used_ids = set()
         for tpl in data.get("templates", []):
@@ -282,11 +285,15 @@ def _seed_file(g, path, content):
         f.write(content)
 
 
-def _norm_acl(acl, tid):
+def _norm_acl(acl, who):
+    """A world ACL (path -> privileges, or -> {privs, propagate}); who
+    ('token X', 'user X', 'group X') names the entry in errors."""
+    if not isinstance(acl, dict):
+        raise ValueError("world: %s: 'acl' must map ACL paths to privileges" % who)
     out = {}
     for path, privs in acl.items():
         if not path.startswith("/"):
-            raise ValueError("world: token %s: ACL path '%s' must start with '/'" % (tid, path))
+            raise ValueError("world: %s: ACL path '%s' must start with '/'" % (who, path))
         if isinstance(privs, dict):
             out[path.rstrip("/") or "/"] = {"privs": set(privs.get("privs", [])), "propagate": bool(privs.get("propagate", True))}
         else:
@@ -324,6 +331,7 @@ class Sim:
             raise ValueError("%s: %s" % (args.world, what))
         self.VM = VM
         self.FILE_READ_MAX = FILE_READ_MAX
+        self.auth = access.Auth(self.world.users, self.world.groups)
         self.fw_text = None  # the ruleset in force (--vm-net)
         self.fw_sync()
 
@@ -348,24 +356,56 @@ class Sim:
 
     # -- permissions ---------------------------------------------------------
 
-    def privs(self, token, path):
-        """Privileges of a token on path: the deepest ACL on the way from '/'
-        wins (as PVE's roles()); a VM's path also gets its pool's."""
-        acl = self.world.tokens[token]["acl"]
+    def privs(self, who, path):
+        """Privileges of a token or user on path: the deepest ACL on the way
+        from '/' wins (as PVE's roles()); at each level a user's own ACL
+        overrides those of the user's groups (which add up); root@pam has
+        every privilege; a VM's path also gets its pool's."""
+        if who == "root@pam":
+            return set(access.admin_privs(self.version))
+        w = self.world
+        if who in w.tokens:
+            acls = [[w.tokens[who]["acl"]]]
+        elif who in w.users:
+            u = w.users[who]
+            acls = [[u["acl"]], [w.groups[g]["acl"] for g in sorted(u["groups"])]]
+        else:
+            return set()
+        segs = [s for s in path.split("/") if s]
         cur = set()
-        for p in sorted(acl):
-            final = p == path
-            if not (p == "/" or final or path.startswith(p + "/")):
-                continue
-            e = acl[p]
-            if final or e["propagate"]:
-                cur = set(e["privs"])
+        for i in range(len(segs) + 1):
+            p = "/" + "/".join(segs[:i])
+            final = i == len(segs)
+            for layer in acls:
+                new = None
+                for acl in layer:
+                    e = acl.get(p)
+                    if e is not None and (final or e["propagate"]):
+                        new = (new or set()) | e["privs"]
+                if new is not None:
+                    cur = set(new)
+                    break
         m = re.match(r"^/vms/(\d+)$", path)
         if m:
             vm = self.world.vms.get(int(m.group(1)))
             if vm is not None and vm.pool:
-                cur |= self.privs(token, "/pool/" + vm.pool)
+                cur |= self.privs(who, "/pool/" + vm.pool)
         return cur
+
+    def acl_paths(self, who):
+        """The ACL paths that name who (or its groups)."""
+        w = self.world
+        if who == "root@pam":
+            return ["/"]
+        if who in w.tokens:
+            return sorted(w.tokens[who]["acl"])
+        u = w.users.get(who)
+        if u is None:
+            return []
+        paths = set(u["acl"])
+        for g in u["groups"]:
+            paths |= set(w.groups[g]["acl"])
+        return sorted(paths)
 
     def has(self, token, path, privs, any_=False):
         have = self.privs(token, path)
@@ -397,6 +437,24 @@ class Sim:
             for sub in check[1:]:
                 self.check_perm(token, sub, params)
             return
+        if kind == "userid-group":
+            # RPCEnvironment exec_api2_perm_check: the user must exist (a
+            # plain die: 500), then any of the privileges on /access/groups,
+            # or on a group the user is a member of
+            privs = check[1]
+            userid = str(params.get("userid", ""))
+            try:
+                access.verify_username(userid)
+            except ValueError as e:
+                raise ApiError(500, str(e))
+            if userid not in self.world.users:
+                raise ApiError(500, "no such user ('%s')" % userid)
+            if self.has(token, "/access/groups", privs, any_=True):
+                return
+            for gid, g in self.world.groups.items():
+                if userid in g["members"] and self.has(token, "/access/groups/" + gid, privs, any_=True):
+                    return
+            raise ApiError(403, "Permission check failed")
         if kind == "or":
             # as PVE's exec_api2_perm_check: sub-checks quietly, then a bare
             # "Permission check failed" when none passed
@@ -510,6 +568,7 @@ def state_dump(sim):
             "guest_running": bool(vm.guest and vm.guest.running()),
         })
     return {
+        "auth": sim.auth.state(),
         "version": sim.version, "nodes": list(w.nodes.values()), "pools": {p: sorted(v.vmid for v in w.vms.values() if v.pool == p) for p in w.pools},
         "vms": vms, "used_ids": sorted(w.used_ids), "tasks": [t.public() for t in sim.tasks.values()],
         "cluster_firewall": w.cluster_firewall, "bridges": w.bridges, "vm_net": w.vm_net, "firewall_nft": sim.fw_text,
@@ -522,6 +581,21 @@ import api  # noqa: E402  (handlers need the classes above)
 # ---------------------------------------------------------------------------
 # HTTP
 # ---------------------------------------------------------------------------
+
+
+TICKET_COOKIE = "PVEAuthCookie"
+# pve-manager's auth_handler lets these through without a ticket or token
+NO_AUTH = {("POST", "/access/ticket"), ("GET", "/access/ticket"), ("GET", "/access/domains")}
+# never recorded in /_sim/calls
+SECRET_PARAMS = {"password", "otp", "new-password", "tfa-challenge"}
+
+
+def _auth_value(header, key):
+    """PVE::APIServer::Formatter::extract_auth_value."""
+    if not header:
+        return None
+    m = re.search(r"(?:^|\s)%s(?:=| )([^;]*)" % re.escape(key), header)
+    return urllib.parse.unquote(m.group(1)) if m and m.group(1) else None
 
 
 def parse_form(body):
@@ -637,6 +711,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rec["status"] = status
         with sim.lock:
             sim.calls.append(rec)
+        if status == 401:
+            # PVE delays every 401 answer (3 s; here AUTH_DELAY)
+            time.sleep(AUTH_DELAY)
         self.send_json(status, obj, reason)
 
     def api(self, method, url, rec):
@@ -666,24 +743,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 except UnicodeDecodeError:
                     raise ApiError(400, "form body is not UTF-8")
         rec["params"] = {k: ("<%d chars>" % len(v) if isinstance(v, str) and len(v) > 512 else v) for k, v in params.items()}
+        for k in SECRET_PARAMS & set(rec["params"]):
+            rec["params"][k] = "<secret>"  # PVE logs no password, nor may we
         node, path_params = sim.schema.lookup(path)
         if node is None or method not in node.get("info", {}):
             raise ApiError(501, "Method '%s %s' not implemented" % (method, path))
         info = node["info"][method]
         template = node["path"]
-        token = self.authenticate()
+        token, via = self.authenticate(method, template)
         for k, v in path_params.items():
             params[k] = urllib.parse.unquote(v)
+        if via == "token" and str(info.get("allowtoken", 1)) == "0":
+            # pve-manager's rest_handler, before the permission check
+            raise ApiError(403, "Permission check failed (URI '%s' not available with API token, need proper ticket.\n)" % path)
         with sim.lock:
             sim.advance()
             perms = info.get("permissions", {})
-            if "check" in perms:
+            if "check" in perms and token != "root@pam":
                 sim.check_perm(token, perms["check"], params)
         try:
             sim.schema.validate(info, params, from_json)
         except ParamError as e:
             raise ApiError(400, "Parameter verification failed.", e.errors)
-        ctx = {"token": token, "method": method, "template": template, "path": path}
+        ctx = {"token": token, "auth": via, "method": method, "template": template, "path": path}
         with sim.lock:
             self.apply_fault(method, rec["path"], params, ctx)
         handler = api.HANDLERS.get((method, template))
@@ -697,24 +779,42 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise Drop()  # the call took effect; its answer is lost
         return 200, {"data": data}, "OK"
 
-    def authenticate(self):
+    def authenticate(self, method, template):
+        """(who, how): the token id or user the request authenticates as,
+        and 'token' or 'ticket', as pve-manager's auth_handler: a ticket
+        in the PVEAuthCookie cookie (or an 'Authorization: PVEAuthCookie='
+        header) wins over an API token; a ticket needs the
+        CSRFPreventionToken header on anything but GET. The calls PVE
+        lets through without auth give (None, 'token' or None)."""
         sim = self.server.sim
         auth = self.headers.get("Authorization")
+        ticket = _auth_value(self.headers.get("Cookie"), TICKET_COOKIE) or _auth_value(auth, TICKET_COOKIE)
+        api_token = None
+        if not ticket and auth:
+            m = re.match(r"^PVEAPIToken[= ](\S+)$", auth.strip())
+            api_token = m.group(1) if m else None
+        if (method, template) in NO_AUTH:
+            return None, ("token" if api_token else None)
+        if ticket:
+            with sim.lock:
+                user = sim.auth.ticket_user(ticket)
+                if user is None:
+                    raise ApiError(401, "Authentication failed!")
+                if method != "GET" and not sim.auth.verify_csrf(user, self.headers.get("CSRFPreventionToken")):
+                    raise ApiError(401, "Permission denied - invalid csrf token")
+            return user, "ticket"
         if not auth:
-            time.sleep(AUTH_DELAY)
             raise ApiError(401, "No ticket")
-        m = re.match(r"^PVEAPIToken[= ](\S+)$", auth.strip())
         ok = False
         tokid = None
-        if m:
-            tokid, eq, secret = m.group(1).rpartition("=")
+        if api_token:
+            tokid, eq, secret = api_token.rpartition("=")
             if eq:
                 t = sim.world.tokens.get(tokid)
                 ok = t is not None and t["secret"] == secret
         if not ok:
-            time.sleep(AUTH_DELAY)
             raise ApiError(401, "authentication failure")
-        return tokid
+        return tokid, "token"
 
     def apply_fault(self, method, path, params, ctx):
         sim = self.server.sim
@@ -769,6 +869,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(200, {"cleared": True})
             if what == "faults" and method == "GET":
                 return self.send_json(200, sim.faults)
+            if what == "auth" and method == "GET":
+                return self.send_json(200, sim.auth.state())
+            if what == "clock" and method == "GET":
+                return self.send_json(200, {"now": sim.auth.now(), "offset": sim.auth.offset})
+            if what == "clock" and method == "POST":
+                try:
+                    c = json.loads(body.decode("utf-8") or "{}")
+                    off = c["offset"]
+                    if isinstance(off, bool) or not isinstance(off, int):
+                        raise ValueError("offset must be an integer (seconds)")
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+                    return self.send_json(400, {"error": "bad clock: %s (want {\"offset\": SECONDS})" % e})
+                sim.auth.offset = off
+                return self.send_json(200, {"now": sim.auth.now(), "offset": sim.auth.offset})
             if what == "state" and method == "GET":
                 sim.advance()
                 return self.send_json(200, state_dump(sim))
@@ -789,12 +903,12 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="pve_sim.py",
-        description="A Proxmox VE API simulator (HTTPS, token auth, schema validation, tasks, locks, guest agent) for tests. Control endpoints (no auth): GET/DELETE /_sim/calls, POST/GET/DELETE /_sim/faults, GET /_sim/state. See README.md.",
+        description="A Proxmox VE API simulator (HTTPS, token and ticket auth, schema validation, tasks, locks, guest agent) for tests. Control endpoints (no auth): GET/DELETE /_sim/calls, POST/GET/DELETE /_sim/faults, GET /_sim/state, GET /_sim/auth, GET/POST /_sim/clock. See README.md.",
         epilog="Example: pve_sim.py --schema pve-8.4-apischema.json --world world.json --cert c.pem --key k.pem --listen 127.0.0.1:0 --port-file port",
     )
     ap.add_argument("--schema", required=True, help="official API schema JSON (pve-8.4-apischema.json / pve-9.1-apischema.json)")
     ap.add_argument("--pve", type=int, choices=(8, 9), help="PVE major version (default: from the schema file name)")
-    ap.add_argument("--world", required=True, help="initial world JSON: nodes, storage, bridge, pool, templates, vms, tokens")
+    ap.add_argument("--world", required=True, help="initial world JSON: nodes, storage, bridge, pool, templates, vms, tokens, users, groups")
     ap.add_argument("--listen", default="127.0.0.1:0", help="ADDR:PORT to listen on (port 0 picks a free one; default %(default)s)")
     ap.add_argument("--port-file", help="write the chosen port here once connections are accepted")
     ap.add_argument("--cert", required=True, help="TLS server certificate (PEM)")

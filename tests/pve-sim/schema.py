@@ -106,6 +106,10 @@ _FORMATS = {
     "pve-fw-sport-spec": (_port_spec_ok, "invalid port spec '{v}'"),
     "pve-fw-protocol-spec": (lambda v: bool(re.match(r"^([a-z][a-z0-9\-]*|\d{1,3})$", v, re.I)), "invalid protocol '{v}'"),
     "mac-addr": (lambda v: bool(_MAC_RE.match(v)), "value does not look like a valid MAC address"),
+    # PVE::Auth::Plugin / PVE::AccessControl
+    "pve-realm": (lambda v: bool(re.match(r"^[A-Za-z][A-Za-z0-9\.\-_]+$", v)), "value does not look like a valid realm"),
+    "pve-userid": (lambda v: 3 <= len(v) <= 64 and bool(re.match(r"^[^\s:/]+@[A-Za-z][A-Za-z0-9\.\-_]+$", v)), "value '{v}' does not look like a valid user name"),
+    "pve-groupid": (lambda v: bool(re.match(r"^[A-Za-z0-9\.\-_]+$", v)), "group name '{v}' contains invalid characters"),
 }
 
 # Property-string formats given by name (not as an object in the schema).
@@ -203,6 +207,11 @@ class Schema:
                 out[name] = self.check_value(name, ps, value, from_json)
             except ValueError as e:
                 errors[name] = str(e)
+        for name in params:
+            # JSONSchema.pm check_object: a set property's 'requires'
+            req = (self.prop_for(props, name) or {}).get("requires")
+            if isinstance(req, str) and req not in params and req not in errors:
+                errors[req] = "missing property required by '%s'" % name
         for name, ps in props.items():
             if "[n]" in name or ps.get("optional"):
                 continue

@@ -27,6 +27,10 @@ SCHEMAS = {8: os.path.join(DATA, "proxmox/pve-8.4-apischema.json"), 9: os.path.j
 SECRET = "5f0c1d2e-3a4b-4c5d-8e9f-0123456789ab"
 TOKEN = "sandboxctl@pve!ctl"
 WEAK = "viewer@pve!ro"
+# users (sign-in): passwords and the TOTP secret of carol and tom
+ALICE_PW = "alice: correct horse"
+ROOT_PW = "root-pw-1"
+TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
 
 n_checks = 0
 n_failed = 0
@@ -62,8 +66,22 @@ def world(version):
         "vms": [{"node": "pve2", "vmid": 120, "name": "old-sandbox", "pool": "sandboxes", "status": "running", "description": "owner=bob\nexpires=2020-01-01T00:00:00Z", "tags": "Sandbox", "files": {"/root/note.txt": "left by bob\n"}}],
         "cluster_firewall": True,
         "tokens": [
-            {"id": TOKEN, "secret": SECRET, "privsep": True, "acl": {"/pool/sandboxes": pool_privs, "/vms/9000": ["VM.Clone", "VM.Audit"], "/storage/local-lvm": ["Datastore.AllocateSpace"], "/sdn/zones/localnetwork/vmbr99": ["SDN.Use"], "/nodes": ["Sys.Audit"]}},
-            {"id": WEAK, "secret": "weak-secret", "privsep": True, "acl": {"/pool/sandboxes": ["VM.Audit", "Pool.Audit"]}},
+            {"id": TOKEN, "secret": SECRET, "privsep": True, "acl": {"/pool/sandboxes": pool_privs, "/vms/9000": ["VM.Clone", "VM.Audit"], "/storage/local-lvm": ["Datastore.AllocateSpace"], "/sdn/zones/localnetwork/vmbr99": ["SDN.Use"], "/nodes": ["Sys.Audit"], "/access/groups": ["Sys.Audit"]}},
+            {"id": WEAK, "secret": "weak-secret", "privsep": True, "acl": {"/pool/sandboxes": ["VM.Audit", "Pool.Audit"], "/access/groups/sandbox-admins": ["Sys.Audit"]}},
+        ],
+        "users": [
+            {"userid": "alice@pve", "password": ALICE_PW, "firstname": "Alice", "acl": {"/pool/sandboxes": ["VM.Audit", "Pool.Audit"]}},
+            {"userid": "bob@pve", "password": "bob-pw"},
+            {"userid": "carol@pve", "password": "carol-pw", "totp": TOTP_SECRET},
+            {"userid": "tom@pve", "password": "tom-pw", "totp": TOTP_SECRET},
+            {"userid": "dave@pve", "password": "dave-pw", "enable": 0},
+            {"userid": "erin@pve", "password": "erin-pw", "expire": 1000000000},
+            {"userid": "root@pam", "password": ROOT_PW},
+        ],
+        "groups": [
+            {"groupid": "sandbox-admins", "members": ["root@pam", "alice@pve"], "comment": "may see every sandbox",
+             "acl": {"/pool/sandboxes": ["VM.Audit", "Pool.Audit", "VM.PowerMgmt"], "/nodes": ["Sys.Audit"]}},
+            {"groupid": "empty"},
         ],
     }
 
@@ -106,10 +124,11 @@ class Sim:
                 self.proc.wait()
         self.log.close()
 
-    def raw(self, method, path, params=None, token=TOKEN, secret=SECRET, as_json=False, auth=True):
-        """One request; returns (status, reason, body-json, seconds)."""
+    def raw(self, method, path, params=None, token=TOKEN, secret=SECRET, as_json=False, auth=True, headers=None):
+        """One request; returns (status, reason, body-json, seconds).
+        auth=False sends no Authorization header; headers are added."""
         conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=20)
-        headers = {}
+        headers = dict(headers or {})
         if auth:
             headers["Authorization"] = "PVEAPIToken=%s=%s" % (token, secret)
         body = None
@@ -185,6 +204,235 @@ def scenario(version, tmp, task_ms):
         ok(sim.proc.returncode == 0, V + "simulator exits 0 on SIGTERM", open(sim.dir + "/sim.log").read()[-2000:])
 
 
+def totp(secret, step):
+    """RFC 6238 (SHA-1, 6 digits, 30 s steps) code of a step, computed here
+    independently of the simulator."""
+    import hmac
+    import struct
+
+    key = base64.b32decode(secret + "=" * (-len(secret) % 8))
+    mac = hmac.new(key, struct.pack(">Q", step), hashlib.sha1).digest()
+    off = mac[-1] & 15
+    return "%06d" % ((struct.unpack(">I", mac[off : off + 4])[0] & 0x7FFFFFFF) % 1000000)
+
+
+def returns_shape(version, method, template):
+    """The schema's 'returns' of a call."""
+    with open(SCHEMAS[version]) as f:
+        tree = json.load(f)
+    stack = list(tree)
+    while stack:
+        n = stack.pop()
+        if n["path"] == template:
+            return n["info"][method]["returns"]
+        stack.extend(n.get("children", []))
+    return None
+
+
+def shape_errors(sch, v, where="data"):
+    """Where v does not have the shape of schema sch (types, required and
+    unknown properties, array items); [] when it does."""
+    t = sch.get("type")
+    errs = []
+    pytypes = {"object": dict, "array": list, "string": str, "integer": int, "boolean": int, "number": (int, float), "null": type(None)}
+    if t in pytypes and not isinstance(v, pytypes[t]) or (t in ("integer", "boolean") and isinstance(v, bool)):
+        return ["%s: %r is not %s" % (where, v, t)]
+    if t == "boolean" and v not in (0, 1):
+        return ["%s: %r is not 0/1" % (where, v)]
+    if t == "object":
+        props = sch.get("properties", {})
+        for k, ps in props.items():
+            if k not in v and not ps.get("optional"):
+                errs.append("%s: missing %s" % (where, k))
+        for k, x in v.items():
+            if k in props:
+                errs += shape_errors(props[k], x, where + "." + k)
+            elif isinstance(sch.get("additionalProperties"), dict):
+                errs += shape_errors(sch["additionalProperties"], x, where + "." + k)
+            elif sch.get("additionalProperties") == 0:
+                errs.append("%s: %s is not in the schema" % (where, k))
+    if t == "array":
+        for i, x in enumerate(v):
+            errs += shape_errors(sch.get("items", {}), x, "%s[%d]" % (where, i))
+    return errs
+
+
+def sign_in(sim, username, password, **more):
+    p = {"username": username, "password": password}
+    p.update(more)
+    return sim.raw("POST", "/access/ticket", p, auth=False)
+
+
+def run_access(sim, V, version):
+    """Sign-in as PVE does it: tickets, CSRF, TOTP, users and groups."""
+    DENIED = {"data": None, "message": "authentication failure\n"}
+    pw_answers = []
+
+    # -- the right password -----------------------------------------------------
+    t0 = int(time.time())
+    st, reason, js, _ = sign_in(sim, "alice@pve", ALICE_PW)
+    d = (js or {}).get("data") or {}
+    tk = d.get("ticket", "")
+    m = __import__("re").match(r"^PVE:alice@pve:([0-9A-F]{8})::[A-Za-z0-9+/=]{300,}$", tk)
+    ok(st == 200 and d.get("username") == "alice@pve" and m and abs(int(m.group(1), 16) - t0) <= 2 and "NeedTFA" not in d, V + "sign-in with the right password: a ticket PVE:alice@pve:HEXTIME::SIG naming the user", js)
+    ok(__import__("re").match(r"^[0-9A-F]{8}:[A-Za-z0-9+/]{43}$", d.get("CSRFPreventionToken", "")) is not None, V + "the answer carries a CSRFPreventionToken HEXTIME:BASE64", d.get("CSRFPreventionToken"))
+    cap = d.get("cap") or {}
+    ok(sorted(cap) == ["access", "dc", "mapping", "nodes", "sdn", "storage", "vms"] and cap["vms"] == {"VM.Audit": 1} and cap["nodes"] == {"Sys.Audit": 1} and cap["access"] == {}, V + "cap as compute_api_permission: own ACL over the group's on /pool, the group's on /nodes", cap)
+    sch = returns_shape(version, "POST", "/access/ticket")
+    errs = shape_errors(dict(sch, additionalProperties={}), {k: v for k, v in d.items() if k != "cap"})
+    ok(st == 200 and not errs, V + "the ticket answer has the schema's shape (username, ticket, CSRFPreventionToken)", errs)
+    alice, alice_csrf = tk, d.get("CSRFPreventionToken")
+    st, reason, js, _ = sign_in(sim, "alice", ALICE_PW, realm="pve")
+    ok(st == 200 and js["data"]["username"] == "alice@pve" and js["data"]["ticket"].startswith("PVE:alice@pve:"), V + "username without realm plus realm=pve: the same user", (st, reason))
+    st, reason, js, _ = sign_in(sim, "root@pam", ROOT_PW)
+    root = (js or {}).get("data", {}).get("ticket") if st == 200 else None
+    ok(st == 200 and (js["data"]["cap"].get("access") or {}).get("User.Modify") == 1, V + "root@pam signs in (pam realm) with every privilege", (st, reason))
+
+    # -- every failure looks the same ------------------------------------------
+    st0, _, state0, _ = sim.raw("GET", "/_sim/state", auth=False)
+    fails0 = dict(state0["auth"]["failures"])
+    cases = [("alice@pve", "wrong", {}), ("alice@pve", ALICE_PW.upper(), {}), ("nobody@pve", "x", {}), ("dave@pve", "dave-pw", {}), ("erin@pve", "erin-pw", {}),
+             ("alice@pve", ALICE_PW, {"realm": "pve"}), ("alice@pam", ALICE_PW, {}), ("alice@ldap", ALICE_PW, {}), ("alice", ALICE_PW, {}), ("bob@pve", "", {})]
+    for u, pw, more in cases:
+        st, reason, js, took = sign_in(sim, u, pw, **more)
+        pw_answers.append((u, st, reason, js, took >= 0.19))
+    ok(all(a[1:] == (401, "authentication failure", DENIED, True) for a in pw_answers),
+       V + "wrong password, unknown user, disabled, expired, doubled realm, wrong realm, unknown realm, no realm, empty password: all the same 401 'authentication failure', after the delay", [a for a in pw_answers if a[1:] != (401, "authentication failure", DENIED, True)] or pw_answers[:1])
+    _, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
+    fails = state["auth"]["failures"]
+    want = {}
+    for u, pw, more in cases:
+        name = u + ("@" + more["realm"] if more.get("realm") else "")
+        want[name] = want.get(name, 0) + 1
+    got = {k: fails.get(k, 0) - fails0.get(k, 0) for k in set(fails) | set(want)}
+    ok(got == {k: want.get(k, 0) for k in got}, V + "/_sim/state counts the failed sign-ins per user name as posted", (got, want))
+    msgs = {e["username"]: e["msg"] for e in state["auth"]["log"] if e["result"] == "failure"}
+    ok(msgs.get("dave@pve") == "user 'dave@pve' is disabled" and msgs.get("erin@pve") == "user 'erin@pve' access expired" and msgs.get("nobody@pve") == "no such user ('nobody@pve')",
+       V + "the auth log keeps PVE's reason (syslog), which the answer never gives", msgs)
+    _, _, calls, _ = sim.raw("GET", "/_sim/calls", auth=False)
+    dump = json.dumps(calls)
+    tick = [c for c in calls if c["path"] == "/access/ticket"]
+    ok(tick and all(c["params"].get("password") == "<secret>" for c in tick) and ALICE_PW not in dump and ROOT_PW not in dump and "dave-pw" not in dump, V + "/_sim/calls never records a password", tick[:2])
+
+    # -- the ticket as a cookie ---------------------------------------------------
+    ck = {"Cookie": "PVEAuthCookie=" + urllib.parse.quote(alice, safe="")}
+    st, reason, js, _ = sim.raw("GET", "/nodes/pve2/qemu/120/status/current", auth=False, headers=ck)
+    ok(st == 200 and js["data"]["status"] == "running", V + "the ticket works as cookie PVEAuthCookie for a GET", (st, reason))
+    st, reason, js, _ = sim.raw("GET", "/nodes/pve2/qemu/120/status/current", auth=False, headers={"Authorization": "PVEAuthCookie=" + alice})
+    ok(st == 200, V + "... and as 'Authorization: PVEAuthCookie=' header", (st, reason))
+    st, reason, js, _ = sim.raw("GET", "/access/permissions", {"path": "/pool/sandboxes"}, auth=False, headers=ck)
+    st2, reason2, js2, _ = sim.raw("GET", "/access/permissions", {"path": "/nodes/pve1"}, auth=False, headers=ck)
+    ok(st == 200 and js["data"] == {"/pool/sandboxes": {"Pool.Audit": 1, "VM.Audit": 1}} and st2 == 200 and js2["data"] == {"/nodes/pve1": {"Sys.Audit": 1}},
+       V + "a user's privileges: own ACL overrides the group's on the same path, the group's /nodes propagates", (js, js2))
+    st, reason, js, _ = sim.raw("GET", "/nodes/pve1/qemu/9001/status/current", auth=False, headers=ck)
+    ok(st == 403 and reason == "Permission check failed (/vms/9001, VM.Audit)", V + "the ticket's user is checked like a token: 403 outside the ACLs", (st, reason))
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve2/qemu/120/status/stop", auth=False, headers=ck)
+    ok(st == 401 and reason == "Permission denied - invalid csrf token", V + "POST with the ticket but no CSRFPreventionToken header: 401", (st, reason))
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve2/qemu/120/status/stop", auth=False, headers=dict(ck, CSRFPreventionToken=alice_csrf[:-2] + "xx"))
+    ok(st == 401 and reason == "Permission denied - invalid csrf token", V + "POST with a forged CSRFPreventionToken: 401", (st, reason))
+    st, reason, js, _ = sim.raw("POST", "/nodes/pve2/qemu/120/status/stop", auth=False, headers=dict(ck, CSRFPreventionToken=alice_csrf))
+    ok(st == 403 and reason == "Permission check failed (/vms/120, VM.PowerMgmt)", V + "POST with the right CSRFPreventionToken passes auth (then 403: alice's own ACL leaves out the group's VM.PowerMgmt)", (st, reason))
+    forged = alice.replace("PVE:alice@pve:", "PVE:root@pam:")
+    st, reason, js, _ = sim.raw("GET", "/version", auth=False, headers={"Cookie": "PVEAuthCookie=" + forged})
+    ok(st == 401 and reason == "Authentication failed!", V + "a ticket whose user was changed: 401 Authentication failed!", (st, reason))
+    st, reason, js, _ = sign_in(sim, "alice@pve", alice)
+    ok(st == 200 and js["data"]["ticket"].startswith("PVE:alice@pve:"), V + "a valid ticket as password renews it", (st, reason))
+    st, reason, js, _ = sign_in(sim, "bob@pve", alice)
+    ok(st == 401, V + "... but not for another user", (st, reason))
+    st, reason, js, _ = sign_in(sim, "alice@pve", alice, path="/nodes", privs="Sys.Audit")
+    st2, reason2, js2, _ = sign_in(sim, "alice@pve", alice, path="/vms/9001", privs="VM.Audit")
+    ok(st == 200 and js["data"]["username"] == "alice@pve" and "ticket" not in js["data"] and st2 == 401, V + "path and privs verify a ticket's privilege (no new ticket); without the privilege: 401", (st, js, st2))
+    sim.raw("POST", "/_sim/clock", {"offset": 7200}, as_json=True, auth=False)
+    st, reason, js, _ = sim.raw("GET", "/version", auth=False, headers=ck)
+    sim.raw("POST", "/_sim/clock", {"offset": 7195}, as_json=True, auth=False)
+    st2, reason2, js2, _ = sim.raw("GET", "/version", auth=False, headers=ck)
+    sim.raw("POST", "/_sim/clock", {"offset": 0}, as_json=True, auth=False)
+    ok(st == 401 and reason == "Authentication failed!" and st2 == 200, V + "a ticket lasts 2 h: 401 once 2 h old (/_sim/clock), valid just before", (st, reason, st2))
+    st, reason, js, _ = sim.raw("POST", "/access/ticket", {"username": "alice@pve", "password": ALICE_PW})
+    ok(st == 403 and reason.startswith("Permission check failed (URI '/access/ticket' not available with API token"), V + "POST /access/ticket with an API token: 403 (allowtoken 0)", (st, reason))
+
+    # -- TOTP: two steps -----------------------------------------------------------
+    if time.time() % 30 > 24:
+        time.sleep(30.2 - time.time() % 30)  # the steps must not move under us
+    step = int(time.time()) // 30
+    st, reason, js, _ = sign_in(sim, "carol@pve", "carol-pw")
+    d = (js or {}).get("data") or {}
+    chal = d.get("ticket", "")
+    ok(st == 200 and d.get("NeedTFA") == 1 and chal.startswith('PVE:!tfa!{"totp"%3Atrue}:') and d.get("username") == "carol@pve" and "cap" not in d, V + "a TOTP user's password: NeedTFA 1 and a challenge ticket PVE:!tfa!...", js)
+    st, reason, js, _ = sim.raw("GET", "/version", auth=False, headers={"Cookie": "PVEAuthCookie=" + chal})
+    ok(st == 401, V + "the challenge ticket is no ticket for the API", (st, reason))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "totp:" + totp(TOTP_SECRET, step - 1), **{"tfa-challenge": chal})
+    ok(st == 200 and js["data"]["ticket"].startswith("PVE:carol@pve:") and "NeedTFA" not in js["data"] and "cap" in js["data"], V + "tfa-challenge + password totp:CODE (code of the step before): the full ticket", (st, reason, js))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "totp:" + totp(TOTP_SECRET, step - 1), **{"tfa-challenge": chal})
+    ok((st, reason, js) == (401, "authentication failure", DENIED), V + "the same code again (replay): 401", (st, reason, js))
+    wrong = next(c for c in ("%06d" % i for i in range(1000000)) if c not in [totp(TOTP_SECRET, step + k) for k in (-1, 0, 1)])
+    st, reason, js, _ = sign_in(sim, "carol@pve", "totp:" + wrong, **{"tfa-challenge": chal})
+    ok((st, reason, js) == (401, "authentication failure", DENIED), V + "a wrong code: 401", (st, reason, js))
+    st, reason, js, _ = sign_in(sim, "carol@pve", totp(TOTP_SECRET, step), **{"tfa-challenge": chal})
+    ok(st == 401, V + "a code without 'totp:': 401", (st, reason))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "totp:" + totp(TOTP_SECRET, step), **{"tfa-challenge": chal, "otp": "x"})
+    ok(st == 401, V + "tfa-challenge together with otp: 401", (st, reason))
+    st, reason, js, _ = sign_in(sim, "tom@pve", "totp:" + totp(TOTP_SECRET, step), **{"tfa-challenge": chal})
+    ok(st == 401, V + "carol's challenge ticket for another user (same secret): 401", (st, reason))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "carol-pw", otp="totp:" + totp(TOTP_SECRET, step))
+    ok(st == 200 and js["data"]["ticket"].startswith("PVE:carol@pve:"), V + "password with otp=totp:CODE in one call: the full ticket", (st, reason))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "totp:" + totp(TOTP_SECRET, step + 1), **{"tfa-challenge": chal})
+    ok(st == 200 and js["data"]["ticket"].startswith("PVE:carol@pve:"), V + "the code of the next step is accepted too (one step of drift)", (st, reason))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "totp:" + totp(TOTP_SECRET, step), **{"tfa-challenge": chal})
+    ok(st == 401, V + "a code older than the last one used: 401", (st, reason))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "totp:" + totp(TOTP_SECRET, step + 3), **{"tfa-challenge": chal})
+    ok(st == 401, V + "a code 3 steps ahead: 401", (st, reason))
+    st, reason, js, _ = sign_in(sim, "carol@pve", "wrong-pw")
+    ok((st, reason, js) == (401, "authentication failure", DENIED), V + "a TOTP user's wrong password: 401, no challenge", (st, reason, js))
+    st, reason, js, _ = sign_in(sim, "tom@pve", "tom-pw")
+    tchal = ((js or {}).get("data") or {}).get("ticket", "")
+    wrongs = [sign_in(sim, "tom@pve", "totp:" + wrong, **{"tfa-challenge": tchal})[0] for _ in range(8)]
+    st, reason, js, _ = sign_in(sim, "tom@pve", "totp:" + totp(TOTP_SECRET, step + 1), **{"tfa-challenge": tchal})
+    _, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
+    ok(wrongs == [401] * 8 and st == 401 and state["auth"]["users"]["tom@pve"]["totp_locked"], V + "8 wrong codes lock TOTP: then even a right code is 401", (wrongs, st))
+
+    # -- groups and users --------------------------------------------------------------
+    st, data, js = sim.call("GET", "/access/groups/sandbox-admins")
+    errs = shape_errors(returns_shape(version, "GET", "/access/groups/{groupid}"), data) if st == 200 else ["status %s" % st]
+    ok(st == 200 and data == {"members": ["alice@pve", "root@pam"], "comment": "may see every sandbox"} and not errs, V + "a group's members read with a token that has Sys.Audit on /access/groups (schema shape)", (data, errs))
+    st, reason, _ = sim.call("GET", "/access/groups/sandbox-admins", token=WEAK, secret="weak-secret")
+    ok(st == 403 and reason == "Permission check failed (/access/groups, Sys.Audit|Group.Allocate)", V + "... refused (403) without it (Sys.Audit on one group is not on /access/groups)", (st, reason))
+    st, reason, _ = sim.call("GET", "/access/groups/nosuchgroup")
+    ok(st == 500 and reason == "group 'nosuchgroup' does not exist", V + "an unknown group: 500 as PVE", (st, reason))
+    st, reason, js = sim.call("GET", "/access/groups/bad%20name")
+    ok(st == 400 and "groupid" in js.get("errors", {}), V + "a group id outside pve-groupid: 400", js)
+    st, data, js = sim.call("GET", "/access/users/alice@pve")
+    errs = shape_errors(returns_shape(version, "GET", "/access/users/{userid}"), data) if st == 200 else ["status %s" % st]
+    ok(st == 200 and data == {"enable": 1, "expire": 0, "firstname": "Alice", "groups": ["sandbox-admins"]} and not errs, V + "a user's groups read with that token (schema shape)", (data, errs))
+    st, data, js = sim.call("GET", "/access/users/sandboxctl@pve")
+    errs = shape_errors(returns_shape(version, "GET", "/access/users/{userid}"), data) if st == 200 else ["status %s" % st]
+    ok(st == 200 and data.get("groups") == [] and data.get("tokens") == {"ctl": {"privsep": 1, "expire": 0}} and not errs, V + "a token's owner exists as a user and lists its tokens", (data, errs))
+    st, data, _ = sim.call("GET", "/access/users/alice@pve", token=WEAK, secret="weak-secret")
+    st2, reason2, _ = sim.call("GET", "/access/users/bob@pve", token=WEAK, secret="weak-secret")
+    ok(st == 200 and st2 == 403 and reason2 == "Permission check failed", V + "Sys.Audit on a group reads its members' users only (userid-group)", (st, st2, reason2))
+    st, reason, _ = sim.call("GET", "/access/users/nobody@pve")
+    ok(st == 500 and reason == "no such user ('nobody@pve')", V + "an unknown user: 500 no such user (the permission check finds out first)", (st, reason))
+    st, reason, js, _ = sim.raw("GET", "/access/users/alice@pve", auth=False, headers=ck)
+    st2, reason2, js2, _ = sim.raw("GET", "/access/users/alice@pve", auth=False, headers={"Cookie": "PVEAuthCookie=" + (root or "")})
+    ok(st == 403 and st2 == 200 and js2["data"]["groups"] == ["sandbox-admins"], V + "alice's own ticket may not read her user; root@pam's may", (st, reason, st2))
+    st, data, _ = sim.call("GET", "/access/users/carol@pve")
+    ok(st == 200 and data.get("keys") == "x" and data.get("groups") == [], V + "a TOTP user shows keys 'x' (second factors in tfa.cfg)", data)
+
+    # -- bad parameters -------------------------------------------------------------------
+    st, reason, js, _ = sign_in(sim, "a" * 61 + "@pve", "x")
+    ok(st == 400 and reason == "Parameter verification failed." and js.get("errors", {}).get("username") == "value may only be 64 characters long", V + "a username over the schema's maxLength 64: 400", (st, js))
+    st, reason, js, _ = sim.raw("POST", "/access/ticket", {"username": "alice@pve"}, auth=False)
+    ok(st == 400 and "missing" in js.get("errors", {}).get("password", ""), V + "no password: 400 (required by the schema)", js)
+    st, reason, js, _ = sign_in(sim, "alice", "x", realm="p")
+    ok(st == 400 and "realm" in js.get("errors", {}), V + "a realm outside pve-realm: 400", js)
+    st, reason, js, _ = sign_in(sim, "alice@pve", alice, path="/nodes")
+    ok(st == 400 and js.get("errors", {}).get("privs") == "missing property required by 'path'", V + "path without privs: 400 (requires)", js)
+    st, reason, js, _ = sign_in(sim, "alice@pve", ALICE_PW, totp="123456")
+    ok(st == 400 and "totp" in js.get("errors", {}), V + "an unknown parameter: 400", js)
+    _, _, state, _ = sim.raw("GET", "/_sim/state", auth=False)
+    ok(state["auth"]["failures"].get("a" * 61 + "@pve") is None, V + "a call refused by the schema is no sign-in attempt", state["auth"]["failures"])
+
+
 def run_scenario(sim, V, version, task_ms):
     Q = "/nodes/pve1/qemu/100"
 
@@ -197,6 +445,7 @@ def run_scenario(sim, V, version, task_ms):
     ok(st == 401 and took >= 0.19, V + "wrong secret: 401 after the auth delay", (st, reason))
     st, reason, js, took = sim.raw("GET", "/version", token="nobody@pve!x")
     ok(st == 401, V + "unknown token: 401", (st, reason))
+    run_access(sim, V, version)
 
     # -- schema ---------------------------------------------------------------
     st, reason, js, _ = sim.raw("GET", "/nodes/pve1/bogus")
@@ -656,6 +905,21 @@ def cli_checks(tmp):
         f.write('{"nodes": [')
     p = subprocess.run([sys.executable, os.path.join(HERE, "pve_sim.py"), "--schema", SCHEMAS[8], "--world", bad, "--cert", "/nonexistent", "--key", "/nonexistent", "--state-dir", d], capture_output=True, text=True, timeout=30)
     ok(p.returncode == 2 and "not valid JSON" in p.stderr, "a world that is not JSON: exit 2", p.stderr)
+    bad_users = [
+        ({"users": [{"userid": "eve@ldap", "password": "x"}]}, "user 'eve@ldap': auth domain 'ldap' does not exist"),
+        ({"users": [{"userid": "eve", "password": "x"}]}, "user 'eve': value 'eve' does not look like a valid user name"),
+        ({"users": [{"userid": "eve@pve", "totp": "not base32!"}]}, "user 'eve@pve': 'totp' is not a usable base32 secret"),
+        ({"users": [{"userid": "eve@pve", "pasword": "x"}]}, "user 'eve@pve': unknown key(s) pasword"),
+        ({"groups": [{"groupid": "admins", "members": ["eve@pve"]}]}, "group 'admins': member 'eve@pve' is not a user of the world"),
+        ({"users": [{"userid": "eve@pve", "acl": {"pool/x": ["VM.Audit"]}}]}, "user eve@pve: ACL path 'pool/x' must start with '/'"),
+    ]
+    for extra, want in bad_users:
+        w = world(8)
+        w.update(extra)
+        with open(bad, "w") as f:
+            json.dump(w, f)
+        p = subprocess.run([sys.executable, os.path.join(HERE, "pve_sim.py"), "--schema", SCHEMAS[8], "--world", bad, "--cert", "/nonexistent", "--key", "/nonexistent", "--state-dir", d], capture_output=True, text=True, timeout=30)
+        ok(p.returncode == 2 and want in p.stderr, "a world with a bad user or group: exit 2, %s" % want, p.stderr)
 
 
 def main():
