@@ -33,6 +33,7 @@
 
 #include "ca.h"
 #include "denials.h"
+#include "feed.h"
 #include "log.h"
 #include "oauth.h"
 #include "placeholder.h"
@@ -250,6 +251,77 @@ static void on_denials(struct evhttp_request *req, const char *id)
     }
     json_decref(j);
     reply_json(req, 200, json_pack("{s:s, s:o}", "sandbox", id, "denials", px_denials_json(id)));
+}
+
+/* A denial's number, decimal, into *seq; whether it is one. */
+static bool parse_seq(const char *s, uint64_t *seq)
+{
+    char *end;
+
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    *seq = strtoull(s, &end, 10);
+    return *end == '\0' && errno == 0;
+}
+
+/* The query of GET /v1/denials: follow=1 into *follow; since=SEQ, or the
+ * Last-Event-ID header an EventSource sends when it reconnects, into
+ * *since (*has_since).  0, or -1 after answering 400. */
+static int denials_query(struct evhttp_request *req, bool *follow, bool *has_since, uint64_t *since)
+{
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    const char *last = evhttp_find_header(evhttp_request_get_input_headers(req), "Last-Event-ID");
+    const char *f, *s;
+    struct evkeyvalq kv;
+    int rc = 0;
+
+    TAILQ_INIT(&kv);
+    if (q != NULL && evhttp_parse_query_str(q, &kv) == -1) {
+        reply_error(req, 400, "expected ?follow=1 and/or ?since=SEQ");
+        evhttp_clear_headers(&kv);
+        return -1;
+    }
+    f = evhttp_find_header(&kv, "follow");
+    s = evhttp_find_header(&kv, "since");
+    *follow = f != NULL && strcmp(f, "1") == 0;
+    if (s == NULL)
+        s = last;
+    *has_since = s != NULL;
+    if (f != NULL && strcmp(f, "1") != 0 && strcmp(f, "0") != 0) {
+        reply_error(req, 400, "follow: expected 1 or 0");
+        rc = -1;
+    } else if (s != NULL && !parse_seq(s, since)) {
+        reply_error(req, 400, "since (or Last-Event-ID): expected a denial's seq, a number");
+        rc = -1;
+    }
+    evhttp_clear_headers(&kv);
+    return rc;
+}
+
+/* GET /v1/denials: the most recent denials of every sandbox, newest
+ * first, with their numbers; ?since=SEQ only those after it; ?follow=1
+ * the live stream of them (feed.h). */
+static void on_all_denials(struct evhttp_request *req)
+{
+    bool follow, has_since;
+    uint64_t since = 0, last;
+    char msg[160];
+
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        reply_405(req, "GET");
+        return;
+    }
+    if (denials_query(req, &follow, &has_since, &since) == -1)
+        return;
+    if (!follow) {
+        json_t *arr = px_denials_recent_json(since, &last);
+        reply_json(req, 200, json_pack("{s:o, s:I}", "denials", arr, "seq", (json_int_t)last));
+    } else if (px_feed_follow(req, has_since, since) == -1) {
+        snprintf(msg, sizeof(msg), "at most %d streams of /v1/denials at a time; try again later",
+                 PX_FEED_MAX);
+        reply_error(req, 503, msg);
+    }
 }
 
 static void on_reload(struct evhttp_request *req)
@@ -619,6 +691,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         on_sandbox(req, path + sizeof(prefix) - 1);
     else if (sub_path(path, prefix, "/denials", id, sizeof(id)))
         on_denials(req, id);
+    else if (strcmp(path, "/v1/denials") == 0)
+        on_all_denials(req);
     else if (sub_path(path, prefix, "/credentials", id, sizeof(id)))
         on_credentials(req, id);
     else if (strcmp(path, "/v1/reload") == 0)
@@ -630,7 +704,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     else
         reply_error(req, 404,
                     "no such endpoint (see /v1/sandboxes, /v1/sandboxes/{id}/denials, "
-                    "/v1/sandboxes/{id}/credentials, "
+                    "/v1/sandboxes/{id}/credentials, /v1/denials, /v1/denials?follow=1, "
                     "/v1/reload, /v1/explain, /v1/status)");
 }
 
@@ -774,7 +848,9 @@ int px_admin_start(struct event_base *base, const struct px_config *cfg, struct 
                                            EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
                                            EVHTTP_REQ_PATCH);
     evhttp_set_gencb(A.http, on_request, NULL);
+    px_feed_start(base);
     if (bind_listener(cfg, err, errlen) == -1) {
+        px_feed_stop();
         evhttp_free(A.http);
         A.http = NULL;
         return -1;
@@ -799,6 +875,7 @@ void px_admin_stop(void)
         }
         explain_free(x);
     }
+    px_feed_stop(); /* its streams end before evhttp goes */
     if (A.http != NULL)
         evhttp_free(A.http);
     A.http = NULL;

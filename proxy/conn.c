@@ -236,6 +236,7 @@ static void note_denial(const char *id, const struct px_log_entry *e)
         .ts_ms = e->ts_ms,
         .mode = e->mode,
         .method = e->method,
+        .path = e->path,
         .host = e->host,
         .port = e->port,
         .sni = e->sni,

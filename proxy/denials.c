@@ -1,14 +1,18 @@
 /*
  * denials.c - see denials.h.  A list of rings, one per sandbox that was
- * denied since it was bound; each ring overwrites its oldest entry.  One
- * mutex guards the list.  A worker never waits for it: a denial that finds
- * it held waits in the worker's own queue (`pending`) and is put in its
- * ring at the end of the worker's loop round, or with the worker's next
- * denial, whichever first finds the mutex free.
+ * denied since it was bound, and one global ring of numbered denials; each
+ * ring overwrites its oldest entry.  One mutex guards them all.  A worker
+ * never waits for it: a denial that finds it held waits in the worker's
+ * own queue (`pending`) and is put in its rings at the end of the worker's
+ * loop round, or with the worker's next denial, whichever first finds the
+ * mutex free.  Reading the global ring, the main thread holds it for
+ * COPY_BATCH copies at a time and makes their JSON without it.
  */
 #include "denials.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +26,15 @@ struct entry {
      * px_reason_str() ("intercept", "credential_host_mismatch"); host and
      * sni the presentation text of a name of up to 255 bytes */
     char mode[16], method[24], host[PX_NAMETEXT_MAX + 1], sni[PX_NAMETEXT_MAX + 1];
-    char reason[32], rule[160];
+    char reason[32], rule[160], path[PX_DENIALS_PATH_MAX + 1];
     unsigned port, status;
+};
+
+/* An entry of the global ring, with its sandbox and its number. */
+struct numbered {
+    uint64_t seq;
+    char id[64];
+    struct entry e;
 };
 
 struct ring {
@@ -36,10 +47,21 @@ struct ring {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ring *rings;
 static size_t n_rings;
+/* The global ring: denial number s is at recent[s % PX_DENIALS_RECENT]
+ * while s > newest - PX_DENIALS_RECENT.  newest is written under the lock
+ * (after the entry) and read without it (px_denials_seq). */
+static struct numbered recent[PX_DENIALS_RECENT];
+static _Atomic uint64_t newest;
+/* Called each PX_DENIALS_NUDGE_EVERY denials (px_denials_set_nudge). */
+static void (*_Atomic nudge)(void);
+/* Global entries copied per hold of the lock when reading them out. */
+#define COPY_BATCH 8
 
 /* A worker's denials not yet in their rings, oldest first.  When more
  * than PENDING_MAX wait (the mutex held for that long), the oldest give
- * way: a ring keeps only the newest PX_DENIALS_PER_SANDBOX anyway. */
+ * way: a sandbox's ring keeps only the newest PX_DENIALS_PER_SANDBOX
+ * anyway, and in the global ring their numbers stay as a gap, so that a
+ * reader knows it lost them. */
 #define PENDING_MAX (2 * PX_DENIALS_PER_SANDBOX)
 struct waiting {
     char id[64];
@@ -48,6 +70,7 @@ struct waiting {
 struct pending {
     struct waiting q[PENDING_MAX];
     size_t first, n;
+    uint64_t dropped; /* gave way since the last store */
     void (*wake)(void *);
     void *arg;
 };
@@ -116,6 +139,8 @@ static void entry_of(struct entry *e, const struct px_denial *d)
     e->ts_ms = d->ts_ms;
     copy(e->mode, sizeof(e->mode), d->mode);
     copy(e->method, sizeof(e->method), d->method);
+    snprintf(e->path, sizeof(e->path), "%.*s", d->path != NULL ? (int)strcspn(d->path, "?") : 0,
+             d->path != NULL ? d->path : "");
     if (d->qname != NULL)
         px_nametext_from_wire(d->qname, d->qname_len, e->host, sizeof(e->host));
     else
@@ -127,25 +152,57 @@ static void entry_of(struct entry *e, const struct px_denial *d)
     e->status = d->status;
 }
 
-/* Put e in sandbox id's ring (lock held). */
-static void store(const char *id, const struct entry *e)
+/* Put e in sandbox id's ring and, numbered, in the global one (lock
+ * held); whether the nudge is due. */
+static bool store(const char *id, const struct entry *e)
 {
     struct ring *r = ring_of(id);
+    uint64_t seq = atomic_load_explicit(&newest, memory_order_relaxed) + 1;
+    struct numbered *g = &recent[seq % PX_DENIALS_RECENT];
 
     r->e[r->head] = *e;
     r->head = (r->head + 1) % PX_DENIALS_PER_SANDBOX;
     if (r->n < PX_DENIALS_PER_SANDBOX)
         r->n++;
+    g->seq = seq;
+    copy(g->id, sizeof(g->id), id);
+    g->e = *e;
+    atomic_store_explicit(&newest, seq, memory_order_release);
+    return seq % PX_DENIALS_NUDGE_EVERY == 0;
 }
 
-/* Store this thread's waiting denials, oldest first (lock held). */
-static void store_pending(void)
+/* Number n denials that gave way, with nothing in the global ring (lock
+ * held); whether the nudge is due. */
+static bool skip(uint64_t n)
 {
+    uint64_t from = atomic_load_explicit(&newest, memory_order_relaxed);
+
+    atomic_store_explicit(&newest, from + n, memory_order_release);
+    return (from + n) / PX_DENIALS_NUDGE_EVERY != from / PX_DENIALS_NUDGE_EVERY;
+}
+
+/* Store this thread's waiting denials, oldest first, after the gap of
+ * those that gave way (lock held); whether the nudge is due. */
+static bool store_pending(void)
+{
+    bool due = pending->dropped > 0 && skip(pending->dropped);
+
+    pending->dropped = 0;
     for (; pending->n > 0; pending->n--) {
         const struct waiting *w = &pending->q[pending->first];
-        store(w->id, &w->e);
+        due |= store(w->id, &w->e);
         pending->first = (pending->first + 1) % PENDING_MAX;
     }
+    return due;
+}
+
+/* Let go of the lock; then the nudge, when due. */
+static void unlock_nudging(bool due)
+{
+    pthread_mutex_unlock(&lock);
+    void (*fn)(void) = due ? atomic_load_explicit(&nudge, memory_order_acquire) : NULL;
+    if (fn != NULL)
+        fn();
 }
 
 /* Queue e for sandbox id behind this thread's waiting denials. */
@@ -154,6 +211,7 @@ static void queue(const char *id, const struct entry *e)
     if (pending->n == PENDING_MAX) { /* the oldest gives way */
         pending->first = (pending->first + 1) % PENDING_MAX;
         pending->n--;
+        pending->dropped++;
     }
     struct waiting *w = &pending->q[(pending->first + pending->n++) % PENDING_MAX];
     copy(w->id, sizeof(w->id), id);
@@ -165,6 +223,7 @@ static void queue(const char *id, const struct entry *e)
 void px_denials_note(const char *id, const struct px_denial *d)
 {
     struct entry e;
+    bool due = false;
 
     entry_of(&e, d);
     if (pending == NULL) {
@@ -173,10 +232,10 @@ void px_denials_note(const char *id, const struct px_denial *d)
         queue(id, &e);
         return;
     } else {
-        store_pending();
+        due = store_pending();
     }
-    store(id, &e);
-    pthread_mutex_unlock(&lock);
+    due |= store(id, &e);
+    unlock_nudging(due);
 }
 
 void px_denials_batch_start(void (*wake)(void *), void *arg)
@@ -196,8 +255,7 @@ void px_denials_flush(void)
         pending->wake(pending->arg); /* the next round tries again */
         return;
     }
-    store_pending();
-    pthread_mutex_unlock(&lock);
+    unlock_nudging(store_pending());
 }
 
 void px_denials_batch_stop(void)
@@ -205,8 +263,7 @@ void px_denials_batch_stop(void)
     if (pending == NULL)
         return;
     pthread_mutex_lock(&lock);
-    store_pending();
-    pthread_mutex_unlock(&lock);
+    unlock_nudging(store_pending());
     free(pending);
     pending = NULL;
 }
@@ -275,6 +332,7 @@ static json_t *entry_json(const struct entry *e)
     json_object_set_new(o, "method", str_or_null(e->method));
     json_object_set_new(o, "host", str_or_null(e->host));
     json_object_set_new(o, "port", e->port ? json_integer(e->port) : json_null());
+    json_object_set_new(o, "path", str_or_null(e->path));
     json_object_set_new(o, "sni", str_or_null(e->sni));
     json_object_set_new(o, "reason", text(e->reason));
     json_object_set_new(o, "rule", str_or_null(e->rule));
@@ -294,6 +352,77 @@ json_t *px_denials_json(const char *id)
             arr,
             entry_json(&r->e[(r->head + PX_DENIALS_PER_SANDBOX - k) % PX_DENIALS_PER_SANDBOX]));
     pthread_mutex_unlock(&lock);
+    return arr;
+}
+
+void px_denials_set_nudge(void (*fn)(void))
+{
+    atomic_store_explicit(&nudge, fn, memory_order_release);
+}
+
+uint64_t px_denials_seq(void)
+{
+    return atomic_load_explicit(&newest, memory_order_acquire);
+}
+
+/* Copies of the global entries numbered *after+1 .. upto (at most the
+ * newest) that the ring holds, at most COPY_BATCH, oldest first, into out;
+ * how many.  A number more than PX_DENIALS_RECENT below the newest, or of
+ * a denial that gave way, has none.  *after: the last number looked at. */
+static size_t take(uint64_t *after, uint64_t upto, struct numbered *out)
+{
+    size_t n = 0;
+    uint64_t s = *after;
+
+    pthread_mutex_lock(&lock);
+    uint64_t last = atomic_load_explicit(&newest, memory_order_relaxed);
+    if (last > PX_DENIALS_RECENT && s < last - PX_DENIALS_RECENT)
+        s = last - PX_DENIALS_RECENT; /* the older ones are gone */
+    while (s < upto && n < COPY_BATCH) {
+        const struct numbered *g = &recent[++s % PX_DENIALS_RECENT];
+        if (g->seq == s)
+            out[n++] = *g;
+    }
+    pthread_mutex_unlock(&lock);
+    *after = s;
+    return n;
+}
+
+/* A global entry as its JSON object: its number and sandbox first. */
+static json_t *numbered_json(const struct numbered *g)
+{
+    json_t *o = json_pack("{s:I, s:o}", "seq", (json_int_t)g->seq, "sandbox", text(g->id));
+
+    json_object_update_new(o, entry_json(&g->e));
+    return o;
+}
+
+size_t px_denials_after(uint64_t after, uint64_t upto, json_t **out, size_t max)
+{
+    struct numbered batch[COPY_BATCH];
+    size_t n = 0;
+
+    if (upto > px_denials_seq())
+        upto = px_denials_seq();
+    while (n < max && after < upto) {
+        size_t got = take(&after, upto, batch);
+        for (size_t i = 0; i < got && n < max; i++)
+            out[n++] = numbered_json(&batch[i]);
+    }
+    return n;
+}
+
+json_t *px_denials_recent_json(uint64_t after, uint64_t *last)
+{
+    json_t *arr = json_array(), *batch[COPY_BATCH];
+    size_t n;
+
+    *last = px_denials_seq();
+    while ((n = px_denials_after(after, *last, batch, COPY_BATCH)) > 0) {
+        after = (uint64_t)json_integer_value(json_object_get(batch[n - 1], "seq"));
+        for (size_t i = 0; i < n; i++)
+            json_array_insert_new(arr, 0, batch[i]);
+    }
     return arr;
 }
 

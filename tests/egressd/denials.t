@@ -97,7 +97,7 @@ check "  its access-log line names it the same way" \
     egd_log_wait 'l["mode"] == "dns" and l["host"] == r"a\027[31mRED\027[0m.test"' 10
 out=$(dq '\255\255x.test' A)
 check "a DNS question with 0xff bytes is answered NXDOMAIN" grep -q 'status: NXDOMAIN' <<<"$out"
-denials 401 '"host" in d["denials"][0] and d["denials"][0]["host"] == r"\255\255x.test" and len(d["denials"][0]) == 10' \
+denials 401 '"host" in d["denials"][0] and d["denials"][0]["host"] == r"\255\255x.test" and len(d["denials"][0]) == 11' \
     "its denial has its host, \\255\\255x.test, and every other field"
 dq 'a\.b\092c.test' A >/dev/null
 denials 401 'd["denials"][0]["host"] == r"a\.b\092c.test"' \

@@ -3,7 +3,11 @@
  * the newest PX_DENIALS_PER_SANDBOX, newest first; and, with batching
  * (as a worker does), a denial that finds the lock held waits in the
  * thread's queue and reaches its ring in order, none lost, while other
- * threads hold the lock as often as they can.
+ * threads hold the lock as often as they can.  The global ring: every
+ * denial numbered one more than the one before, across sandboxes and
+ * threads; the newest PX_DENIALS_RECENT kept; read out after a number,
+ * oldest first, or newest first; the nudge every PX_DENIALS_NUDGE_EVERY.
+ * An HTTP request's path, without its query, cut to fit.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,6 +61,7 @@ enum { NOTES = 200000, WRITERS = 2 };
 
 struct writer {
     char id[16];
+    unsigned notes;    /* how many it makes (0: NOTES) */
     atomic_int wakes;  /* first denial queued: the lock was held */
     atomic_bool woken; /* a flush is due (what a worker's event would be) */
 };
@@ -73,7 +78,7 @@ static void *writer_main(void *arg)
     struct writer *w = arg;
 
     px_denials_batch_start(on_wake, w);
-    for (unsigned i = 1; i <= NOTES; i++) {
+    for (unsigned i = 1; i <= (w->notes ? w->notes : NOTES); i++) {
         struct px_denial d = denial(i);
         px_denials_note(w->id, &d);
         if (i % 8 == 0 && atomic_exchange(&w->woken, false))
@@ -189,7 +194,7 @@ static void test_hostile_names(void)
     if (!ok(host != NULL && strcmp(host, "\\255\\254.test") == 0,
             "a host that is not UTF-8 is there, as \\255\\254.test"))
         diag("host: %s", host ? host : "(missing)");
-    ok(json_object_size(e) == 10, "all 10 fields (%zu)", json_object_size(e));
+    ok(json_object_size(e) == 11, "all 11 fields (%zu)", json_object_size(e));
     json_decref(e);
 
     static const uint8_t wire[] = {5, 'a', '.', 'b', 0x1b, '\\', 4, 't', 'e', 's', 't', 0};
@@ -229,11 +234,190 @@ static void test_hostile_names(void)
     json_decref(e);
 }
 
+/* The path of an HTTP request: never its query; cut to fit; null for
+ * none. */
+static void test_path(void)
+{
+    struct px_denial d = denial(1);
+    char longer[PX_DENIALS_PATH_MAX + 50];
+    json_t *e;
+
+    d.path = "/v1/items/7?api_key=SECRET";
+    px_denials_note("paths", &d);
+    e = newest("paths");
+    const char *path = json_string_value(json_object_get(e, "path"));
+    ok(path != NULL && strcmp(path, "/v1/items/7") == 0, "a path is kept without its query (%s)",
+       path ? path : "-");
+    json_decref(e);
+
+    memset(longer, 'p', sizeof(longer) - 1);
+    longer[0] = '/';
+    longer[sizeof(longer) - 1] = '\0';
+    d.path = longer;
+    px_denials_note("paths", &d);
+    e = newest("paths");
+    path = json_string_value(json_object_get(e, "path"));
+    ok(path != NULL && strlen(path) == PX_DENIALS_PATH_MAX,
+       "a longer path is cut to %d bytes (%zu)", PX_DENIALS_PATH_MAX, path ? strlen(path) : 0);
+    json_decref(e);
+
+    d.path = NULL;
+    px_denials_note("paths", &d);
+    e = newest("paths");
+    ok(json_is_null(json_object_get(e, "path")), "no path: null");
+    json_decref(e);
+}
+
+/* The number of a global entry. */
+static uint64_t seq_of(const json_t *o)
+{
+    return (uint64_t)json_integer_value(json_object_get(o, "seq"));
+}
+
+/* Numbers across sandboxes; the global ring read after a number, oldest
+ * first, and newest first; what a reader is given equals what the
+ * per-sandbox ring keeps, with "seq" and "sandbox". */
+static void test_numbers(void)
+{
+    uint64_t top0 = px_denials_seq(), last;
+    json_t *out[8];
+
+    for (unsigned i = 0; i < 6; i++) {
+        struct px_denial d = denial(100 + i);
+        px_denials_note(i % 2 ? "odd" : "even", &d);
+    }
+    ok(px_denials_seq() == top0 + 6, "6 denials of two sandboxes: 6 numbers more (%llu)",
+       (unsigned long long)(px_denials_seq() - top0));
+    size_t n = px_denials_after(top0 + 2, top0 + 5, out, 8);
+    bool in_order = n == 3;
+    for (size_t i = 0; in_order && i < n; i++)
+        in_order = seq_of(out[i]) == top0 + 3 + i &&
+                   json_integer_value(json_object_get(out[i], "port")) == (json_int_t)(102 + i) &&
+                   strcmp(json_string_value(json_object_get(out[i], "sandbox")),
+                          i % 2 ? "odd" : "even") == 0;
+    ok(in_order, "after N up to M: N+1 .. M, oldest first, each with its sandbox (%zu)", n);
+    for (size_t i = 0; i < n; i++)
+        json_decref(out[i]);
+
+    n = px_denials_after(top0 + 5, top0 + 6, out, 8);
+    json_t *mine = newest("odd");
+    json_t *copy = n == 1 ? json_deep_copy(out[0]) : json_object();
+    json_object_del(copy, "seq");
+    json_object_del(copy, "sandbox");
+    ok(n == 1 && seq_of(out[0]) == top0 + 6 && json_equal(copy, mine) &&
+           json_object_size(out[0]) == json_object_size(mine) + 2,
+       "a global entry is the sandbox's entry with seq and sandbox");
+    json_decref(copy);
+    json_decref(mine);
+    for (size_t i = 0; i < n; i++)
+        json_decref(out[i]);
+
+    json_t *arr = px_denials_recent_json(top0 + 3, &last);
+    ok(last == top0 + 6 && json_array_size(arr) == 3 &&
+           seq_of(json_array_get(arr, 0)) == top0 + 6 && seq_of(json_array_get(arr, 2)) == top0 + 4,
+       "recent after N: newest first, the newest number with it");
+    json_decref(arr);
+}
+
+static atomic_int nudges;
+
+static void on_nudge(void)
+{
+    atomic_fetch_add(&nudges, 1);
+}
+
+/* Only the newest PX_DENIALS_RECENT are kept; a reader asking for older
+ * ones is given the oldest kept first. */
+static void test_wrap(void)
+{
+    uint64_t top0 = px_denials_seq(), last;
+    json_t *out[4];
+
+    atomic_store(&nudges, 0);
+    px_denials_set_nudge(on_nudge);
+    for (unsigned i = 0; i < PX_DENIALS_RECENT + 100; i++) {
+        struct px_denial d = denial(i);
+        px_denials_note("wrap", &d);
+    }
+    px_denials_set_nudge(NULL);
+    uint64_t top = px_denials_seq();
+    uint64_t want = top / PX_DENIALS_NUDGE_EVERY - top0 / PX_DENIALS_NUDGE_EVERY;
+    ok((uint64_t)atomic_load(&nudges) == want, "the nudge: once per %d numbers (%d, %llu)",
+       PX_DENIALS_NUDGE_EVERY, atomic_load(&nudges), (unsigned long long)want);
+    size_t n = px_denials_after(top0, top, out, 4);
+    ok(top == top0 + PX_DENIALS_RECENT + 100 && n == 4 &&
+           seq_of(out[0]) == top - PX_DENIALS_RECENT + 1 && seq_of(out[3]) == seq_of(out[0]) + 3,
+       "%d more: the oldest kept is number %llu, newest - %d + 1", PX_DENIALS_RECENT + 100,
+       n ? (unsigned long long)seq_of(out[0]) : 0ULL, PX_DENIALS_RECENT);
+    for (size_t i = 0; i < n; i++)
+        json_decref(out[i]);
+    json_t *arr = px_denials_recent_json(0, &last);
+    ok(json_array_size(arr) == PX_DENIALS_RECENT && seq_of(json_array_get(arr, 0)) == top &&
+           last == top,
+       "recent: all %d kept, newest first", PX_DENIALS_RECENT);
+    json_decref(arr);
+}
+
+/* Numbers from several threads that batch: none twice, none skipped, and
+ * the nudge once per PX_DENIALS_NUDGE_EVERY. */
+static void test_threads_numbered(void)
+{
+    struct writer w[WRITERS];
+    pthread_t t[WRITERS];
+    uint64_t top0 = px_denials_seq();
+    enum { EACH = 4 * PX_DENIALS_RECENT };
+
+    atomic_store(&nudges, 0);
+    px_denials_set_nudge(on_nudge);
+    for (int i = 0; i < WRITERS; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        snprintf(w[i].id, sizeof(w[i].id), "n%d", i);
+        w[i].notes = EACH;
+        pthread_create(&t[i], NULL, writer_main, &w[i]);
+    }
+    for (int i = 0; i < WRITERS; i++)
+        pthread_join(t[i], NULL);
+    px_denials_set_nudge(NULL);
+    uint64_t top = px_denials_seq();
+    ok(top == top0 + WRITERS * EACH, "%d threads' denials: as many numbers (%llu)", WRITERS,
+       (unsigned long long)(top - top0));
+    /* once for each multiple reached, or once for a gap over several */
+    uint64_t most = top / PX_DENIALS_NUDGE_EVERY - top0 / PX_DENIALS_NUDGE_EVERY;
+    ok(atomic_load(&nudges) > 0 && (uint64_t)atomic_load(&nudges) <= most,
+       "the nudge came from the threads, %d times (at most %llu)", atomic_load(&nudges),
+       (unsigned long long)most);
+    /* A denial that gave way (its thread's queue full) leaves a gap; the
+     * rest are numbered in each thread's own order. */
+    json_t *out[PX_DENIALS_RECENT];
+    size_t n = px_denials_after(top - PX_DENIALS_RECENT, top, out, PX_DENIALS_RECENT);
+    bool each = n > 0;
+    unsigned next[WRITERS] = {0};
+    uint64_t prev = top - PX_DENIALS_RECENT;
+    for (size_t i = 0; i < n; i++) {
+        const char *sb = json_string_value(json_object_get(out[i], "sandbox"));
+        unsigned port = (unsigned)json_integer_value(json_object_get(out[i], "port"));
+        int k = sb[1] - '0';
+        each = each && seq_of(out[i]) > prev && port > next[k];
+        prev = seq_of(out[i]);
+        next[k] = port;
+        json_decref(out[i]);
+    }
+    ok(each && prev == top,
+       "the newest %d numbers: %zu denials, in order, each thread's in its order",
+       PX_DENIALS_RECENT, n);
+    if (n < PX_DENIALS_RECENT)
+        diag("%zu gave way (queues full while the lock was held)", PX_DENIALS_RECENT - n);
+}
+
 int main(void)
 {
     test_hostile_names();
     test_every_word();
     test_ring();
     test_never_waits();
+    test_path();
+    test_numbers();
+    test_wrap();
+    test_threads_numbered();
     return tap_done();
 }
