@@ -68,7 +68,7 @@ say "programs in $PREFIX/sbin and $PREFIX/bin"
 # The units and the system user egressd (systemd-sysusers creates it now and
 # at every boot if it is missing).
 for u in "$here"/systemd/egressd.service "$here"/systemd/sandboxctl-reap.service \
-         "$here"/systemd/sandboxctl-reap.timer; do
+         "$here"/systemd/sandboxctl-reap.timer "$here"/systemd/sandboxctl-console.service; do
     unit "$u"
 done
 mkdir -p "$D$PREFIX/lib/sysusers.d"

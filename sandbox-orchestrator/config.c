@@ -321,6 +321,12 @@ static char **string_slot(struct sbx_config *c, const char *dir)
         {"state-dir", offsetof(struct sbx_config, state_dir)},
         {"egressd-admin-token-file", offsetof(struct sbx_config, egress_token_file)},
         {"guest-user", offsetof(struct sbx_config, guest_user)},
+        {"console-listen", offsetof(struct sbx_config, console_listen)},
+        {"console-cert-file", offsetof(struct sbx_config, console_cert_file)},
+        {"console-key-file", offsetof(struct sbx_config, console_key_file)},
+        {"console-admin-group", offsetof(struct sbx_config, console_admin_group)},
+        {"console-owner-realm", offsetof(struct sbx_config, console_owner_realm)},
+        {"console-audit-log", offsetof(struct sbx_config, console_audit_log)},
     };
 
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
@@ -346,6 +352,8 @@ static long *duration_slot(struct sbx_config *c, const char *dir)
         return &c->exec_timeout_ms;
     if (strcmp(dir, "access-max") == 0)
         return &c->access_max_ms;
+    if (strcmp(dir, "console-session") == 0)
+        return &c->console_session_ms;
     return NULL;
 }
 
@@ -734,6 +742,7 @@ static void set_defaults(struct sbx_config *c)
     c->agent_timeout_ms = 5 * 60 * 1000L;
     c->exec_timeout_ms = 5 * 60 * 1000L;
     c->access_max_ms = 8 * 3600 * 1000L;
+    c->console_session_ms = 2 * 3600 * 1000L; /* a Proxmox ticket's lifetime */
     c->exec_output_max = 1024 * 1024;
     c->pull_max_bytes = 64L * 1024 * 1024;
     c->pull_max_blob_bytes = 100L * 1024 * 1024;
@@ -787,6 +796,25 @@ static int check_complete(struct cursor *cur, struct sbx_config *c)
         c->state_dir = xstrdup("/var/lib/sandboxctl");
     if (!c->guest_user)
         c->guest_user = xstrdup("agent");
+    if (!c->console_cert_file != !c->console_key_file) {
+        snprintf(cur->err, cur->errlen,
+                 "%s: console-cert-file and console-key-file go together (the console serves "
+                 "HTTPS with both, plain HTTP on loopback with neither)",
+                 cur->name);
+        return -1;
+    }
+    if (c->console_session_ms > 2 * 3600 * 1000L) {
+        snprintf(cur->err, cur->errlen,
+                 "%s: console-session is longer than 2h, the lifetime of the Proxmox ticket a "
+                 "sign-in is checked with (a user disabled in Proxmox would keep the console)",
+                 cur->name);
+        return -1;
+    }
+    if (!c->console_owner_realm)
+        c->console_owner_realm = xstrdup("pam");
+    if (!c->console_audit_log &&
+        asprintf(&c->console_audit_log, "%s/console-audit.log", c->state_dir) < 0)
+        abort();
     return 0;
 }
 
@@ -846,10 +874,28 @@ int sbx_config_load(struct sbx_config *c, const char *path, char *err, size_t er
 
 void sbx_config_free(struct sbx_config *c)
 {
-    char **strs[] = {&c->path,           &c->pve_url,    &c->pve_token_file,    &c->pve_ca_file,
-                     &c->node,           &c->pool,       &c->storage,           &c->bridge,
-                     &c->gateway,        &c->proxy_addr, &c->egress_token_file, &c->secrets_file,
-                     &c->mcp_token_file, &c->state_dir,  &c->dns_addr,          &c->guest_user};
+    char **strs[] = {&c->path,
+                     &c->pve_url,
+                     &c->pve_token_file,
+                     &c->pve_ca_file,
+                     &c->node,
+                     &c->pool,
+                     &c->storage,
+                     &c->bridge,
+                     &c->gateway,
+                     &c->proxy_addr,
+                     &c->egress_token_file,
+                     &c->secrets_file,
+                     &c->mcp_token_file,
+                     &c->state_dir,
+                     &c->dns_addr,
+                     &c->guest_user,
+                     &c->console_listen,
+                     &c->console_cert_file,
+                     &c->console_key_file,
+                     &c->console_admin_group,
+                     &c->console_owner_realm,
+                     &c->console_audit_log};
 
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);

@@ -112,6 +112,16 @@ struct sbx_config {
     char *access_auto[SBX_MAX_ACCESS + 1];
     char *access_owner[SBX_MAX_ACCESS + 1];
     long access_max_ms;
+    /* The operator console (console/): where it listens, its TLS files
+     * (both or neither), the Proxmox group whose members see every
+     * sandbox, the realm whose users own sandboxes by their bare name,
+     * the audit log, and how long a sign-in lasts. */
+    char *console_listen;
+    char *console_cert_file, *console_key_file;
+    char *console_admin_group;
+    char *console_owner_realm;
+    char *console_audit_log;
+    long console_session_ms;
 };
 
 /* Fill c from the text of a config file named name (used in messages).

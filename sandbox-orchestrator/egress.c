@@ -426,3 +426,110 @@ int sbx_egress_status(const struct sbx_config *c, const char *target, char *err,
         snprintf(err, errlen, "egressd %s: GET /v1/status: 404", target);
     return -1;
 }
+
+int sbx_egress_get(const struct sbx_config *c, const char *target, const char *path, json_t **reply,
+                   char *err, size_t errlen)
+{
+    long status = request(c, target, "GET", path, NULL, reply, err, errlen);
+
+    if (status >= 200 && status < 300)
+        return 0;
+    if (status == 404)
+        snprintf(err, errlen, "egressd %s: GET %s: 404", target, path);
+    return -1;
+}
+
+/* A stream being read: the caller's callback, and the status seen. */
+struct stream {
+    sbx_egress_bytes_fn fn;
+    void *arg;
+    long status;
+    CURL *h;
+    struct answer *refusal; /* the body of an answer that is not 200 */
+};
+
+static size_t on_stream(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct stream *st = arg;
+    size_t n = size * nmemb;
+
+    if (st->status == 0)
+        curl_easy_getinfo(st->h, CURLINFO_RESPONSE_CODE, &st->status);
+    if (st->status != 200)
+        return on_answer(data, size, nmemb, st->refusal);
+    return st->fn(st->arg, data, n) == 0 ? n : 0;
+}
+
+/* libcurl asks this about once a second, also while nothing arrives. */
+static int on_stream_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                              curl_off_t ulnow)
+{
+    struct stream *st = arg;
+
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return st->fn(st->arg, NULL, 0);
+}
+
+int sbx_egress_stream(const struct sbx_config *c, const char *target, const char *path,
+                      const char *last_id, sbx_egress_bytes_fn fn, void *arg, char *err,
+                      size_t errlen)
+{
+    struct stream st = {fn, arg, 0, curl_easy_init(), calloc(1, sizeof(struct answer))};
+    struct curl_slist *hdrs = NULL;
+    char auth[600], idh[128], *url;
+    CURLcode rc;
+
+    if (!st.h || !st.refusal)
+        abort();
+    if (auth_header(c, auth, sizeof auth, err, errlen)) {
+        curl_easy_cleanup(st.h);
+        free(st.refusal);
+        return -1;
+    }
+    if (strncmp(target, "unix:", 5) == 0) {
+        curl_easy_setopt(st.h, CURLOPT_UNIX_SOCKET_PATH, target + 5);
+        if (asprintf(&url, "http://localhost%s", path) < 0)
+            abort();
+    } else if (asprintf(&url, "%s%s", target, path) < 0) {
+        abort();
+    }
+    if (auth[0])
+        hdrs = curl_slist_append(hdrs, auth);
+    hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");
+    if (last_id && last_id[0]) {
+        snprintf(idh, sizeof idh, "Last-Event-ID: %.64s", last_id);
+        hdrs = curl_slist_append(hdrs, idh);
+    }
+    curl_easy_setopt(st.h, CURLOPT_URL, url);
+    curl_easy_setopt(st.h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(st.h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(st.h, CURLOPT_PROXY, "");
+    curl_easy_setopt(st.h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    /* No total timeout: a stream lasts; a silent one is seen by its
+     * keepalive comments stopping (STREAM_SILENT_S). */
+    curl_easy_setopt(st.h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(st.h, CURLOPT_LOW_SPEED_TIME, (long)SBX_EGRESS_STREAM_SILENT_S);
+    curl_easy_setopt(st.h, CURLOPT_WRITEFUNCTION, on_stream);
+    curl_easy_setopt(st.h, CURLOPT_WRITEDATA, &st);
+    curl_easy_setopt(st.h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(st.h, CURLOPT_XFERINFOFUNCTION, on_stream_progress);
+    curl_easy_setopt(st.h, CURLOPT_XFERINFODATA, &st);
+    rc = curl_easy_perform(st.h);
+    if (st.status == 0)
+        curl_easy_getinfo(st.h, CURLINFO_RESPONSE_CODE, &st.status);
+    if (st.status != 200 && st.status != 0) {
+        char reason[400];
+        answer_reason(st.refusal, reason, sizeof reason);
+        snprintf(err, errlen, "egressd %s: GET %s: %ld %s", target, path, st.status, reason);
+    } else if (rc != CURLE_OK && rc != CURLE_ABORTED_BY_CALLBACK && rc != CURLE_WRITE_ERROR) {
+        snprintf(err, errlen, "egressd %s: GET %s: %s", target, path, curl_easy_strerror(rc));
+    } else {
+        snprintf(err, errlen, "egressd %s: GET %s: the stream ended", target, path);
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(st.h);
+    explicit_bzero(auth, sizeof auth);
+    free(st.refusal);
+    free(url);
+    return st.status == 200 ? 0 : -1;
+}

@@ -54,6 +54,28 @@ int sbx_egress_denials(const struct sbx_config *c, int vmid, json_t **denials, c
  * reason and the fix in err. */
 int sbx_egress_check_token(const struct sbx_config *c, char *err, size_t errlen);
 
+/* GET path on the egressd at target: 0 with its 2xx JSON answer in
+ * *reply (new reference), or -1 with err. */
+int sbx_egress_get(const struct sbx_config *c, const char *target, const char *path, json_t **reply,
+                   char *err, size_t errlen);
+
+/* A stream that sends nothing, not even a keepalive comment, for this
+ * long is taken as dead. */
+#define SBX_EGRESS_STREAM_SILENT_S 45
+
+/* What a stream's reader is told: n bytes that arrived (buf NULL, n 0:
+ * nothing did, about once a second).  0 to go on, else the stream ends. */
+typedef int (*sbx_egress_bytes_fn)(void *arg, const char *buf, size_t n);
+
+/* Read the server-sent-event stream at path (e.g. "/v1/denials?follow=1")
+ * of the egressd at target, sending Last-Event-ID: last_id when given,
+ * until it ends, falls silent, or fn asks to stop.  Returns 0 when the
+ * stream was answered 200 (however it ended: err says how), -1 when it
+ * was refused or could not be opened (err says why). */
+int sbx_egress_stream(const struct sbx_config *c, const char *target, const char *path,
+                      const char *last_id, sbx_egress_bytes_fn fn, void *arg, char *err,
+                      size_t errlen);
+
 /* GET /v1/status of the egressd at target; 0 when it answers 2xx. */
 int sbx_egress_status(const struct sbx_config *c, const char *target, char *err, size_t errlen);
 

@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 
 #include "cli.h"
+#include "console/console.h"
 #include "http.h"
 #include "mcp/mcp.h"
 #include "ops.h"
@@ -53,6 +54,7 @@ static const char usage_text[] =
     "  denials NAME              (what egressd refused it lately)\n"
     "  reap | sync [NAME] | doctor\n"
     "  mcp [--http ADDR:PORT]\n"
+    "  console [--listen ADDR:PORT] [--port-file FILE]   (the operator console)\n"
     "config: -c FILE (default " DEFAULT_CONFIG ")\n";
 
 static int usage(const char *why)
@@ -687,6 +689,8 @@ static int dispatch(struct cli *c, int argc, char **argv)
 
     if (strcmp(cmd, "mcp") == 0)
         return sbx_mcp_main(c->s, argc - 1, argv + 1);
+    if (strcmp(cmd, "console") == 0)
+        return sbx_console_main(c->s, argc, argv);
     if (strcmp(cmd, "create") == 0)
         return cmd_create(c, argc, argv);
     if (strcmp(cmd, "exec") == 0)
@@ -711,8 +715,8 @@ static int dispatch(struct cli *c, int argc, char **argv)
 
 static int known(const char *cmd)
 {
-    static const char *const cmds[] = {"create", "exec",  "read",   "write",   "mcp", "push",
-                                       "pull",   "apply", "access", "denials", NULL};
+    static const char *const cmds[] = {"create", "exec",  "read",   "write",   "mcp",     "push",
+                                       "pull",   "apply", "access", "denials", "console", NULL};
 
     for (int i = 0; cmds[i]; i++)
         if (strcmp(cmd, cmds[i]) == 0)
@@ -802,7 +806,7 @@ int main(int argc, char **argv)
         curl_global_cleanup();
         return EXIT_USAGE;
     }
-    if (strcmp(argv[i], "mcp") != 0) {
+    if (strcmp(argv[i], "mcp") != 0 && strcmp(argv[i], "console") != 0) {
         catch_signals();
         show_progress(c.s);
     }

@@ -37,6 +37,7 @@ struct sbx_pve {
     char *ca_file;        /* or ... */
     struct pin_check pin; /* ... have_pin */
     int have_pin;
+    int anonymous; /* this exchange is a person's sign-in: no API token */
     long timeout_ms;
     long last_status;
     unsigned long requests;
@@ -462,7 +463,8 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
     if (asprintf(&url, "%s%s%s%s", p->base, path, query ? "?" : "", query ? query : "") < 0)
         abort();
     free(query);
-    hdr = curl_slist_append(hdr, p->auth);
+    if (!p->anonymous)
+        hdr = curl_slist_append(hdr, p->auth);
     hdr = curl_slist_append(hdr, "Accept: application/json");
     if (body) {
         payload = params ? json_dumps(params, JSON_COMPACT) : strdup("{}");
@@ -488,6 +490,8 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
     rc = curl_easy_perform(p->curl);
     curl_easy_setopt(p->curl, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(hdr);
+    if (payload && p->anonymous)
+        explicit_bzero(payload, strlen(payload)); /* it holds a password */
     free(payload);
     free(url);
     p->last_status = 0;
@@ -539,4 +543,27 @@ int sbx_pve_call(struct sbx_pve *p, const char *method, const char *path, json_t
         sbx_msleep(wait);
         wait *= 2;
     }
+}
+
+int sbx_pve_ticket(struct sbx_pve *p, json_t *params, json_t **data, char *err, size_t errlen)
+{
+    json_t *doc = NULL;
+    int rc = -1;
+
+    *data = NULL;
+    p->anonymous = 1;
+    if (exchange(p, "POST", "/access/ticket", params, &doc, err, errlen) == 0) {
+        if (p->last_status >= 200 && p->last_status < 300 &&
+            json_is_object(json_object_get(doc, "data"))) {
+            *data = json_incref(json_object_get(doc, "data"));
+            rc = 0;
+        } else {
+            describe_error(p, "POST", "/access/ticket", doc, err, errlen);
+        }
+    }
+    json_decref(doc);
+    if (p->body)
+        explicit_bzero(p->body, p->body_len); /* it holds a ticket */
+    p->anonymous = 0;
+    return rc;
 }

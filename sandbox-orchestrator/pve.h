@@ -36,6 +36,16 @@ void sbx_pve_free(struct sbx_pve *p);
 int sbx_pve_call(struct sbx_pve *p, const char *method, const char *path, json_t *params,
                  json_t **data, char *err, size_t errlen);
 
+/* A person's sign-in: POST /access/ticket with params (username,
+ * password, realm, tfa-challenge; borrowed) and without the API token.
+ * The request body, which holds the password, is wiped once sent.
+ * Returns 0 with the answer's "data" object in *data (new reference:
+ * username, ticket, CSRFPreventionToken, or NeedTFA with a challenge
+ * ticket), or -1 with *data NULL and "POST /access/ticket: 401 ..." in
+ * err (sbx_pve_last_status() tells 401 from a transport failure, 0).
+ * Never retried. */
+int sbx_pve_ticket(struct sbx_pve *p, json_t *params, json_t **data, char *err, size_t errlen);
+
 /* The HTTP status of the last answer (0 when no answer came). */
 long sbx_pve_last_status(const struct sbx_pve *p);
 

@@ -34,7 +34,7 @@ R=$T/root
 DESTDIR=$R "$TOP/deploy/install.sh" "$BUILD_DIR" >"$T/install" 2>&1 || bail "install.sh into a DESTDIR"
 U=$R/usr/local/lib/systemd/system
 mkdir -p "$T/units"
-for u in egressd.service sandboxctl-reap.service sandboxctl-reap.timer; do
+for u in egressd.service sandboxctl-reap.service sandboxctl-reap.timer sandboxctl-console.service; do
     sed "s|/usr/local/|$R/usr/local/|g" "$U/$u" >"$T/units/$u"
 done
 
@@ -48,6 +48,12 @@ verify "$T/units/sandboxctl-reap.service"
 ok $? "systemd-analyze verify sandboxctl-reap.service" || diag_file "$T/verify"
 verify "$T/units/sandboxctl-reap.timer"
 ok $? "systemd-analyze verify sandboxctl-reap.timer (with the service it starts)" || diag_file "$T/verify"
+verify "$T/units/sandboxctl-console.service"
+ok $? "systemd-analyze verify sandboxctl-console.service" || diag_file "$T/verify"
+check "sandboxctl-console.service runs sandboxctl console" \
+    grep -qx 'ExecStart=/usr/local/bin/sandboxctl -c /etc/sandboxctl/sandboxctl.conf console' "$S/sandboxctl-console.service"
+check "install.sh enables no console (it is off by default)" \
+    sh -c "! grep -n 'enable.*console' '$TOP/deploy/install.sh'"
 mv "$R/usr/local/sbin/egressd" "$R/usr/local/sbin/egressd.away"
 verify "$T/units/egressd.service"
 ok $((!$?)) "verify fails when egressd is not installed (the check can fail)"
@@ -70,7 +76,7 @@ for d in 'User=egressd' 'Group=egressd' 'NoNewPrivileges=yes' 'ProtectSystem=str
 done
 check "egressd.service: ReadWritePaths holds the state, log and runtime directories and secret-dir only" \
     grep -qx 'ReadWritePaths=/var/lib/egressd /var/log/egressd /run/egressd -/etc/egressd/secrets' "$S/egressd.service"
-for u in egressd.service sandboxctl-reap.service; do
+for u in egressd.service sandboxctl-reap.service sandboxctl-console.service; do
     systemd-analyze security --offline=true "$T/units/$u" >"$T/sec" 2>&1
     level=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$T/sec")
     ok "$(awk -v l="${level:-99}" -v t="$THRESHOLD" 'BEGIN { exit !(l <= t) }'; echo $?)" \

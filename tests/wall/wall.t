@@ -6,7 +6,8 @@
 # a fake internet and a fake LAN (tests/wall/lib.sh draws the topology).
 # From inside the sandboxes: the proxy works and logs the right owner, a
 # denied host gets the deny contract, and nothing else gets out (the
-# internet, the LAN, the host's 8006 and 22, egressd's metrics, DNS but
+# internet, the LAN, the host's 8006 and 22, the operator console (the real
+# sandboxctl console, served on the host's bridge address), egressd's metrics, DNS but
 # egressd's policy DNS server, the other sandbox, a spoofed address or MAC);
 # egressd's DNS server answers the names the sandbox's policy allows and
 # nothing else, and never passes a query on.  A third sandbox, made with
@@ -168,9 +169,19 @@ while :; do
 done
 ok "$([ "$code" = 200 ]; echo $?)" "bob-1 serves http://$B_IP:8080/ (seen from inside bob-1: the listener is up) (${code:-000})"
 [ "$code" = 200 ] || sbx exec bob-1 -- sh -c 'ss -ltnp; tail -n 5 /tmp/http.log' 2>&1 | sed 's/^/#   /'
+# The operator console, served where it must never be reachable from: the
+# host's address on the sandbox bridge (HTTPS, as any address but loopback
+# needs).  The per-VM firewall must keep the sandboxes from it all the same.
+{ cat "$CONF"; printf 'console-cert-file %s\nconsole-key-file %s\n' "$T/certs/tools.test.pem" \
+    "$T/certs/tools.test.key"; } >"$T/console.conf"
+"$SBX_BIN" -c "$T/console.conf" console --listen 10.99.0.1:8480 --port-file "$T/console.port" \
+    2>"$T/console.err" &
+WALL_PIDS+=($!)
+for ((i = 0; i < 100; i++)); do [ -s "$T/console.port" ] && break; sleep 0.05; done
+ok "$([ -s "$T/console.port" ]; echo $?)" "sandboxctl console serves on the host's bridge address 10.99.0.1:8480 (HTTPS) $(head -c 120 "$T/console.err")"
 mark=$(egd_log_lines)
 probe alice-1 1 tcp:$PROXY tcp:$ALLOWED_IP:443 tcp:$ALLOWED_IP:80 tcp:$LAN_IP:8006 tcp:$LAN_IP:22 \
-    tcp:10.99.0.1:8006 tcp:10.99.0.1:22 tcp:$B_IP:8080 tcp:$METRICS \
+    tcp:10.99.0.1:8006 tcp:10.99.0.1:22 tcp:10.99.0.1:8480 tcp:$B_IP:8080 tcp:$METRICS \
     udpdns:10.99.0.1 tcpdns:10.99.0.1 udpdns:$INET_DNS tcpdns:$INET_DNS
 reached "alice-1 reaches the proxy $PROXY" tcp:$PROXY
 blocked "alice-1: no direct HTTPS to the internet ($ALLOWED_IP:443)" tcp:$ALLOWED_IP:443
@@ -178,6 +189,7 @@ blocked "alice-1: no direct HTTP to the internet ($ALLOWED_IP:80)" tcp:$ALLOWED_
 blocked "alice-1: not the LAN's 8006 ($LAN_IP)" tcp:$LAN_IP:8006
 blocked "alice-1: not the LAN's 22" tcp:$LAN_IP:22
 blocked "alice-1: not the host's pveproxy 8006 (10.99.0.1)" tcp:10.99.0.1:8006
+blocked "alice-1: not the operator console on the host's 8480, even bound to the bridge" tcp:10.99.0.1:8480
 blocked "alice-1: not the host's sshd 22" tcp:10.99.0.1:22
 blocked "alice-1: not the other sandbox (bob-1's $B_IP:8080)" tcp:$B_IP:8080
 blocked "alice-1: not egressd's metrics ($METRICS)" tcp:$METRICS
@@ -221,10 +233,11 @@ blocked "bob-1: no direct HTTPS to the internet" tcp:$ALLOWED_IP:443
 
 section "negative controls: the firewall is what blocks"
 before=$(standin_count $PROBE_IP)
-probe ns:probe 1 tcp:10.99.0.1:8006 tcp:10.99.0.1:22 tcp:$METRICS udpdns:10.99.0.1 tcp:10.99.0.1:53 \
+probe ns:probe 1 tcp:10.99.0.1:8006 tcp:10.99.0.1:22 tcp:10.99.0.1:8480 tcp:$METRICS udpdns:10.99.0.1 tcp:10.99.0.1:53 \
     tcp:$B_IP:8080 tcp:$ALLOWED_IP:80
 reached "control: a namespace on vmbr99 without a firewall reaches the host's 8006" tcp:10.99.0.1:8006
 reached "control: and its 22" tcp:10.99.0.1:22
+reached "control: and the operator console (8480)" tcp:10.99.0.1:8480
 ok "$([ "$(standin_count $PROBE_IP)" -ge $((before + 2)) ]; echo $?)" "control: the stand-ins logged those connections"
 reached "control: and egressd's metrics" tcp:$METRICS
 reached "control: and the host's DNS server (UDP)" udpdns:10.99.0.1

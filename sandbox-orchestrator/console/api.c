@@ -1,0 +1,255 @@
+/* api.c - the console's routes: the page and its assets, and the JSON API
+ * the page uses.
+ *
+ *   GET  /, /console.js, /console.css     the page (no session needed)
+ *   POST /api/login, /api/logout           signin.c
+ *   GET  /api/session                      who is signed in, the CSRF token
+ *   GET  /api/sandboxes                    list (an owner: their own)
+ *   POST /api/sandboxes/extend  {name, duration}
+ *   POST /api/sandboxes/destroy {name, confirm: name}
+ *   GET  /api/access                       pending access requests
+ *   POST /api/access/approve {id, duration}, /api/access/deny {id}
+ *   POST /api/grant {name, host, duration, why}   a request, approved at once
+ *   GET  /api/denials?after=N              the last denials (oldest first)
+ *   GET  /api/denials/stream?after=N       the same, live (streams.c)
+ *   GET  /api/sources                      each egressd's stream
+ *
+ * Every /api/ route but login needs a session; every POST also needs the
+ * session's CSRF token in X-CSRF-Token and a same-origin request.  An
+ * owner acting on a sandbox that is not theirs gets 404, as for one that
+ * does not exist.  Every POST is written to the audit log.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "sbx.h"
+
+#define RECENT_MAX 200 /* denials GET /api/denials gives */
+
+int sbx_api_op(struct sbx_request *r, sbx_op_fn op, json_t *args, json_t **out, char *err,
+               size_t errlen)
+{
+    pthread_mutex_lock(&r->con->op_lock);
+    sbx_scope_owner(r->con->s, r->session.admin ? NULL : r->session.owner);
+    int rc = op(r->con->s, args, out, err, errlen);
+    sbx_scope_owner(r->con->s, NULL);
+    pthread_mutex_unlock(&r->con->op_lock);
+    return rc;
+}
+
+/* The status for an operation's error: 404 for what does not exist (or
+ * is another owner's), 400 for the rest. */
+static unsigned op_status(const char *err)
+{
+    return strncmp(err, "no sandbox called", 17) == 0 || strncmp(err, "no access request", 17) == 0
+               ? 404
+               : 400;
+}
+
+/* Run op on args (taken) and answer with its result; POSTs are audited
+ * as action on target. */
+static enum MHD_Result answer_op(struct sbx_request *r, sbx_op_fn op, json_t *args,
+                                 const char *action, const char *target)
+{
+    char err[1024];
+    json_t *out = NULL;
+    int rc = sbx_api_op(r, op, args, &out, err, sizeof err);
+
+    json_decref(args);
+    if (action)
+        sbx_audit(r->con->audit, r->session.user, r->from, action, target, rc == 0,
+                  rc == 0 ? NULL : err);
+    return rc == 0 ? sbx_web_json(r, 200, out) : sbx_web_error(r, op_status(err), err);
+}
+
+/* The JSON object of r's body, or NULL. */
+static json_t *body_object(struct sbx_request *r)
+{
+    json_t *j = json_loadb(r->body, r->body_len, 0, NULL);
+
+    if (json_is_object(j))
+        return j;
+    json_decref(j);
+    return NULL;
+}
+
+/* A string member of j, or NULL. */
+static const char *str(json_t *j, const char *key)
+{
+    return json_string_value(json_object_get(j, key));
+}
+
+static enum MHD_Result extend(struct sbx_request *r, json_t *b)
+{
+    const char *name = str(b, "name"), *duration = str(b, "duration");
+
+    if (!name || !duration)
+        return sbx_web_error(r, 400, "expected {\"name\", \"duration\"}");
+    return answer_op(r, sbx_op_extend, json_pack("{s:s, s:s}", "name", name, "duration", duration),
+                     "sandbox.extend", name);
+}
+
+static enum MHD_Result destroy(struct sbx_request *r, json_t *b)
+{
+    const char *name = str(b, "name"), *confirm = str(b, "confirm");
+
+    if (!name || !confirm || strcmp(name, confirm) != 0)
+        return sbx_web_error(r, 400,
+                             "expected {\"name\", \"confirm\"} with the sandbox's name "
+                             "typed again");
+    return answer_op(r, sbx_op_destroy, json_pack("{s:s}", "name", name), "sandbox.destroy", name);
+}
+
+/* An owner approves as the owner (only what access-owner-approves
+ * covers); an admin as admin. */
+static enum MHD_Result approve(struct sbx_request *r, json_t *b)
+{
+    const char *id = str(b, "id"), *duration = str(b, "duration");
+    json_t *args;
+
+    if (!id)
+        return sbx_web_error(r, 400, "expected {\"id\", \"duration\"}");
+    args = json_pack("{s:s, s:b}", "id", id, "as_owner", !r->session.admin);
+    if (duration)
+        json_object_set_new(args, "duration", json_string(duration));
+    return answer_op(r, sbx_op_access_approve, args, "access.approve", id);
+}
+
+static enum MHD_Result deny(struct sbx_request *r, json_t *b)
+{
+    const char *id = str(b, "id");
+
+    if (!id)
+        return sbx_web_error(r, 400, "expected {\"id\"}");
+    return answer_op(r, sbx_op_access_deny,
+                     json_pack("{s:s, s:b}", "id", id, "as_owner", !r->session.admin),
+                     "access.deny", id);
+}
+
+/* A denial made a grant: the access request, then its approval. */
+static enum MHD_Result grant(struct sbx_request *r, json_t *b)
+{
+    const char *name = str(b, "name"), *host = str(b, "host"), *duration = str(b, "duration");
+    const char *why = str(b, "why");
+    char err[1024], target[300];
+    json_t *req = NULL, *args;
+
+    if (!name || !host || !duration)
+        return sbx_web_error(r, 400, "expected {\"name\", \"host\", \"duration\"}");
+    snprintf(target, sizeof target, "%.64s %.200s", name, host);
+    args = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "host", host, "duration", duration,
+                     "why", why && *why ? why : "granted from the console after a denial");
+    int rc = sbx_api_op(r, sbx_op_access_request, args, &req, err, sizeof err);
+    json_decref(args);
+    if (rc) {
+        sbx_audit(r->con->audit, r->session.user, r->from, "access.grant", target, false, err);
+        return sbx_web_error(r, op_status(err), err);
+    }
+    if (strcmp(str(req, "status") ? str(req, "status") : "", "approved") == 0) {
+        sbx_audit(r->con->audit, r->session.user, r->from, "access.grant", target, true,
+                  "granted at once (access-auto)");
+        return sbx_web_json(r, 200, req);
+    }
+    args = json_pack("{s:s, s:s, s:b}", "id", str(req, "id"), "duration", duration, "as_owner",
+                     !r->session.admin);
+    json_decref(req);
+    return answer_op(r, sbx_op_access_approve, args, "access.grant", target);
+}
+
+/* A number from the query (after=N), 0 when absent. */
+static uint64_t after_arg(struct sbx_request *r)
+{
+    const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "after");
+    const char *last = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Last-Event-ID");
+    const char *s = last ? last : v;
+
+    return s ? strtoull(s, NULL, 10) : 0;
+}
+
+static enum MHD_Result recent_denials(struct sbx_request *r)
+{
+    struct sbx_denials_view view = {r->session.admin ? NULL : r->session.owner};
+    uint64_t seq = sbx_denials_seq(r->con->denials);
+    uint64_t after = after_arg(r);
+    json_t *out = json_array();
+
+    if (after == 0 && seq > SBX_DENIALS_RING)
+        after = seq - SBX_DENIALS_RING;
+    sbx_denials_read(r->con->denials, &view, &after, SBX_DENIALS_RING, out, NULL);
+    while (json_array_size(out) > RECENT_MAX)
+        json_array_remove(out, 0);
+    return sbx_web_json(r, 200, json_pack("{s:o, s:I}", "denials", out, "seq", (json_int_t)after));
+}
+
+/* The POST routes, once the session and its CSRF token are checked. */
+static enum MHD_Result post(struct sbx_request *r)
+{
+    static const struct {
+        const char *path;
+        enum MHD_Result (*fn)(struct sbx_request *, json_t *);
+    } routes[] = {
+        {"/api/sandboxes/extend", extend},
+        {"/api/sandboxes/destroy", destroy},
+        {"/api/access/approve", approve},
+        {"/api/access/deny", deny},
+        {"/api/grant", grant},
+    };
+    const char *token = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-CSRF-Token");
+
+    if (!token || !sbx_session_token_eq(token, r->session.csrf) || !sbx_web_same_origin(r)) {
+        sbx_audit(r->con->audit, r->session.user, r->from, "refused", r->url, false,
+                  "no CSRF token, or not from the console's page");
+        return sbx_web_error(r, 403, "this action must come from the console's own page");
+    }
+    if (strcmp(r->url, "/api/logout") == 0)
+        return sbx_signin_logout(r);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strcmp(r->url, routes[i].path) != 0)
+            continue;
+        json_t *b = body_object(r);
+        if (!b)
+            return sbx_web_error(r, 400, "expected a JSON object");
+        enum MHD_Result rc = routes[i].fn(r, b);
+        json_decref(b);
+        return rc;
+    }
+    return sbx_web_error(r, 404, "no such action");
+}
+
+static enum MHD_Result get(struct sbx_request *r)
+{
+    if (strcmp(r->url, "/api/session") == 0)
+        return sbx_signin_session(r);
+    if (strcmp(r->url, "/api/sandboxes") == 0)
+        return answer_op(r, sbx_op_list, json_object(), NULL, NULL);
+    if (strcmp(r->url, "/api/access") == 0)
+        return answer_op(r, sbx_op_access_list, json_object(), NULL, NULL);
+    if (strcmp(r->url, "/api/denials") == 0)
+        return recent_denials(r);
+    if (strcmp(r->url, "/api/denials/stream") == 0)
+        return sbx_streams_open(r, after_arg(r));
+    if (strcmp(r->url, "/api/sources") == 0)
+        return sbx_web_json(r, 200,
+                            json_pack("{s:o}", "egressd", sbx_denials_sources(r->con->denials)));
+    return sbx_web_error(r, 404, "no such endpoint");
+}
+
+enum MHD_Result sbx_api_route(struct sbx_request *r)
+{
+    bool is_get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+    bool is_post = strcmp(r->method, "POST") == 0;
+
+    if (strncmp(r->url, "/api/", 5) != 0)
+        return is_get ? sbx_web_asset(r, r->url) : sbx_web_error(r, 405, "expected GET");
+    if (is_post && strcmp(r->url, "/api/login") == 0)
+        return sbx_signin_login(r);
+    if (!r->have_session)
+        return sbx_web_error(r, 401, "sign in first");
+    if (is_get)
+        return get(r);
+    if (is_post)
+        return post(r);
+    return sbx_web_error(r, 405, "expected GET or POST");
+}

@@ -1,0 +1,387 @@
+// console.js - the operator console's page: sign-in, sandboxes, live
+// denials, access requests.  Everything a sandbox chose (host names,
+// paths, reasons) is put on the page as text (textContent), never as
+// markup.  No framework, no build step.
+"use strict";
+
+const ROWS_MAX = 500; // denials kept on the page
+const state = { session: null, denials: [], seq: 0, stream: null, queue: [], drawing: false };
+// What the tests read: how many denials were drawn and how long drawing took.
+window.consoleStats = { drawn: 0, frames: 0, drawMs: 0, maxFrameMs: 0 };
+
+const $ = (id) => document.getElementById(id);
+
+function notice(text, bad) {
+  const n = $("notice");
+  n.textContent = text || "";
+  n.className = bad ? "bad" : "";
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && state.session) headers["X-CSRF-Token"] = state.session.csrf;
+  const res = await fetch(path, {
+    method, headers, credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  if (!res.ok) {
+    const err = new Error((data && data.error) || res.status + " " + res.statusText);
+    err.status = res.status;
+    err.data = data;
+    throw err;
+  }
+  return data;
+}
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (cls) td.className = cls;
+  tr.appendChild(td);
+  return td;
+}
+
+function button(text, onclick, cls) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = text;
+  if (cls) b.className = cls;
+  b.addEventListener("click", onclick);
+  return b;
+}
+
+function when(v) {
+  if (v === null || v === undefined || v === "") return "";
+  const d = typeof v === "number" ? new Date(v > 1e12 ? v : v * 1000) : new Date(v);
+  if (isNaN(d)) return String(v);
+  // Today's times as times; others with their date.
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
+// ---------------------------------------------------------------- sign-in
+
+function showLogin() {
+  state.session = null;
+  $("nav").hidden = true;
+  $("who").hidden = true;
+  for (const p of document.querySelectorAll(".page")) p.hidden = true;
+  $("login").hidden = false;
+}
+
+async function login(ev) {
+  ev.preventDefault();
+  const body = { username: $("username").value, password: $("password").value, realm: $("realm").value };
+  if (!$("otp-label").hidden && $("otp").value) body.otp = $("otp").value;
+  try {
+    state.session = await api("POST", "/api/login", body);
+    $("password").value = "";
+    $("otp").value = "";
+    $("otp-label").hidden = true;
+    notice("");
+    start();
+  } catch (e) {
+    if (e.data && e.data.need_otp) {
+      $("otp-label").hidden = false;
+      $("otp").focus();
+      notice("Proxmox VE asks for your TOTP code.");
+    } else {
+      notice("Sign-in refused: " + e.message, true);
+    }
+  }
+}
+
+async function logout() {
+  try { await api("POST", "/api/logout", {}); } catch (e) { /* signed out anyway */ }
+  if (state.stream) state.stream.close();
+  state.stream = null;
+  showLogin();
+}
+
+// ---------------------------------------------------------------- sandboxes
+
+async function loadSandboxes() {
+  const tbody = $("sandboxes-table").tBodies[0];
+  try {
+    const [list, sources] = await Promise.all([api("GET", "/api/sandboxes"), api("GET", "/api/sources")]);
+    tbody.replaceChildren();
+    for (const s of list.sandboxes) {
+      const tr = document.createElement("tr");
+      tr.dataset.name = s.name;
+      cell(tr, s.name, "name");
+      cell(tr, s.owner);
+      cell(tr, s.address);
+      cell(tr, s.policy);
+      cell(tr, (s.secrets || []).join(", "));
+      cell(tr, when(s.created));
+      cell(tr, when(s.expires), "expires");
+      cell(tr, (s.grants || []).map((g) => g.host + " until " + when(g.until)).join("; "));
+      const td = cell(tr, "");
+      td.appendChild(button("+1h", () => extend(s.name, "1h")));
+      td.appendChild(button("+4h", () => extend(s.name, "4h")));
+      td.appendChild(button("Destroy…", () => askDestroy(s.name), "danger"));
+      tbody.appendChild(tr);
+    }
+    $("sandboxes-empty").hidden = list.sandboxes.length > 0;
+    $("sources").textContent = sources.egressd
+      .map((e) => e.egressd + (e.connected ? " (live)" : " (not connected" + (e.error ? ": " + e.error : "") + ")"))
+      .join(", ");
+  } catch (e) {
+    if (e.status === 401) return showLogin();
+    notice("Sandboxes: " + e.message, true);
+  }
+}
+
+async function extend(name, duration) {
+  try {
+    const r = await api("POST", "/api/sandboxes/extend", { name, duration });
+    notice(name + " now expires " + when(r.expires));
+    loadSandboxes();
+  } catch (e) { notice("Extend " + name + ": " + e.message, true); }
+}
+
+function askDestroy(name) {
+  $("destroy-name").textContent = name;
+  $("destroy-confirm").value = "";
+  $("destroy-dialog").dataset.name = name;
+  $("destroy-dialog").showModal();
+}
+
+async function destroy(ev) {
+  ev.preventDefault();
+  const name = $("destroy-dialog").dataset.name;
+  const confirm = $("destroy-confirm").value;
+  $("destroy-dialog").close();
+  try {
+    await api("POST", "/api/sandboxes/destroy", { name, confirm });
+    notice(name + " destroyed");
+  } catch (e) { notice("Destroy " + name + ": " + e.message, true); }
+  loadSandboxes();
+}
+
+// ---------------------------------------------------------------- denials
+
+function hostPort(d) {
+  if (!d.host) return d.sni || "";
+  return d.port && d.port !== 443 && d.port !== 80 ? d.host + ":" + d.port : d.host;
+}
+
+function denialRow(d) {
+  const tr = document.createElement("tr");
+  tr.dataset.cseq = d.cseq;
+  cell(tr, when(d.ts));
+  cell(tr, d.name || d.sandbox, "name");
+  cell(tr, hostPort(d), "host");
+  cell(tr, d.method);
+  cell(tr, d.path, "path");
+  cell(tr, d.reason, "reason");
+  cell(tr, d.hint, "hint");
+  const td = cell(tr, "");
+  if (d.name && d.host) td.appendChild(button("Allow…", () => askGrant(d)));
+  return tr;
+}
+
+// Draw what the stream brought, once per frame: a burst of a thousand
+// denials a second costs one layout per frame, and the table keeps ROWS_MAX.
+function draw() {
+  const t0 = performance.now();
+  const batch = state.queue.splice(0, state.queue.length);
+  const frag = document.createDocumentFragment();
+  for (let i = batch.length - 1; i >= 0 && i >= batch.length - ROWS_MAX; i--) frag.appendChild(denialRow(batch[i]));
+  const tbody = $("denials-table").tBodies[0];
+  tbody.insertBefore(frag, tbody.firstChild);
+  while (tbody.rows.length > ROWS_MAX) tbody.deleteRow(-1);
+  state.denials = batch.concat(state.denials).slice(-ROWS_MAX);
+  const ms = performance.now() - t0;
+  const s = window.consoleStats;
+  s.drawn += batch.length;
+  s.frames++;
+  s.drawMs += ms;
+  s.maxFrameMs = Math.max(s.maxFrameMs, ms);
+  state.drawing = false;
+  if ($("denials").hidden && batch.length > 0) {
+    const b = $("denials-badge");
+    b.hidden = false;
+    b.textContent = String((parseInt(b.textContent, 10) || 0) + batch.length);
+  }
+  drawAccessDenials();
+}
+
+function receive(list) {
+  for (const d of list) {
+    state.queue.push(d);
+    if (d.cseq > state.seq) state.seq = d.cseq;
+  }
+  if (state.queue.length > ROWS_MAX) state.queue.splice(0, state.queue.length - ROWS_MAX);
+  if (!state.drawing) {
+    state.drawing = true;
+    requestAnimationFrame(draw);
+  }
+}
+
+async function startDenials() {
+  try {
+    const r = await api("GET", "/api/denials");
+    state.seq = r.seq;
+    receive(r.denials);
+  } catch (e) {
+    if (e.status === 401) return showLogin();
+  }
+  if (state.stream) state.stream.close();
+  const es = new EventSource("/api/denials/stream?after=" + state.seq);
+  state.stream = es;
+  es.addEventListener("denials", (ev) => receive(JSON.parse(ev.data)));
+  es.addEventListener("lost", (ev) => notice(JSON.parse(ev.data).lost + " denials came too fast to show"));
+  es.addEventListener("open", () => { $("stream-state").textContent = "Live."; });
+  es.addEventListener("error", () => { $("stream-state").textContent = "Reconnecting…"; });
+}
+
+// ---------------------------------------------------------------- grants
+
+function askGrant(d) {
+  const host = d.port ? d.host + ":" + d.port : d.host;
+  const dlg = $("grant-dialog");
+  dlg.dataset.name = d.name;
+  dlg.dataset.host = host;
+  $("grant-sandbox").textContent = d.name;
+  $("grant-host").textContent = host;
+  showChanges(d.name, d.host, d.port);
+  dlg.showModal();
+}
+
+// What the grant changes, from the denials on this page: the rule added,
+// and which of this sandbox's last denials it would let through.
+function showChanges(name, host, port) {
+  const ul = $("grant-changes");
+  ul.replaceChildren();
+  const dur = $("grant-duration").value === "custom" ? $("grant-custom").value : $("grant-duration").value;
+  const li = document.createElement("li");
+  li.textContent = "adds " + host + ":" + port + " to " + name + "'s allow list for " + dur + ", then it lapses by itself";
+  ul.appendChild(li);
+  const pass = state.denials.filter((x) => x.name === name && x.host === host && x.port === port);
+  const li2 = document.createElement("li");
+  li2.textContent = pass.length + " of " + name + "'s recent denials would now pass";
+  ul.appendChild(li2);
+}
+
+async function grant(ev) {
+  ev.preventDefault();
+  const dlg = $("grant-dialog");
+  const duration = $("grant-duration").value === "custom" ? $("grant-custom").value : $("grant-duration").value;
+  dlg.close();
+  try {
+    const r = await api("POST", "/api/grant", { name: dlg.dataset.name, host: dlg.dataset.host, duration });
+    notice(dlg.dataset.host + " allowed for " + dlg.dataset.name + " until " + when(r.until));
+    loadAccess();
+  } catch (e) { notice("Allow " + dlg.dataset.host + ": " + e.message, true); }
+}
+
+// ---------------------------------------------------------------- access
+
+function drawAccessDenials() {
+  const tbody = $("access-denials").tBodies[0];
+  tbody.replaceChildren();
+  for (const d of state.denials.slice(-20).reverse()) {
+    const tr = document.createElement("tr");
+    cell(tr, when(d.ts));
+    cell(tr, d.name || d.sandbox);
+    cell(tr, hostPort(d), "host");
+    cell(tr, d.reason);
+    const td = cell(tr, "");
+    if (d.name && d.host) td.appendChild(button("Allow…", () => askGrant(d)));
+    tbody.appendChild(tr);
+  }
+}
+
+async function loadAccess() {
+  const tbody = $("access-table").tBodies[0];
+  try {
+    const r = await api("GET", "/api/access");
+    tbody.replaceChildren();
+    const pending = r.requests.filter((q) => q.status === "pending");
+    for (const q of pending) {
+      const tr = document.createElement("tr");
+      tr.dataset.id = q.id;
+      cell(tr, when(q.requested));
+      cell(tr, q.name, "name");
+      cell(tr, q.host, "host");
+      cell(tr, Math.round(q.seconds / 60) + " min");
+      cell(tr, q.why);
+      cell(tr, q.status);
+      const td = cell(tr, "");
+      const sel = document.createElement("select");
+      for (const [v, t] of [["15m", "15 min"], ["1h", "1 h"], ["8h", "8 h"]]) {
+        const o = document.createElement("option");
+        o.value = v;
+        o.textContent = t;
+        sel.appendChild(o);
+      }
+      sel.value = "1h";
+      td.appendChild(sel);
+      td.appendChild(button("Approve", () => decide("approve", q.id, sel.value)));
+      td.appendChild(button("Deny", () => decide("deny", q.id), "danger"));
+      tbody.appendChild(tr);
+    }
+    $("access-empty").hidden = pending.length > 0;
+    drawAccessDenials();
+  } catch (e) {
+    if (e.status === 401) return showLogin();
+    notice("Access requests: " + e.message, true);
+  }
+}
+
+async function decide(what, id, duration) {
+  try {
+    await api("POST", "/api/access/" + what, what === "approve" ? { id, duration } : { id });
+    notice("Request " + id + (what === "approve" ? " approved" : " denied"));
+  } catch (e) { notice(what + " " + id + ": " + e.message, true); }
+  loadAccess();
+}
+
+// ---------------------------------------------------------------- pages
+
+function route() {
+  if (!state.session) return;
+  const page = (location.hash || "#sandboxes").slice(1);
+  for (const p of document.querySelectorAll(".page")) p.hidden = p.id !== page;
+  for (const a of document.querySelectorAll("nav a")) a.setAttribute("aria-current", a.id === "nav-" + page ? "page" : "false");
+  if (page === "sandboxes") loadSandboxes();
+  if (page === "access") loadAccess();
+  if (page === "denials") {
+    $("denials-badge").hidden = true;
+    $("denials-badge").textContent = "";
+  }
+}
+
+function start() {
+  $("login").hidden = true;
+  $("nav").hidden = false;
+  $("who").hidden = false;
+  $("who-name").textContent = state.session.user + (state.session.admin ? " (admin)" : "");
+  startDenials();
+  route();
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  $("login-form").addEventListener("submit", login);
+  $("logout").addEventListener("click", logout);
+  $("grant-form").addEventListener("submit", grant);
+  $("grant-cancel").addEventListener("click", () => $("grant-dialog").close());
+  $("grant-duration").addEventListener("change", () => {
+    $("grant-custom-label").hidden = $("grant-duration").value !== "custom";
+    const dlg = $("grant-dialog");
+    const d = state.denials.find((x) => x.name === dlg.dataset.name);
+    if (d) showChanges(d.name, d.host, d.port);
+  });
+  $("destroy-form").addEventListener("submit", destroy);
+  $("destroy-cancel").addEventListener("click", () => $("destroy-dialog").close());
+  window.addEventListener("hashchange", route);
+  try {
+    state.session = await api("GET", "/api/session");
+    start();
+  } catch (e) {
+    showLogin();
+  }
+});

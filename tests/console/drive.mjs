@@ -1,0 +1,293 @@
+// drive.mjs - the browser's part of tests/console/console.t: Debian's
+// Chromium, driven by playwright-core, signs in to the console, reads its
+// pages and acts on them as people would.  Prints one TAP-like line per
+// check ("ok - ..." / "not ok - ..."); console.t relays them.
+//
+// Environment: CONSOLE_URL, A1 (s1's address), PROXY1 (egressd 1's proxy),
+// TOTP_SECRET (root@pam's), DNSPORT (egressd 1's DNS server), SHOTS (where
+// screenshots go), NODE_PATH.
+import { execFile } from "node:child_process";
+import { createHmac } from "node:crypto";
+import http from "node:http";
+import net from "node:net";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const require = createRequire(import.meta.url);
+const { chromium } = require(path.join(process.env.NODE_PATH, "playwright-core"));
+const URL_ = process.env.CONSOLE_URL;
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+const LIVE_MS = 1000; // a denial must be on the page within this
+
+let failed = 0;
+function check(cond, text) {
+  if (!cond) failed++;
+  console.log((cond ? "ok - " : "not ok - ") + text.replace(/\n/g, " "));
+}
+
+// ---------------------------------------------------------------- helpers
+
+// RFC 6238: the TOTP code of this 30 s step (SHA-1, 6 digits).
+function totp(secretB32, step = Math.floor(Date.now() / 1000 / 30)) {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  let bits = "";
+  for (const c of secretB32.replace(/=+$/, "")) bits += alphabet.indexOf(c).toString(2).padStart(5, "0");
+  const key = Buffer.alloc(Math.floor(bits.length / 8));
+  for (let i = 0; i < key.length; i++) key[i] = parseInt(bits.slice(i * 8, i * 8 + 8), 2);
+  const msg = Buffer.alloc(8);
+  msg.writeBigUInt64BE(BigInt(step));
+  const h = createHmac("sha1", key).update(msg).digest();
+  const o = h[h.length - 1] & 15;
+  const n = (h.readUInt32BE(o) & 0x7fffffff) % 1000000;
+  return String(n).padStart(6, "0");
+}
+
+// curl from the sandbox's address through egressd 1; the HTTP status.
+function curlFromSandbox(url) {
+  return new Promise((resolve) => {
+    execFile("curl", ["-q", "-sS", "-m", "10", "--interface", process.env.A1, "-x",
+      "http://" + process.env.PROXY1, "-o", "/dev/null", "-w", "%{http_code}", url],
+    (err, stdout) => resolve(stdout.trim() || "000"));
+  });
+}
+
+// Raw bytes to egressd 1's proxy port from the sandbox's address (for
+// requests curl would not send); resolves when the proxy closes or 3 s pass.
+function rawFromSandbox(text) {
+  return new Promise((resolve) => {
+    const [host, port] = process.env.PROXY1.split(":");
+    const s = net.connect({ host, port: Number(port), localAddress: process.env.A1 }, () => s.write(text));
+    let got = "";
+    s.on("data", (d) => { got += d; });
+    s.on("close", () => resolve(got));
+    s.on("error", () => resolve(got));
+    setTimeout(() => { s.destroy(); resolve(got); }, 3000);
+  });
+}
+
+// dig from the sandbox's address to egressd 1's DNS server (a name in
+// dig's presentation format: \\DDD is a byte).
+function digFromSandbox(name) {
+  return new Promise((resolve) => {
+    execFile("dig", ["-b", process.env.A1, "@127.0.0.1", "-p", process.env.DNSPORT, "+tries=1", "+time=3", name, "A"],
+      (err, stdout) => resolve(stdout));
+  });
+}
+
+async function signIn(page, user, password, realm) {
+  await page.goto(URL_ + "/");
+  await page.fill("#username", user);
+  await page.selectOption("#realm", realm);
+  await page.fill("#password", password);
+  await page.click("#login-submit");
+}
+
+async function shoot(page, name) {
+  for (const [tag, size] of [["desktop", DESKTOP], ["phone", PHONE]]) {
+    await page.setViewportSize(size);
+    await page.screenshot({ path: path.join(process.env.SHOTS, `${name}-${tag}.png`), fullPage: true });
+  }
+  await page.setViewportSize(DESKTOP);
+}
+
+// Every row of the table with id, as arrays of cell texts.
+async function rows(page, id) {
+  return page.$$eval(`#${id} tbody tr`, (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+}
+
+// ---------------------------------------------------------------- the run
+
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
+try {
+  // --- a wrong password: Proxmox's own refusal, on the page
+  const ctxBad = await browser.newContext({ viewport: DESKTOP });
+  const bad = await ctxBad.newPage();
+  await signIn(bad, "alice", "wrong-pw", "pve");
+  await bad.waitForSelector("#notice.bad", { timeout: 5000 }).catch(() => null);
+  const badText = await bad.textContent("#notice");
+  check(/authentication failure/.test(badText) && (await bad.isVisible("#login")),
+    `a wrong password is refused with Proxmox's answer (${badText.slice(0, 100)})`);
+  await shoot(bad, "signin");
+  await ctxBad.close();
+
+  // --- alice signs in and sees only her own sandbox
+  const ctx = await browser.newContext({ viewport: DESKTOP });
+  const page = await ctx.newPage();
+  const dialogs = [];
+  page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss(); });
+  await signIn(page, "alice", "alice-pw-1", "pve");
+  await page.waitForSelector("#who:not([hidden])", { timeout: 10000 });
+  check((await page.textContent("#who-name")).startsWith("alice@pve"), "alice signs in as alice@pve");
+  const cookies = await ctx.cookies();
+  const sess = cookies.find((c) => c.name === "egc_session");
+  check(sess && sess.httpOnly && sess.secure && sess.sameSite === "Strict",
+    `the session cookie is HttpOnly, Secure, SameSite=Strict (${JSON.stringify(sess && { h: sess.httpOnly, s: sess.secure, ss: sess.sameSite })})`);
+  await page.waitForSelector("#sandboxes-table tbody tr", { timeout: 10000 });
+  const names = (await rows(page, "sandboxes-table")).map((r) => r[0]);
+  check(names.includes("s1") && !names.includes("s2"), `alice sees s1 and not bob's s2 (${names.join(",")})`);
+  const headers = await page.evaluate(async () => {
+    const r = await fetch("/api/session");
+    return { csp: r.headers.get("content-security-policy"), nosniff: r.headers.get("x-content-type-options") };
+  });
+  check(/default-src 'none'/.test(headers.csp || "") && /script-src 'self'/.test(headers.csp) && headers.nosniff === "nosniff",
+    "answers carry a strict Content-Security-Policy and nosniff");
+
+  // bob's sandbox, reached by name, does not exist for alice
+  const other = await page.evaluate(async () => {
+    const s = await (await fetch("/api/session")).json();
+    const r = await fetch("/api/sandboxes/extend", {
+      method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": s.csrf },
+      body: JSON.stringify({ name: "s2", duration: "1h" }) });
+    return { status: r.status, body: await r.text() };
+  });
+  check(other.status === 404, `extending bob's s2 as alice answers 404 (${other.status} ${other.body.slice(0, 80)})`);
+  await shoot(page, "sandboxes");
+
+  // --- the live denial: a curl from s1 to b.test, then on the page within 1 s
+  await page.goto(URL_ + "/#denials");
+  await page.waitForSelector("#stream-state:text('Live.')", { timeout: 10000 }).catch(() => null);
+  const status1 = await curlFromSandbox("http://b.test:8000/");
+  const t0 = Date.now();
+  check(status1 === "403", `s1 is refused b.test:8000 (${status1})`);
+  const row = await page.waitForSelector("#denials-table tbody tr:has(td.host:text-is('b.test:8000'))",
+    { timeout: 5000 }).catch(() => null);
+  const liveMs = Date.now() - t0;
+  check(row !== null && liveMs <= LIVE_MS, `the denial is on the page ${liveMs} ms after the refusal (at most ${LIVE_MS})`);
+  const cellsOf = row ? await row.$$eval("td", (tds) => tds.map((t) => t.textContent)) : [];
+  check(cellsOf[1] === "s1" && cellsOf[3] === "GET" && /not_allowed/.test(cellsOf[5] || ""),
+    `  it names s1, GET and not_allowed (${cellsOf.slice(0, 7).join(" | ")})`);
+  await shoot(page, "denials");
+
+  // --- one click: allow b.test:8000 for 1 h, and the next curl passes
+  if (row) {
+    await (await row.$("button")).click();
+    await page.waitForSelector("#grant-dialog[open]");
+    const changes = await page.textContent("#grant-changes");
+    check(/adds b\.test:8000:8000|adds b\.test:8000/.test(changes) && /would now pass/.test(changes),
+      `the grant dialog says what changes (${changes.slice(0, 120)})`);
+    await shoot(page, "grant");
+    await page.selectOption("#grant-duration", "1h");
+    await page.click("#grant-ok");
+    await page.waitForSelector("#notice:text-matches('allowed for s1')", { timeout: 15000 }).catch(() => null);
+    check(/allowed for s1/.test(await page.textContent("#notice")), `the page says the grant is made (${await page.textContent("#notice")})`);
+  } else {
+    check(false, "the grant dialog says what changes (no row to click)");
+    check(false, "the page says the grant is made (no row to click)");
+  }
+  let status2 = "000";
+  for (let i = 0; i < 20 && status2 !== "200"; i++) {
+    status2 = await curlFromSandbox("http://b.test:8000/");
+    if (status2 !== "200") await new Promise((r) => setTimeout(r, 250));
+  }
+  check(status2 === "200", `the next curl from s1 to b.test:8000 passes (${status2})`);
+  await page.goto(URL_ + "/#sandboxes");
+  await page.waitForSelector("#sandboxes-table tbody tr");
+  const grants = (await rows(page, "sandboxes-table")).find((r) => r[0] === "s1");
+  check(grants && /b\.test:8000 until/.test(grants[7]), `s1's row shows the grant and when it lapses (${grants && grants[7]})`);
+  await page.goto(URL_ + "/#access");
+  await page.waitForSelector("#access-denials tbody tr", { timeout: 5000 }).catch(() => null);
+  await shoot(page, "access");
+
+  // --- hostile strings a sandbox chose, shown as text
+  await page.goto(URL_ + "/#denials");
+  await page.waitForSelector("#stream-state:text('Live.')", { timeout: 10000 }).catch(() => null);
+  // Names a sandbox chose, of any bytes: DNS questions to egressd 1's
+  // policy DNS server (egressd keeps them in DNS presentation format).
+  await digFromSandbox("<script>window.__pwned=1</script>.test");
+  await digFromSandbox("<img\\032src=x\\032onerror=window.__pwned=2>.test");
+  await digFromSandbox("a\\027[31mRED\\027[0m.test");
+  const long = "x".repeat(60) + "." + "y".repeat(60) + "." + "z".repeat(60) + ".test";
+  await rawFromSandbox(`CONNECT ${long}:443 HTTP/1.1\r\nHost: ${long}:443\r\n\r\n`);
+  await page.waitForSelector("#denials-table tbody tr:has(td.host:text-matches('^xxxx'))", { timeout: 5000 }).catch(() => null);
+  await page.waitForTimeout(800);
+  const pwned = await page.evaluate(() => window.__pwned);
+  const scripts = await page.$$eval("script", (s) => s.length);
+  const imgs = await page.$$eval("img", (s) => s.length);
+  const hosts = await page.$$eval("#denials-table td.host", (tds) => tds.map((t) => t.textContent));
+  check(pwned === undefined && scripts === 1 && imgs === 0 && dialogs.length === 0,
+    `markup in a denied name runs nothing (pwned ${pwned}, ${scripts} script, ${imgs} img, ${dialogs.length} dialogs)`);
+  check(hosts.some((h) => h.startsWith("<script>window.__pwned=1</script>.test")) && hosts.some((h) => h.startsWith("<img")),
+    `  and is shown as the text it is (${hosts.filter((h) => h.startsWith("<")).join(" | ")})`);
+  check(hosts.some((h) => h.startsWith("x".repeat(60))), "  a very long name is on the page whole");
+  check(hosts.some((h) => h.startsWith("a\\027[31mRED")) && !hosts.some((h) => /[\x00-\x1f\x7f]/.test(h)),
+    `  a name with an escape byte is shown, and no host shown holds a control byte (${hosts.filter((h) => /RED/.test(h)).join(" | ")})`);
+  await page.setViewportSize(PHONE);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 0, `at phone width the page does not scroll sideways (${overflow} px), long names wrap`);
+  await page.setViewportSize(DESKTOP);
+
+  // --- refusals: another origin's form, no CSRF token, no session
+  const evilSrv = http.createServer((req, res) => {
+    res.setHeader("Content-Type", "text/html");
+    res.end(`<form id=f method=POST action="${URL_}/api/sandboxes/destroy" enctype="text/plain">
+      <input name='{"name":"s1","confirm":"s1","x":"' value='"}'></form><script>f.submit()</script>`);
+  });
+  await new Promise((r) => evilSrv.listen(0, "127.0.0.2", r));
+  const evilPage = await ctx.newPage();
+  const answer = new Promise((resolve) => {
+    evilPage.on("response", (r) => { if (r.url().includes("/api/sandboxes/destroy")) resolve(r.status()); });
+    setTimeout(() => resolve(0), 5000);
+  });
+  await evilPage.goto(`http://127.0.0.2:${evilSrv.address().port}/`);
+  const crossStatus = await answer;
+  check(crossStatus === 401 || crossStatus === 403, `a form posted from another origin is refused (${crossStatus})`);
+  evilSrv.close();
+  const noCsrf = await page.evaluate(async () => {
+    const r = await fetch("/api/sandboxes/destroy", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "s1", confirm: "s1" }) });
+    return r.status;
+  });
+  check(noCsrf === 403, `a POST without the CSRF token is refused (${noCsrf})`);
+  const anon = await (await fetch(URL_ + "/api/sandboxes")).status;
+  check(anon === 401, `a request without a session is refused (${anon})`);
+
+  // --- sign out: the session is gone
+  await page.click("#logout");
+  await page.waitForSelector("#login:not([hidden])");
+  const after = await page.evaluate(async () => (await fetch("/api/sandboxes")).status);
+  check(after === 401, `after sign-out the session answers 401 (${after})`);
+  await ctx.close();
+
+  // --- the admin: TOTP asked for; a wrong code refused, the right one signs in
+  const ctxA = await browser.newContext({ viewport: DESKTOP });
+  const adm = await ctxA.newPage();
+  await signIn(adm, "root", "root-pw-1", "pam");
+  await adm.waitForSelector("#otp-label:not([hidden])", { timeout: 10000 }).catch(() => null);
+  check(await adm.isVisible("#otp"), "root@pam is asked for a TOTP code");
+  const right = totp(process.env.TOTP_SECRET);
+  await adm.fill("#otp", right === "000000" ? "111111" : "000000");
+  await adm.click("#login-submit");
+  await adm.waitForSelector("#notice.bad", { timeout: 10000 }).catch(() => null);
+  const wrong = await adm.textContent("#notice");
+  check(/authentication failure/.test(wrong), `a wrong code is refused with Proxmox's answer (${wrong.slice(0, 100)})`);
+  await adm.fill("#password", "root-pw-1");
+  await adm.fill("#otp", totp(process.env.TOTP_SECRET));
+  await adm.click("#login-submit");
+  await adm.waitForSelector("#who:not([hidden])", { timeout: 10000 }).catch(() => null);
+  check(/root@pam \(admin\)/.test(await adm.textContent("#who-name")), "the right code signs root@pam in, as an admin");
+  await adm.waitForSelector("#sandboxes-table tbody tr", { timeout: 10000 }).catch(() => null);
+  const all = (await rows(adm, "sandboxes-table")).map((r) => r[0]);
+  check(all.includes("s1") && all.includes("s2"), `the admin sees every sandbox (${all.join(",")})`);
+
+  // --- a burst of denials: the page draws it in frames, bounded
+  await adm.goto(URL_ + "/#denials");
+  await adm.waitForSelector("#stream-state:text('Live.')", { timeout: 10000 }).catch(() => null);
+  const before = await adm.evaluate(() => ({ ...window.consoleStats }));
+  const burst = [];
+  for (let i = 0; i < 200; i++) burst.push(curlFromSandbox(`http://a.test:${10000 + i}/`));
+  await Promise.all(burst);
+  await adm.waitForFunction((n) => window.consoleStats.drawn >= n, before.drawn + 200, { timeout: 10000 }).catch(() => null);
+  const stats = await adm.evaluate(() => ({ ...window.consoleStats }));
+  const drawn = stats.drawn - before.drawn;
+  check(drawn >= 200, `a burst of 200 denials is drawn (${drawn}) in ${stats.frames - before.frames} frames`);
+  console.log(`# drawing: ${(stats.drawMs - before.drawMs).toFixed(1)} ms in all, longest frame ${stats.maxFrameMs.toFixed(1)} ms`);
+  const rowsNow = await adm.$$eval("#denials-table tbody tr", (t) => t.length);
+  check(rowsNow <= 500, `the table keeps at most 500 rows (${rowsNow})`);
+  await ctxA.close();
+} catch (e) {
+  check(false, "the browser run ended early: " + (e && e.stack ? e.stack.split("\n").slice(0, 3).join(" ") : e));
+} finally {
+  await browser.close();
+}
+process.exit(failed ? 1 : 0);
