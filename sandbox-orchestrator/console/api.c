@@ -13,6 +13,9 @@
  *   GET  /api/denials?after=N              the last denials (oldest first)
  *   GET  /api/denials/stream?after=N       the same, live (streams.c)
  *   GET  /api/sources                      each egressd's stream
+ *   GET  /api/explain?name=S&host=H&port=P  would S reach H:P? every
+ *                                          egressd's own answer (its one
+ *                                          decision function, /v1/explain)
  *
  * Every /api/ route but login needs a session; every POST also needs the
  * session's CSRF token in X-CSRF-Token and a same-origin request.  An
@@ -23,10 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egress.h"
 #include "internal.h"
+#include "pve.h"
 #include "sbx.h"
 
 #define RECENT_MAX 200 /* denials GET /api/denials gives */
+#define HOST_MAX   253 /* a DNS name's presentation length */
 
 int sbx_api_op(struct sbx_request *r, sbx_op_fn op, json_t *args, json_t **out, char *err,
                size_t errlen)
@@ -183,6 +189,68 @@ static enum MHD_Result recent_denials(struct sbx_request *r)
     return sbx_web_json(r, 200, json_pack("{s:o, s:I}", "denials", out, "seq", (json_int_t)after));
 }
 
+/* A query argument of r, or NULL. */
+static const char *query(struct sbx_request *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* The VMID of the sandbox called name that r may see, or -1 with err. */
+static int vmid_of(struct sbx_request *r, const char *name, char *err, size_t errlen)
+{
+    json_t *out = NULL, *sb;
+    size_t i;
+    int vmid = -1;
+
+    if (sbx_api_op(r, sbx_op_list, json_object(), &out, err, errlen))
+        return -1;
+    json_array_foreach(json_object_get(out, "sandboxes"), i, sb)
+    {
+        const char *n = json_string_value(json_object_get(sb, "name"));
+        if (n && strcmp(n, name) == 0)
+            vmid = (int)json_integer_value(json_object_get(sb, "vmid"));
+    }
+    json_decref(out);
+    if (vmid < 0)
+        snprintf(err, errlen, "no sandbox called '%.64s'", name);
+    return vmid;
+}
+
+/* GET /api/explain: each egressd's own answer to whether the sandbox
+ * would reach host:port, as its /v1/explain gives it (the decision
+ * function egressd judges with; nothing is decided here). */
+static enum MHD_Result explain(struct sbx_request *r)
+{
+    const char *name = query(r, "name"), *host = query(r, "host"), *port = query(r, "port");
+    char err[1024], *end = NULL;
+    long p = port ? strtol(port, &end, 10) : 443;
+
+    if (!name || !host || !*host || strlen(host) > HOST_MAX || (port && (*end || p < 1 || p > 65535)))
+        return sbx_web_error(r, 400, "expected ?name=SANDBOX&host=HOST&port=1..65535");
+    for (const char *c = host; *c; c++)
+        if ((unsigned char)*c <= 0x20 || *c == 0x7f)
+            return sbx_web_error(r, 400, "host: no spaces or control characters");
+    int vmid = vmid_of(r, name, err, sizeof err);
+    if (vmid < 0)
+        return sbx_web_error(r, op_status(err), err);
+    const struct sbx_config *c = &r->con->s->cfg;
+    char *eh = sbx_pve_escape(host), path[512];
+    snprintf(path, sizeof path, "/v1/explain?sandbox=%d&host=%s&port=%ld", vmid, eh, p);
+    free(eh);
+    json_t *answers = json_array();
+    for (int i = 0; i < c->negress; i++) {
+        json_t *one = NULL;
+        if (sbx_egress_get(c, c->egress[i], path, &one, err, sizeof err) == 0)
+            json_object_set_new(one, "egressd", json_string(c->egress[i]));
+        else
+            one = json_pack("{s:s, s:s}", "egressd", c->egress[i], "error", err);
+        json_array_append_new(answers, one);
+    }
+    return sbx_web_json(r, 200,
+                        json_pack("{s:s, s:s, s:i, s:o}", "name", name, "host", host, "port", (int)p,
+                                  "egressd", answers));
+}
+
 /* The POST routes, once the session and its CSRF token are checked. */
 static enum MHD_Result post(struct sbx_request *r)
 {
@@ -230,6 +298,8 @@ static enum MHD_Result get(struct sbx_request *r)
         return recent_denials(r);
     if (strcmp(r->url, "/api/denials/stream") == 0)
         return sbx_streams_open(r, after_arg(r));
+    if (strcmp(r->url, "/api/explain") == 0)
+        return explain(r);
     if (strcmp(r->url, "/api/sources") == 0)
         return sbx_web_json(r, 200,
                             json_pack("{s:o}", "egressd", sbx_denials_sources(r->con->denials)));

@@ -185,6 +185,26 @@ try {
   await page.waitForSelector("#sandboxes-table tbody tr");
   const grants = (await rows(page, "sandboxes-table")).find((r) => r[0] === "s1");
   check(grants && /b\.test:8000 until/.test(grants[7]), `s1's row shows the grant and when it lapses (${grants && grants[7]})`);
+  // --- "would it pass?": every egressd's own answer, and what curl then meets
+  const ask = async (host, port) => {
+    await page.selectOption("#explain-name", "s1");
+    await page.fill("#explain-host", host);
+    await page.fill("#explain-port", String(port));
+    await page.click("#explain-submit");
+    await page.waitForSelector("#explain-result li", { timeout: 10000 }).catch(() => null);
+    await page.waitForFunction(() => document.querySelectorAll("#explain-result li").length >= 2, null, { timeout: 10000 }).catch(() => null);
+    return page.$$eval("#explain-result li", (lis) => lis.map((l) => l.textContent));
+  };
+  for (const [host, port, want] of [["b.test", 8000, "allow"], ["a.test", 8000, "allow"], ["b.test", 8001, "deny"]]) {
+    const said = await ask(host, port);
+    const got = await curlFromSandbox(`http://${host}:${port}/`);
+    const passed = got === "200" ? "allow" : "deny";
+    check(said.length === 2 && said.every((l) => l.includes(": " + want)) && passed === want,
+      `would s1 reach ${host}:${port}? both egressd say ${want}, and curl meets the same (${got}) (${said.join(" | ").slice(0, 160)})`);
+  }
+  const otherExplain = await page.evaluate(async () => (await fetch("/api/explain?name=s2&host=b.test&port=8000")).status);
+  check(otherExplain === 404, `asking about bob's s2 as alice answers 404 (${otherExplain})`);
+  await shoot(page, "sandboxes-explain");
   await page.goto(URL_ + "/#access");
   await page.waitForSelector("#access-denials tbody tr", { timeout: 5000 }).catch(() => null);
   await shoot(page, "access");

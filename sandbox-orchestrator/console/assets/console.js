@@ -125,6 +125,16 @@ async function loadSandboxes() {
       tbody.appendChild(tr);
     }
     $("sandboxes-empty").hidden = list.sandboxes.length > 0;
+    const sel = $("explain-name");
+    const was = sel.value;
+    sel.replaceChildren();
+    for (const s of list.sandboxes) {
+      const o = document.createElement("option");
+      o.value = s.name;
+      o.textContent = s.name;
+      sel.appendChild(o);
+    }
+    if (was) sel.value = was;
     $("sources").textContent = sources.egressd
       .map((e) => e.egressd + (e.connected ? " (live)" : " (not connected" + (e.error ? ": " + e.error : "") + ")"))
       .join(", ");
@@ -159,6 +169,25 @@ async function destroy(ev) {
     notice(name + " destroyed");
   } catch (e) { notice("Destroy " + name + ": " + e.message, true); }
   loadSandboxes();
+}
+
+// What each egressd answers: the decision egressd itself would make.
+async function explain(ev) {
+  ev.preventDefault();
+  const ul = $("explain-result");
+  ul.replaceChildren();
+  const q = new URLSearchParams({ name: $("explain-name").value, host: $("explain-host").value, port: $("explain-port").value });
+  try {
+    const r = await api("GET", "/api/explain?" + q.toString());
+    for (const e of r.egressd) {
+      const li = document.createElement("li");
+      li.className = e.decision === "allow" ? "allow" : "deny";
+      li.textContent = e.error
+        ? e.egressd + ": " + e.error
+        : e.egressd + ": " + e.decision + (e.reason ? " (" + e.reason + ")" : "") + (e.rule ? ", rule " + e.rule : "");
+      ul.appendChild(li);
+    }
+  } catch (e) { notice("Would it pass: " + e.message, true); }
 }
 
 // ---------------------------------------------------------------- denials
@@ -366,6 +395,7 @@ function start() {
 
 document.addEventListener("DOMContentLoaded", async () => {
   $("login-form").addEventListener("submit", login);
+  $("explain-form").addEventListener("submit", explain);
   $("logout").addEventListener("click", logout);
   $("grant-form").addEventListener("submit", grant);
   $("grant-cancel").addEventListener("click", () => $("grant-dialog").close());
