@@ -35,6 +35,7 @@
 #include "denials.h"
 #include "feed.h"
 #include "log.h"
+#include "metrics.h"
 #include "oauth.h"
 #include "placeholder.h"
 #include "policy.h"
@@ -322,6 +323,17 @@ static void on_all_denials(struct evhttp_request *req)
                  PX_FEED_MAX);
         reply_error(req, 503, msg);
     }
+}
+
+/* GET /v1/traffic: each sandbox's connections and bytes since egressd
+ * started (metrics.h). */
+static void on_traffic(struct evhttp_request *req)
+{
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        reply_405(req, "GET");
+        return;
+    }
+    reply_json(req, 200, json_pack("{s:o}", "sandboxes", px_metrics_traffic_json()));
 }
 
 static void on_reload(struct evhttp_request *req)
@@ -693,6 +705,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         on_denials(req, id);
     else if (strcmp(path, "/v1/denials") == 0)
         on_all_denials(req);
+    else if (strcmp(path, "/v1/traffic") == 0)
+        on_traffic(req);
     else if (sub_path(path, prefix, "/credentials", id, sizeof(id)))
         on_credentials(req, id);
     else if (strcmp(path, "/v1/reload") == 0)
@@ -702,10 +716,11 @@ static void on_request(struct evhttp_request *req, void *arg)
     else if (strcmp(path, "/v1/status") == 0)
         on_status(req);
     else
-        reply_error(req, 404,
-                    "no such endpoint (see /v1/sandboxes, /v1/sandboxes/{id}/denials, "
-                    "/v1/sandboxes/{id}/credentials, /v1/denials, /v1/denials?follow=1, "
-                    "/v1/reload, /v1/explain, /v1/status)");
+        reply_error(
+            req, 404,
+            "no such endpoint (see /v1/sandboxes, /v1/sandboxes/{id}/denials, "
+            "/v1/sandboxes/{id}/credentials, /v1/denials, /v1/denials?follow=1, /v1/traffic, "
+            "/v1/reload, /v1/explain, /v1/status)");
 }
 
 /* ------------------------------------------------------------ start */

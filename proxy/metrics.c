@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "config.h"
 #include "utf8.h"
 
@@ -498,6 +500,34 @@ static void render_sandbox_gauges(FILE *f)
         fprintf(f, ",direction=\"down\"} %llu\n",
                 (unsigned long long)sum_of(m, offsetof(struct msb_shard, bytes_down)));
     }
+}
+
+/* The connections of m with decision d, over every mode and reason. */
+static uint64_t decided(const struct px_msb *m, int d)
+{
+    uint64_t v = 0;
+
+    for (int mode = 0; mode < PX_MODE_COUNT; mode++)
+        for (int r = 0; r < PX_R_COUNT; r++)
+            v += sum_of(m, offsetof(struct msb_shard, conns[mode][d][r]));
+    return v;
+}
+
+json_t *px_metrics_traffic_json(void)
+{
+    json_t *a = json_array();
+
+    pthread_mutex_lock(&lock);
+    for (const struct px_msb *m = sandboxes_list; m != NULL; m = m->next)
+        json_array_append_new(
+            a, json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "sandbox", m->sandbox, "owner",
+                         m->owner, "active", (json_int_t)active_of(m), "allowed",
+                         (json_int_t)decided(m, POLICY_ALLOW), "denied",
+                         (json_int_t)decided(m, POLICY_DENY), "bytes_up",
+                         (json_int_t)sum_of(m, offsetof(struct msb_shard, bytes_up)), "bytes_down",
+                         (json_int_t)sum_of(m, offsetof(struct msb_shard, bytes_down))));
+    pthread_mutex_unlock(&lock);
+    return a;
 }
 
 /* The sum over the threads' rows of the counter at byte offset off. */

@@ -15,6 +15,8 @@
 #ifndef PX_METRICS_H
 #define PX_METRICS_H
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -124,5 +126,12 @@ struct px_addr;
 int px_metrics_listen(struct event_base *base, const struct px_addr *addr, char *err,
                       size_t errlen);
 void px_metrics_stop(void);
+
+/* Each sandbox's counters since egressd started, for the admin API's GET
+ * /v1/traffic: [{"sandbox","owner","active","allowed","denied","bytes_up",
+ * "bytes_down"}] (a new array; the same numbers as the metrics page's
+ * connections_total summed over mode and reason, active_connections and
+ * bytes_total).  Takes the metrics lock, as a scrape does. */
+json_t *px_metrics_traffic_json(void);
 
 #endif

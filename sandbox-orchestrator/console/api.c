@@ -13,6 +13,9 @@
  *   GET  /api/denials?after=N              the last denials (oldest first)
  *   GET  /api/denials/stream?after=N       the same, live (streams.c)
  *   GET  /api/sources                      each egressd's stream
+ *   GET  /api/traffic                      each sandbox's last hour
+ *                                          (traffic.h) and the hosts
+ *                                          denied to it most
  *   GET  /api/explain?name=S&host=H&port=P  would S reach H:P? every
  *                                          egressd's own answer (its one
  *                                          decision function, /v1/explain)
@@ -33,6 +36,7 @@
 
 #define RECENT_MAX 200 /* denials GET /api/denials gives */
 #define HOST_MAX   253 /* a DNS name's presentation length */
+#define TOP_HOSTS  5   /* the hosts denied most, per sandbox */
 
 int sbx_api_op(struct sbx_request *r, sbx_op_fn op, json_t *args, json_t **out, char *err,
                size_t errlen)
@@ -198,11 +202,13 @@ static const char *query(struct sbx_request *r, const char *key)
 /* The VMID of the sandbox called name that r may see, or -1 with err. */
 static int vmid_of(struct sbx_request *r, const char *name, char *err, size_t errlen)
 {
-    json_t *out = NULL, *sb;
+    json_t *out = NULL, *sb, *args = json_object();
     size_t i;
     int vmid = -1;
+    int rc = sbx_api_op(r, sbx_op_list, args, &out, err, errlen);
 
-    if (sbx_api_op(r, sbx_op_list, json_object(), &out, err, errlen))
+    json_decref(args);
+    if (rc)
         return -1;
     json_array_foreach(json_object_get(out, "sandboxes"), i, sb)
     {
@@ -225,7 +231,8 @@ static enum MHD_Result explain(struct sbx_request *r)
     char err[1024], *end = NULL;
     long p = port ? strtol(port, &end, 10) : 443;
 
-    if (!name || !host || !*host || strlen(host) > HOST_MAX || (port && (*end || p < 1 || p > 65535)))
+    if (!name || !host || !*host || strlen(host) > HOST_MAX ||
+        (port && (*end || p < 1 || p > 65535)))
         return sbx_web_error(r, 400, "expected ?name=SANDBOX&host=HOST&port=1..65535");
     for (const char *c = host; *c; c++)
         if ((unsigned char)*c <= 0x20 || *c == 0x7f)
@@ -247,8 +254,20 @@ static enum MHD_Result explain(struct sbx_request *r)
         json_array_append_new(answers, one);
     }
     return sbx_web_json(r, 200,
-                        json_pack("{s:s, s:s, s:i, s:o}", "name", name, "host", host, "port", (int)p,
-                                  "egressd", answers));
+                        json_pack("{s:s, s:s, s:i, s:o}", "name", name, "host", host, "port",
+                                  (int)p, "egressd", answers));
+}
+
+/* GET /api/traffic: what each sandbox r may see did in the last hour,
+ * and the hosts it was denied most among the denials kept. */
+static enum MHD_Result traffic(struct sbx_request *r)
+{
+    const char *owner = r->session.admin ? NULL : r->session.owner;
+    struct sbx_denials_view view = {owner};
+    json_t *t = sbx_traffic_json(r->con->traffic, owner);
+
+    json_object_set_new(t, "top_denied", sbx_denials_top(r->con->denials, &view, TOP_HOSTS));
+    return sbx_web_json(r, 200, t);
 }
 
 /* The POST routes, once the session and its CSRF token are checked. */
@@ -300,6 +319,8 @@ static enum MHD_Result get(struct sbx_request *r)
         return sbx_streams_open(r, after_arg(r));
     if (strcmp(r->url, "/api/explain") == 0)
         return explain(r);
+    if (strcmp(r->url, "/api/traffic") == 0)
+        return traffic(r);
     if (strcmp(r->url, "/api/sources") == 0)
         return sbx_web_json(r, 200,
                             json_pack("{s:o}", "egressd", sbx_denials_sources(r->con->denials)));

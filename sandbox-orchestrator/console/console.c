@@ -90,6 +90,7 @@ static int open_parts(struct sbx_console *con, struct sbx *s, char *err, size_t 
     con->streams = sbx_streams_new(NULL);
     con->denials = sbx_denials_start(&s->cfg, sbx_streams_wake, con->streams);
     sbx_streams_attach(con->streams, con->denials);
+    con->traffic = sbx_traffic_start(&s->cfg);
     return 0;
 }
 
@@ -97,6 +98,7 @@ static void close_parts(struct sbx_console *con)
 {
     if (con->streams)
         sbx_streams_end_all(con->streams);
+    sbx_traffic_stop(con->traffic);
     sbx_denials_stop(con->denials);
     sbx_streams_free(con->streams);
     sbx_sessions_free(con->sessions);

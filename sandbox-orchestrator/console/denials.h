@@ -51,6 +51,11 @@ uint64_t sbx_denials_seq(struct sbx_denials *d);
 size_t sbx_denials_read(struct sbx_denials *d, const struct sbx_denials_view *view, uint64_t *after,
                         size_t max, json_t *out, uint64_t *lost);
 
+/* The k hosts denied most often to each sandbox view may see, among the
+ * denials kept: {"SANDBOX_ID": [{"host": "H:P", "count": N}, ...]}, most
+ * first (a new object). */
+json_t *sbx_denials_top(struct sbx_denials *d, const struct sbx_denials_view *view, size_t k);
+
 /* Each egressd's stream as {"egressd","connected","error","received"}
  * (a new array). */
 json_t *sbx_denials_sources(struct sbx_denials *d);

@@ -13,6 +13,7 @@
 #include "denials.h"
 #include "ops.h"
 #include "session.h"
+#include "traffic.h"
 
 struct sbx;
 struct sbx_pve;
@@ -27,6 +28,7 @@ struct sbx_console {
     struct sbx_audit *audit;
     struct sbx_denials *denials;
     struct sbx_streams *streams;
+    struct sbx_traffic *traffic;
     bool tls; /* served over HTTPS */
 };
 

@@ -161,7 +161,10 @@ if [ "$rc" != 0 ]; then
     grep -E 'script|img|RED|xxxxxxxx' "$T/egressd1/access.log" | cut -c1-400 | sed 's/^/#   /'
 fi
 
-# After the browser: what Proxmox and the audit log hold.
+# After the browser: egressd's own counters, what Proxmox and the audit log hold.
+egressd_api 1 GET /v1/traffic
+check "egressd 1's GET /v1/traffic counts s1's denials (200 and more) and allowed requests" \
+    test "$(json_get "$EGD_BODY" '[x for x in j["sandboxes"] if x["sandbox"] == "'"$s1"'"][0]["denied"] >= 200 and [x for x in j["sandboxes"] if x["sandbox"] == "'"$s1"'"][0]["allowed"] >= 3' 2>&1)" = True
 check "s1's Proxmox description holds the grant of b.test:8000" \
     test "$(sim_state "[v['config']['description'] for v in s['vms'] if v['vmid'] == $s1][0]" | grep -c 'b.test:8000')" -ge 1
 audit() {

@@ -304,6 +304,26 @@ try {
   console.log(`# drawing: ${(stats.drawMs - before.drawMs).toFixed(1)} ms in all, longest frame ${stats.maxFrameMs.toFixed(1)} ms`);
   const rowsNow = await adm.$$eval("#denials-table tbody tr", (t) => t.length);
   check(rowsNow <= 500, `the table keeps at most 500 rows (${rowsNow})`);
+
+  // --- the traffic page: the burst is in s1's last hour, from every egressd's counters
+  for (let i = 0; i < 3; i++) await curlFromSandbox("http://a.test:9999/");
+  await adm.goto(URL_ + "/#traffic");
+  let s1row = null;
+  for (let i = 0; i < 30 && !s1row; i++) {
+    await adm.waitForTimeout(1000);
+    await adm.evaluate(() => window.dispatchEvent(new HashChangeEvent("hashchange")));
+    await adm.waitForSelector("#traffic-table tbody tr", { timeout: 3000 }).catch(() => null);
+    const r = (await rows(adm, "traffic-table")).find((x) => x[0] === "s1");
+    if (r && Number(r[3]) >= 203) s1row = r;
+  }
+  check(s1row && Number(s1row[2]) >= 3 && Number(s1row[3]) >= 200,
+    `the traffic page counts s1's burst: allowed ${s1row && s1row[2]}, denied ${s1row && s1row[3]} (at least 3 and 200)`);
+  check(s1row && s1row[6].startsWith("a.test:9999 ×3"), `  and names the host denied to it most first (${s1row && s1row[6].slice(0, 100)})`);
+  const bars = await adm.$$eval("#traffic-table tr[data-sandbox] svg rect.bar-deny", (r) => r.length);
+  check(bars >= 1, `  its chart has a bar of denials (${bars})`);
+  const trafficNames = (await rows(adm, "traffic-table")).map((r) => r[0]);
+  check(trafficNames.includes("s2"), `  the admin sees s2's row too (${trafficNames.join(",")})`);
+  await shoot(adm, "traffic");
   await ctxA.close();
 } catch (e) {
   check(false, "the browser run ended early: " + (e && e.stack ? e.stack.split("\n").slice(0, 3).join(" ") : e));

@@ -369,6 +369,72 @@ async function decide(what, id, duration) {
   loadAccess();
 }
 
+// ---------------------------------------------------------------- traffic
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function sum(a) { return (a || []).reduce((x, y) => x + y, 0); }
+
+function bytes(n) {
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(n)) + " " + u[i];
+}
+
+// A bar per step: allowed (green) under denied (red), scaled to the
+// busiest step; drawn as SVG elements, never as markup.
+function chart(allowed, denied) {
+  const w = 180, h = 36, n = Math.max(allowed.length, 1);
+  const max = Math.max(1, ...allowed.map((a, i) => a + (denied[i] || 0)));
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", w);
+  svg.setAttribute("height", h);
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", sum(allowed) + " allowed, " + sum(denied) + " denied in the last hour");
+  const bw = w / Math.max(n, 60);
+  allowed.forEach((a, i) => {
+    const d = denied[i] || 0;
+    for (const [v, base, cls] of [[a, 0, "bar-allow"], [d, a, "bar-deny"]]) {
+      if (!v) continue;
+      const r = document.createElementNS(SVG, "rect");
+      r.setAttribute("x", (w - n * bw) + i * bw);
+      r.setAttribute("width", Math.max(bw - 0.5, 0.5));
+      r.setAttribute("y", h - ((base + v) / max) * h);
+      r.setAttribute("height", (v / max) * h);
+      r.setAttribute("class", cls);
+      svg.appendChild(r);
+    }
+  });
+  return svg;
+}
+
+async function loadTraffic() {
+  try {
+    const [t, list] = await Promise.all([api("GET", "/api/traffic"), api("GET", "/api/sandboxes")]);
+    const names = new Map(list.sandboxes.map((s) => [String(s.vmid), s.name]));
+    $("traffic-step").textContent = String(t.step);
+    const tbody = $("traffic-table").tBodies[0];
+    tbody.replaceChildren();
+    for (const s of t.sandboxes) {
+      const tr = document.createElement("tr");
+      tr.dataset.sandbox = s.sandbox;
+      cell(tr, names.get(s.sandbox) || s.sandbox, "name");
+      cell(tr, s.active);
+      cell(tr, sum(s.allowed), "allowed");
+      cell(tr, sum(s.denied), "denied");
+      cell(tr, bytes(sum(s.bytes_up)) + " / " + bytes(sum(s.bytes_down)));
+      cell(tr, "").appendChild(chart(s.allowed, s.denied));
+      cell(tr, (t.top_denied[s.sandbox] || []).map((h) => h.host + " ×" + h.count).join(", "), "host");
+      tbody.appendChild(tr);
+    }
+    $("traffic-empty").hidden = t.sandboxes.length > 0;
+  } catch (e) {
+    if (e.status === 401) return showLogin();
+    notice("Traffic: " + e.message, true);
+  }
+}
+
 // ---------------------------------------------------------------- pages
 
 function route() {
@@ -378,6 +444,7 @@ function route() {
   for (const a of document.querySelectorAll("nav a")) a.setAttribute("aria-current", a.id === "nav-" + page ? "page" : "false");
   if (page === "sandboxes") loadSandboxes();
   if (page === "access") loadAccess();
+  if (page === "traffic") loadTraffic();
   if (page === "denials") {
     $("denials-badge").hidden = true;
     $("denials-badge").textContent = "";
@@ -408,6 +475,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("destroy-form").addEventListener("submit", destroy);
   $("destroy-cancel").addEventListener("click", () => $("destroy-dialog").close());
   window.addEventListener("hashchange", route);
+  setInterval(() => { if (state.session && !$("traffic").hidden) loadTraffic(); }, 10000);
   try {
     state.session = await api("GET", "/api/session");
     start();
