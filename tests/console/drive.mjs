@@ -181,6 +181,35 @@ try {
     if (status2 !== "200") await new Promise((r) => setTimeout(r, 250));
   }
   check(status2 === "200", `the next curl from s1 to b.test:8000 passes (${status2})`);
+
+  // --- a grant of a custom minute, which lapses by itself (checked at the end)
+  const s3 = await curlFromSandbox("http://b.test:8002/");
+  const row2 = await page.waitForSelector("#denials-table tbody tr:has(td.host:text-is('b.test:8002'))",
+    { timeout: 5000 }).catch(() => null);
+  if (row2) {
+    await (await row2.$("button")).click();
+    await page.waitForSelector("#grant-dialog[open]");
+    await page.selectOption("#grant-duration", "custom");
+    await page.fill("#grant-custom", "1m");
+    await page.click("#grant-ok");
+    await page.waitForSelector("#notice:text-matches('b.test:8002 allowed')", { timeout: 15000 }).catch(() => null);
+  }
+  // Allowed now: the origin has nothing on 8002, so egressd answers 502, not 403.
+  let s4 = "000";
+  for (let i = 0; i < 20 && s4 !== "502"; i++) {
+    s4 = await curlFromSandbox("http://b.test:8002/");
+    if (s4 !== "502") await new Promise((r) => setTimeout(r, 250));
+  }
+  const lapseAt = Date.now() + 61000;
+  const beyond = await page.evaluate(async () => {
+    const s = await (await fetch("/api/session")).json();
+    const r = await fetch("/api/grant", { method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": s.csrf },
+      body: JSON.stringify({ name: "s1", host: "b.test:8003", duration: "1h" }) });
+    return { status: r.status, body: await r.text() };
+  });
+  check(beyond.status === 400 && /access-owner-approves/.test(beyond.body),
+    `an owner's grant beyond access-owner-approves is refused, saying why (${beyond.status} ${beyond.body.slice(0, 140)})`);
+  check(s3 === "403" && s4 === "502", `a custom 1m grant of b.test:8002 from the page: ${s3} before, ${s4} after (allowed; nothing listens there)`);
   await page.goto(URL_ + "/#sandboxes");
   await page.waitForSelector("#sandboxes-table tbody tr");
   const grants = (await rows(page, "sandboxes-table")).find((r) => r[0] === "s1");
@@ -290,6 +319,20 @@ try {
   const all = (await rows(adm, "sandboxes-table")).map((r) => r[0]);
   check(all.includes("s1") && all.includes("s2"), `the admin sees every sandbox (${all.join(",")})`);
 
+  // --- the request alice could not grant waits for an admin, who approves it
+  await adm.goto(URL_ + "/#access");
+  const pend = await adm.waitForSelector("#access-table tbody tr:has(td.host:text-is('b.test:8003'))", { timeout: 10000 }).catch(() => null);
+  check(pend !== null, "the admin sees alice's request for b.test:8003 pending");
+  await shoot(adm, "access-admin");
+  if (pend) {
+    await (await pend.$("select")).selectOption("15m");
+    await (await pend.$("button:text('Approve')")).click();
+    await adm.waitForSelector("#notice:text-matches('approved')", { timeout: 15000 }).catch(() => null);
+  }
+  const s8003 = await curlFromSandbox("http://b.test:8003/");
+  check(/approved/.test(await adm.textContent("#notice")) && s8003 === "502",
+    `  approved for 15 min from the page, s1 now gets through to b.test:8003 (${s8003}: allowed, nothing listens)`);
+
   // --- a burst of denials: the page draws it in frames, bounded
   await adm.goto(URL_ + "/#denials");
   await adm.waitForSelector("#stream-state:text('Live.')", { timeout: 10000 }).catch(() => null);
@@ -324,6 +367,16 @@ try {
   const trafficNames = (await rows(adm, "traffic-table")).map((r) => r[0]);
   check(trafficNames.includes("s2"), `  the admin sees s2's row too (${trafficNames.join(",")})`);
   await shoot(adm, "traffic");
+
+  // --- the 1m grant has lapsed by itself
+  while (Date.now() < lapseAt) await new Promise((r) => setTimeout(r, 1000));
+  let s5 = "000";
+  for (let i = 0; i < 20 && s5 !== "403"; i++) {
+    s5 = await curlFromSandbox("http://b.test:8002/");
+    if (s5 !== "403") await new Promise((r) => setTimeout(r, 500));
+  }
+  check(s5 === "403", `  a minute later it has lapsed by itself: b.test:8002 is refused again (${s5})`);
+
   await ctxA.close();
 } catch (e) {
   check(false, "the browser run ended early: " + (e && e.stack ? e.stack.split("\n").slice(0, 3).join(" ") : e));
