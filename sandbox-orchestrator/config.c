@@ -327,6 +327,7 @@ static char **string_slot(struct sbx_config *c, const char *dir)
         {"console-admin-group", offsetof(struct sbx_config, console_admin_group)},
         {"console-owner-realm", offsetof(struct sbx_config, console_owner_realm)},
         {"console-audit-log", offsetof(struct sbx_config, console_audit_log)},
+        {"console-access-log", offsetof(struct sbx_config, console_access_log)},
     };
 
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
@@ -895,7 +896,8 @@ void sbx_config_free(struct sbx_config *c)
                      &c->console_key_file,
                      &c->console_admin_group,
                      &c->console_owner_realm,
-                     &c->console_audit_log};
+                     &c->console_audit_log,
+                     &c->console_access_log};
 
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);

@@ -121,6 +121,7 @@ struct sbx_config {
     char *console_admin_group;
     char *console_owner_realm;
     char *console_audit_log;
+    char *console_access_log; /* egressd's access log on this host, or NULL */
     long console_session_ms;
 };
 

@@ -13,6 +13,8 @@
  *   GET  /api/denials?after=N              the last denials (oldest first)
  *   GET  /api/denials/stream?after=N       the same, live (streams.c)
  *   GET  /api/sources                      each egressd's stream
+ *   GET  /api/log?name=S&host=&decision=&reason=   the sandbox's recent
+ *                                          access-log lines (accesslog.h)
  *   GET  /api/traffic                      each sandbox's last hour
  *                                          (traffic.h) and the hosts
  *                                          denied to it most
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accesslog.h"
 #include "egress.h"
 #include "internal.h"
 #include "pve.h"
@@ -258,6 +261,34 @@ static enum MHD_Result explain(struct sbx_request *r)
                                   (int)p, "egressd", answers));
 }
 
+/* GET /api/log: the recent access-log lines of a sandbox r may see, newest
+ * first, filtered. */
+static enum MHD_Result access_log(struct sbx_request *r)
+{
+    const char *path = r->con->s->cfg.console_access_log, *name = query(r, "name");
+    char err[1024], id[16];
+    json_t *lines;
+    size_t scanned;
+
+    if (!path)
+        return sbx_web_error(r, 404,
+                             "console-access-log is not set: the console has no access "
+                             "log to read");
+    if (!name)
+        return sbx_web_error(r, 400, "expected ?name=SANDBOX");
+    int vmid = vmid_of(r, name, err, sizeof err);
+    if (vmid < 0)
+        return sbx_web_error(r, op_status(err), err);
+    snprintf(id, sizeof id, "%d", vmid);
+    struct sbx_accesslog_filter f = {id, r->session.admin ? NULL : r->session.owner,
+                                     query(r, "host"), query(r, "decision"), query(r, "reason")};
+    if (sbx_accesslog_query(path, &f, SBX_ACCESSLOG_MAX, &lines, &scanned, err, sizeof err))
+        return sbx_web_error(r, 502, err);
+    return sbx_web_json(
+        r, 200,
+        json_pack("{s:s, s:o, s:I}", "name", name, "lines", lines, "scanned", (json_int_t)scanned));
+}
+
 /* GET /api/traffic: what each sandbox r may see did in the last hour,
  * and the hosts it was denied most among the denials kept. */
 static enum MHD_Result traffic(struct sbx_request *r)
@@ -321,6 +352,8 @@ static enum MHD_Result get(struct sbx_request *r)
         return explain(r);
     if (strcmp(r->url, "/api/traffic") == 0)
         return traffic(r);
+    if (strcmp(r->url, "/api/log") == 0)
+        return access_log(r);
     if (strcmp(r->url, "/api/sources") == 0)
         return sbx_web_json(r, 200,
                             json_pack("{s:o}", "egressd", sbx_denials_sources(r->con->denials)));

@@ -103,6 +103,7 @@ sbx_write_config <<EOF
 console-admin-group sandbox-admins
 console-owner-realm pve
 console-audit-log $T/audit.log
+console-access-log $T/egressd1/access.log
 access-owner-approves b.test:8000,8002
 EOF
 sed -i -e 's|^ip-pool .*|ip-pool 127.0.0.40-127.0.0.49/24|' -e 's|^gateway .*|gateway 127.0.0.1|' \

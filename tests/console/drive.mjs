@@ -368,6 +368,26 @@ try {
   check(trafficNames.includes("s2"), `  the admin sees s2's row too (${trafficNames.join(",")})`);
   await shoot(adm, "traffic");
 
+  // --- the access log's recent lines of s1, filtered
+  const logRows = async (decision, host) => {
+    await adm.selectOption("#log-name", "s1");
+    await adm.selectOption("#log-decision", decision);
+    await adm.fill("#log-host", host);
+    await adm.click("#log-submit");
+    await adm.waitForFunction(() => /of the last/.test(document.getElementById("log-note").textContent), null, { timeout: 10000 }).catch(() => null);
+    const r = await rows(adm, "log-table");
+    await adm.evaluate(() => { document.getElementById("log-note").textContent = ""; });
+    return r;
+  };
+  const denied = await logRows("deny", "a.test");
+  check(denied.length >= 200 && denied.every((r) => r[5] === "deny" && r[3].startsWith("a.test")),
+    `s1's log lines, deny and a.test: ${denied.length}, all of them denials to a.test`);
+  const allowed = await logRows("allow", "");
+  check(allowed.length >= 3 && allowed.every((r) => r[5] === "allow") && allowed.some((r) => r[3] === "b.test:8000"),
+    `  allow: ${allowed.length}, among them b.test:8000 (${allowed.slice(0, 2).map((r) => r[3]).join(", ")})`);
+  const none = await logRows("deny", "nothing-like-this");
+  check(none.length === 0, `  a host filter that matches nothing shows nothing (${none.length})`);
+
   // --- the 1m grant has lapsed by itself
   while (Date.now() < lapseAt) await new Promise((r) => setTimeout(r, 1000));
   let s5 = "000";

@@ -429,10 +429,45 @@ async function loadTraffic() {
       tbody.appendChild(tr);
     }
     $("traffic-empty").hidden = t.sandboxes.length > 0;
+    const sel = $("log-name");
+    const was = sel.value;
+    sel.replaceChildren();
+    for (const s of list.sandboxes) {
+      const o = document.createElement("option");
+      o.value = s.name;
+      o.textContent = s.name;
+      sel.appendChild(o);
+    }
+    if (was) sel.value = was;
   } catch (e) {
     if (e.status === 401) return showLogin();
     notice("Traffic: " + e.message, true);
   }
+}
+
+async function loadLog(ev) {
+  if (ev) ev.preventDefault();
+  const q = new URLSearchParams({ name: $("log-name").value, host: $("log-host").value,
+    decision: $("log-decision").value, reason: $("log-reason").value });
+  const tbody = $("log-table").tBodies[0];
+  try {
+    const r = await api("GET", "/api/log?" + q.toString());
+    tbody.replaceChildren();
+    for (const l of r.lines) {
+      const tr = document.createElement("tr");
+      cell(tr, when(l.ts));
+      cell(tr, l.mode);
+      cell(tr, l.method);
+      cell(tr, hostPort(l), "host");
+      cell(tr, l.path, "path");
+      cell(tr, l.decision, l.decision === "allow" ? "allow" : "deny");
+      cell(tr, l.reason);
+      cell(tr, l.status);
+      cell(tr, bytes(l.bytes_up || 0) + " / " + bytes(l.bytes_down || 0));
+      tbody.appendChild(tr);
+    }
+    $("log-note").textContent = r.lines.length + " of the last " + r.scanned + " lines";
+  } catch (e) { notice("Access log: " + e.message, true); }
 }
 
 // ---------------------------------------------------------------- pages
@@ -463,6 +498,7 @@ function start() {
 document.addEventListener("DOMContentLoaded", async () => {
   $("login-form").addEventListener("submit", login);
   $("explain-form").addEventListener("submit", explain);
+  $("log-form").addEventListener("submit", loadLog);
   $("logout").addEventListener("click", logout);
   $("grant-form").addEventListener("submit", grant);
   $("grant-cancel").addEventListener("click", () => $("grant-dialog").close());

@@ -205,6 +205,32 @@ static void test_access(void)
     sbx_config_free(&c);
 }
 
+/* The console's directives and their defaults. */
+static void test_console(void)
+{
+    struct sbx_config c;
+    const char *err = parse_with("", &c);
+
+    ok(err[0] == '\0' && !c.console_listen && !c.console_admin_group && !c.console_access_log &&
+           strcmp(c.console_owner_realm, "pam") == 0 && c.console_session_ms == 2 * 3600 * 1000L &&
+           strstr(c.console_audit_log, "/console-audit.log"),
+       "console defaults: realm pam, 2h sessions, the audit log in the state-dir (%s)",
+       c.console_audit_log);
+    sbx_config_free(&c);
+    err = parse_with("console-listen 192.0.2.1:8443\nconsole-cert-file /c.pem\n"
+                     "console-key-file /c.key\nconsole-admin-group admins\n"
+                     "console-owner-realm pve\nconsole-session 30m\n"
+                     "console-access-log /var/log/egressd/access.log\n",
+                     &c);
+    ok(err[0] == '\0' && strcmp(c.console_listen, "192.0.2.1:8443") == 0 &&
+           strcmp(c.console_cert_file, "/c.pem") == 0 &&
+           strcmp(c.console_admin_group, "admins") == 0 &&
+           strcmp(c.console_owner_realm, "pve") == 0 && c.console_session_ms == 30 * 60 * 1000L &&
+           strcmp(c.console_access_log, "/var/log/egressd/access.log") == 0,
+       "console directives (%s)", err);
+    sbx_config_free(&c);
+}
+
 struct bad {
     const char *extra;
     const char *want; /* a substring of the error */
@@ -279,6 +305,11 @@ static void test_bad(void)
          "t.conf:25: secret-env: KEY is already the variable of secret 'anthropic'"},
         {"mcp-secrets anthropic ../x\n", "t.conf:24: mcp-secrets: '../x' is not a secret's name"},
         {"mcp-secrets a b a\n", "t.conf:24: mcp-secrets: 'a' is given twice"},
+        {"console-session 3h\n", "console-session is longer than 2h"},
+        {"console-session soon\n", "t.conf:24: console-session: expected a duration"},
+        {"console-cert-file /etc/c.pem\n", "console-cert-file and console-key-file go together"},
+        {"console-key-file /etc/c.key\n", "console-cert-file and console-key-file go together"},
+        {"console-listen a b\n", "t.conf:24: console-listen: expected one value, got 2"},
     };
     struct sbx_config c;
 
@@ -345,6 +376,7 @@ int main(void)
     test_git();
     test_secrets();
     test_access();
+    test_console();
     test_bad();
     test_missing();
     test_durations();

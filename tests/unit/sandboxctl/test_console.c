@@ -1,10 +1,13 @@
 /* test_console.c - the console's parts without HTTP: the SSE reader
  * (sse.h), the session table (session.h) and the denial hub's ring and
  * views (denials.h). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "accesslog.h"
 #include "config.h"
 #include "denials.h"
 #include "session.h"
@@ -183,8 +186,77 @@ static void test_denials(void)
     sbx_denials_stop(d);
 }
 
+/* ------------------------------------------------------------ access log */
+
+static void test_accesslog(void)
+{
+    char path[] = "/tmp/test-console-log.XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    json_t *out = NULL;
+    size_t scanned = 0;
+    char err[256];
+
+    /* A long first line, so that the tail starts inside it, then lines of
+     * two sandboxes, one that is not JSON, and a last one without its
+     * newline. */
+    fputs("{\"sandbox\":\"101\",\"host\":\"", f);
+    for (long i = 0; i < SBX_ACCESSLOG_TAIL; i++)
+        fputc('x', f);
+    fputs("\",\"decision\":\"deny\"}\n", f);
+    for (int i = 0; i < 300; i++)
+        fprintf(f,
+                "{\"sandbox\":\"%s\",\"owner\":\"%s\",\"host\":\"h%d.test\",\"decision\":\"%s\","
+                "\"reason\":\"%s\",\"n\":%d}\n",
+                i % 2 ? "101" : "102", i % 2 ? "alice" : "bob", i, i % 3 ? "allow" : "deny",
+                i % 3 ? "allowed" : "not_allowed", i);
+    fputs("not json\n{\"sandbox\":\"101\",\"owner\":\"alice\",\"host\":\"last.test\",\"decision\":"
+          "\"allow\",\"n\":999}",
+          f);
+    fclose(f);
+
+    struct sbx_accesslog_filter all101 = {"101", NULL, NULL, NULL, NULL};
+    ok(sbx_accesslog_query(path, &all101, 1000, &out, &scanned, err, sizeof err) == 0 &&
+           json_array_size(out) == 151 &&
+           json_integer_value(json_object_get(json_array_get(out, 0), "n")) == 999 &&
+           json_integer_value(json_object_get(json_array_get(out, 1), "n")) == 299,
+       "sandbox 101's lines, newest first, the last one without its newline too (%zu)",
+       json_array_size(out));
+    bool cut_dropped = true;
+    for (size_t i = 0; i < json_array_size(out); i++)
+        cut_dropped &=
+            strlen(json_string_value(json_object_get(json_array_get(out, i), "host"))) < 100;
+    ok(cut_dropped, "the line the tail starts inside is not given (it is not whole)");
+    json_decref(out);
+    struct sbx_accesslog_filter denied = {"101", "alice", "h1", "deny", "not_allowed"};
+    ok(sbx_accesslog_query(path, &denied, 1000, &out, &scanned, err, sizeof err) == 0,
+       "a filtered query");
+    bool all_match = json_array_size(out) > 0;
+    for (size_t i = 0; i < json_array_size(out); i++) {
+        json_t *l = json_array_get(out, i);
+        all_match &= strstr(json_string_value(json_object_get(l, "host")), "h1") &&
+                     strcmp(json_string_value(json_object_get(l, "decision")), "deny") == 0;
+    }
+    ok(all_match, "  gives only denials to hosts with h1 in them (%zu)", json_array_size(out));
+    json_decref(out);
+    struct sbx_accesslog_filter other = {"101", "bob", NULL, NULL, NULL};
+    ok(sbx_accesslog_query(path, &other, 1000, &out, &scanned, err, sizeof err) == 0 &&
+           json_array_size(out) == 0,
+       "another owner's view of sandbox 101 is empty");
+    json_decref(out);
+    ok(sbx_accesslog_query(path, &all101, 5, &out, &scanned, err, sizeof err) == 0 &&
+           json_array_size(out) == 5,
+       "at most max lines");
+    json_decref(out);
+    unlink(path);
+    ok(sbx_accesslog_query(path, &all101, 5, &out, &scanned, err, sizeof err) == -1 &&
+           strstr(err, "console-access-log") && strstr(err, "No such file"),
+       "a missing file is an error naming the directive and the cause (%s)", err);
+}
+
 int main(void)
 {
+    test_accesslog();
     test_sse();
     test_sessions();
     test_denials();
