@@ -10,6 +10,10 @@
  *   GET  /api/access                       pending access requests
  *   POST /api/access/approve {id, duration}, /api/access/deny {id}
  *   POST /api/grant {name, host, duration, why}   a request, approved at once
+ *   GET  /api/grant/preview?name=S&host=H[:P]&duration=D   what that grant
+ *                                          would change, computed: the allow
+ *                                          line, and which of the sandbox's
+ *                                          recent denials it would let pass
  *   GET  /api/denials?after=N              the last denials (oldest first)
  *   GET  /api/denials/stream?after=N       the same, live (streams.c)
  *   GET  /api/sources                      each egressd's stream
@@ -30,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "access.h"
 #include "accesslog.h"
 #include "egress.h"
 #include "internal.h"
@@ -261,6 +267,61 @@ static enum MHD_Result explain(struct sbx_request *r)
                                   (int)p, "egressd", answers));
 }
 
+/* Whether the allow entry grant (normalized) would let denial d through:
+ * a denial for want of a rule (not_allowed) whose host and port the
+ * entry covers, as egressd reads an allow line. */
+static bool lets_pass(const char *grant, json_t *d)
+{
+    const char *host = json_string_value(json_object_get(d, "host"));
+    const char *reason = json_string_value(json_object_get(d, "reason"));
+    json_int_t port = json_integer_value(json_object_get(d, "port"));
+    char req[300];
+
+    if (!host || !reason || strcmp(reason, "not_allowed") != 0 || port <= 0)
+        return false;
+    snprintf(req, sizeof req, "%.253s:%lld", host, (long long)port);
+    return sbx_access_normalize(req) && sbx_access_covers(grant, req);
+}
+
+/* GET /api/grant/preview: what POST /api/grant with the same name, host
+ * and duration would change, before anyone applies it. */
+static enum MHD_Result grant_preview(struct sbx_request *r)
+{
+    const char *name = query(r, "name"), *host = query(r, "host"), *duration = query(r, "duration");
+    const struct sbx_config *c = &r->con->s->cfg;
+    char err[1024], entry[300], until[32];
+    long ms;
+    json_t *denials = NULL, *d, *pass = json_array();
+    size_t i;
+
+    if (!name || !host || !duration)
+        return sbx_web_error(r, 400, "expected ?name=SANDBOX&host=HOST[:PORTS]&duration=D");
+    snprintf(entry, sizeof entry, "%s", host);
+    if (strlen(host) >= sizeof entry || !sbx_access_normalize(entry))
+        return sbx_web_error(r, 400, "host: not HOST, *.DOMAIN or .DOMAIN with optional :PORTS");
+    if (sbx_duration_parse(duration, &ms) || ms < 60000 || ms > c->access_max_ms)
+        return sbx_web_error(r, 400, "duration: expected 1m up to access-max");
+    int vmid = vmid_of(r, name, err, sizeof err);
+    if (vmid < 0)
+        return sbx_web_error(r, op_status(err), err);
+    if (sbx_egress_denials(c, vmid, &denials, err, sizeof err))
+        return sbx_web_error(r, 502, err);
+    json_array_foreach(denials, i, d) if (lets_pass(entry, d)) json_array_append(pass, d);
+    time_t t = time(NULL) + ms / 1000;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char line[400];
+    snprintf(line, sizeof line, "%s until %s", entry, until);
+    bool may =
+        r->session.admin || sbx_access_match((const char *const *)c->access_owner, entry) != NULL;
+    json_t *out = json_pack("{s:s, s:s, s:s, s:I, s:o, s:b}", "name", name, "rule", line, "until",
+                            until, "recent", (json_int_t)json_array_size(denials), "would_pass",
+                            pass, "you_may_approve", may);
+    json_decref(denials);
+    return sbx_web_json(r, 200, out);
+}
+
 /* GET /api/log: the recent access-log lines of a sandbox r may see, newest
  * first, filtered. */
 static enum MHD_Result access_log(struct sbx_request *r)
@@ -354,6 +415,8 @@ static enum MHD_Result get(struct sbx_request *r)
         return traffic(r);
     if (strcmp(r->url, "/api/log") == 0)
         return access_log(r);
+    if (strcmp(r->url, "/api/grant/preview") == 0)
+        return grant_preview(r);
     if (strcmp(r->url, "/api/sources") == 0)
         return sbx_web_json(r, 200,
                             json_pack("{s:o}", "egressd", sbx_denials_sources(r->con->denials)));

@@ -163,9 +163,11 @@ try {
   if (row) {
     await (await row.$("button")).click();
     await page.waitForSelector("#grant-dialog[open]");
+    await page.waitForFunction(() => /would now pass/.test(document.getElementById("grant-changes").textContent), null, { timeout: 10000 }).catch(() => null);
     const changes = await page.textContent("#grant-changes");
-    check(/adds b\.test:8000:8000|adds b\.test:8000/.test(changes) && /would now pass/.test(changes),
-      `the grant dialog says what changes (${changes.slice(0, 120)})`);
+    check(/adds the allow line b\.test:8000 until \d{4}-/.test(changes) && /[1-9]\d* of s1's \d+ recent denials would now pass/.test(changes) &&
+      /GET b\.test:8000\//.test(changes) && !/may not approve/.test(changes),
+      `the grant dialog says what changes, computed: the allow line and the denials it lets pass (${changes.slice(0, 160)})`);
     await shoot(page, "grant");
     await page.selectOption("#grant-duration", "1h");
     await page.click("#grant-ok");
@@ -191,6 +193,8 @@ try {
     await page.waitForSelector("#grant-dialog[open]");
     await page.selectOption("#grant-duration", "custom");
     await page.fill("#grant-custom", "1m");
+    await page.press("#grant-custom", "Tab"); /* the change: what it would do, for 1m */
+    await page.waitForFunction(() => /until .* would now pass/s.test(document.getElementById("grant-changes").textContent), null, { timeout: 10000 }).catch(() => null);
     await page.click("#grant-ok");
     await page.waitForSelector("#notice:text-matches('b.test:8002 allowed')", { timeout: 15000 }).catch(() => null);
   }

@@ -274,25 +274,36 @@ function askGrant(d) {
   const dlg = $("grant-dialog");
   dlg.dataset.name = d.name;
   dlg.dataset.host = host;
+  dlg.dataset.bare = d.host;
+  dlg.dataset.port = d.port;
   $("grant-sandbox").textContent = d.name;
   $("grant-host").textContent = host;
   showChanges(d.name, d.host, d.port);
   dlg.showModal();
 }
 
-// What the grant changes, from the denials on this page: the rule added,
-// and which of this sandbox's last denials it would let through.
-function showChanges(name, host, port) {
+// What the grant changes, computed by the console before anything is
+// applied: the allow line it adds, and which of the sandbox's recent
+// denials (from every egressd) it would let through.
+async function showChanges(name, host, port) {
   const ul = $("grant-changes");
   ul.replaceChildren();
   const dur = $("grant-duration").value === "custom" ? $("grant-custom").value : $("grant-duration").value;
-  const li = document.createElement("li");
-  li.textContent = "adds " + host + ":" + port + " to " + name + "'s allow list for " + dur + ", then it lapses by itself";
-  ul.appendChild(li);
-  const pass = state.denials.filter((x) => x.name === name && x.host === host && x.port === port);
-  const li2 = document.createElement("li");
-  li2.textContent = pass.length + " of " + name + "'s recent denials would now pass";
-  ul.appendChild(li2);
+  const line = (text, cls) => {
+    const li = document.createElement("li");
+    li.textContent = text;
+    if (cls) li.className = cls;
+    ul.appendChild(li);
+  };
+  if (!dur) return line("choose how long");
+  try {
+    const q = new URLSearchParams({ name, host: port ? host + ":" + port : host, duration: dur });
+    const p = await api("GET", "/api/grant/preview?" + q.toString());
+    line("adds the allow line " + p.rule + " to " + name + "; it lapses by itself");
+    line(p.would_pass.length + " of " + name + "'s " + p.recent + " recent denials would now pass");
+    for (const d of p.would_pass.slice(0, 5)) line("  " + when(d.ts) + " " + (d.method || "") + " " + hostPort(d) + (d.path || ""));
+    if (!p.you_may_approve) line("you may not approve this host (access-owner-approves): the request will wait for an administrator", "deny");
+  } catch (e) { line("cannot tell: " + e.message, "deny"); }
 }
 
 async function grant(ev) {
@@ -502,12 +513,13 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("logout").addEventListener("click", logout);
   $("grant-form").addEventListener("submit", grant);
   $("grant-cancel").addEventListener("click", () => $("grant-dialog").close());
-  $("grant-duration").addEventListener("change", () => {
+  const refreshChanges = () => {
     $("grant-custom-label").hidden = $("grant-duration").value !== "custom";
     const dlg = $("grant-dialog");
-    const d = state.denials.find((x) => x.name === dlg.dataset.name);
-    if (d) showChanges(d.name, d.host, d.port);
-  });
+    showChanges(dlg.dataset.name, dlg.dataset.bare, dlg.dataset.port);
+  };
+  $("grant-duration").addEventListener("change", refreshChanges);
+  $("grant-custom").addEventListener("change", refreshChanges);
   $("destroy-form").addEventListener("submit", destroy);
   $("destroy-cancel").addEventListener("click", () => $("destroy-dialog").close());
   window.addEventListener("hashchange", route);
