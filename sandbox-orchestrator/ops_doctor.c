@@ -1,4 +1,5 @@
 /* ops_doctor.c - check the Proxmox side and the egressds; name each fix. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,54 @@ static void check_sandbox_firewalls(struct sbx *s, struct report *r)
     free(vms);
 }
 
+/* The console's settings that only the running host can check: that the
+ * token may read console-admin-group's members (sign-in asks for them),
+ * and that console-access-log can be read. */
+static void check_console(struct sbx *s, struct report *r)
+{
+    char err[1024], path[300], detail[1200], fix[600];
+    json_t *g = NULL;
+
+    if (s->cfg.console_admin_group) {
+        char *eg = sbx_pve_escape(s->cfg.console_admin_group);
+        snprintf(path, sizeof path, "/access/groups/%s", eg);
+        free(eg);
+        int rc = sbx_pve_call(s->pve, "GET", path, NULL, &g, err, sizeof err);
+        long status = sbx_pve_last_status(s->pve);
+        if (rc == 0) {
+            snprintf(detail, sizeof detail, "console-admin-group %s: %zu members",
+                     s->cfg.console_admin_group, json_array_size(json_object_get(g, "members")));
+            add(r, "console", 1, detail, NULL);
+        } else {
+            snprintf(detail, sizeof detail, "console-admin-group %s: %s",
+                     s->cfg.console_admin_group, err);
+            if (status == 403)
+                snprintf(fix, sizeof fix,
+                         "give the token Sys.Audit on /access/groups (no one can sign in to the "
+                         "console until then): pveum acl modify /access/groups --roles "
+                         "PVEAuditor --tokens 'USER@REALM!TOKEN'");
+            else
+                snprintf(fix, sizeof fix,
+                         "create the group (pveum group add %s) or name one that "
+                         "exists in console-admin-group",
+                         s->cfg.console_admin_group);
+            add(r, "console", 0, detail, fix);
+        }
+        json_decref(g);
+    }
+    if (s->cfg.console_access_log) {
+        FILE *f = fopen(s->cfg.console_access_log, "r");
+        snprintf(detail, sizeof detail, "console-access-log %s: %s", s->cfg.console_access_log,
+                 f ? "readable" : strerror(errno));
+        add(r, "console", f != NULL, detail,
+            f ? NULL
+              : "point console-access-log at egressd's access-log (egressd.conf), readable by "
+                "this user (the group egressd)");
+        if (f)
+            fclose(f);
+    }
+}
+
 static void check_egress(struct sbx *s, struct report *r)
 {
     char err[1024], detail[1200];
@@ -309,6 +358,7 @@ int sbx_op_doctor(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
         }
         check_firewall(s, &r);
         check_sandbox_firewalls(s, &r);
+        check_console(s, &r);
     }
     check_egress(s, &r);
     *out = json_pack("{s:b,s:o,s:o}", "ok", r.ok, "version", version ? version : json_null(),

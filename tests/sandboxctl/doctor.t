@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/sandboxctl/doctor.t - doctor passes on a good set-up and names each
 # problem with its fix: a missing privilege (the PVE 8 and the PVE 9 guest
-# agent privilege differ), a missing template, bridge or egressd.
+# agent privilege differ), a missing template, bridge or egressd, the
+# console's admin group the token cannot read or that does not exist, its
+# access log missing.
 set -u
 . "$TOP/tests/sandboxctl/lib.sh"
 
@@ -15,6 +17,32 @@ run_version() {
     ok $? "PVE $v: doctor passes on a good set-up"
     check "PVE $v: it checked the guest agent privilege of this version" \
         grep -q "^ok .*the token holds what it needs on /pool/sandboxes" <<<"$out"
+    # The console's settings: a group the token may not read, one that
+    # does not exist, an access log that is not there.
+    printf 'console-admin-group admins\nconsole-access-log %s\n' "$T/nosuch.log" | sbx_write_config
+    out=$(sbx doctor)
+    rc=$?
+    ok "$([ $rc -eq 1 ] && grep -qE "FAIL console +console-admin-group admins: .*403" <<<"$out"; echo $?)" \
+        "PVE $v: console-admin-group the token may not read: doctor fails naming it (rc $rc)"
+    check "PVE $v:   and says to give it Sys.Audit on /access/groups" grep -q "fix: give the token Sys.Audit on /access/groups" <<<"$out"
+    check "PVE $v: console-access-log that is not there: named with the cause" \
+        grep -qE "FAIL console +console-access-log $T/nosuch.log: No such file" <<<"$out"
+    sbx_stop_all
+    sbx_start "$v" "$(sbx_world "$v" | python3 -c '
+import json, sys
+w = json.load(sys.stdin)
+w["tokens"][0]["acl"]["/access/groups"] = ["Sys.Audit"]
+w["users"] = [{"userid": "alice@pve", "password": "x"}]
+w["groups"] = [{"groupid": "admins", "members": ["alice@pve"]}]
+print(json.dumps(w))')" || { ok 1 "PVE $v: simulator starts"; return; }
+    printf 'console-admin-group admins\n' | sbx_write_config
+    out=$(sbx doctor)
+    ok "$([ $? -eq 0 ] && grep -q "^ok .*console-admin-group admins: 1 members" <<<"$out"; echo $?)" \
+        "PVE $v: with Sys.Audit on /access/groups doctor reads the group (1 member)"
+    printf 'console-admin-group nosuch\n' | sbx_write_config
+    out=$(sbx doctor)
+    ok "$([ $? -eq 1 ] && grep -q "fix: create the group (pveum group add nosuch)" <<<"$out"; echo $?)" \
+        "PVE $v: a console-admin-group that does not exist: doctor says to create it"
     sbx_stop_all
 
     for priv in VM.Snapshot "$agent"; do
