@@ -173,6 +173,22 @@ static int answer_json(const struct answer *a, const char *target, const char *m
     return -1;
 }
 
+/* The URL of path on the egressd at target (a new string), h set to reach
+ * it: through its unix socket for unix:PATH. */
+static char *target_url(CURL *h, const char *target, const char *path)
+{
+    char *url;
+
+    if (strncmp(target, "unix:", 5) == 0) {
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, target + 5);
+        if (asprintf(&url, "http://localhost%s", path) < 0)
+            abort();
+    } else if (asprintf(&url, "%s%s", target, path) < 0) {
+        abort();
+    }
+    return url;
+}
+
 /* One request to one egressd; returns the HTTP status, or -1 with err.
  * With reply, a 2xx answer's JSON body goes into *reply (new reference;
  * NULL otherwise), and one that is not JSON makes it -1. */
@@ -195,13 +211,7 @@ static long request(const struct sbx_config *c, const char *target, const char *
         free(a);
         return -1;
     }
-    if (strncmp(target, "unix:", 5) == 0) {
-        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, target + 5);
-        if (asprintf(&url, "http://localhost%s", path) < 0)
-            abort();
-    } else if (asprintf(&url, "%s%s", target, path) < 0) {
-        abort();
-    }
+    url = target_url(h, target, path);
     if (auth[0])
         hdrs = curl_slist_append(hdrs, auth);
     if (body) {
@@ -486,13 +496,7 @@ int sbx_egress_stream(const struct sbx_config *c, const char *target, const char
         free(st.refusal);
         return -1;
     }
-    if (strncmp(target, "unix:", 5) == 0) {
-        curl_easy_setopt(st.h, CURLOPT_UNIX_SOCKET_PATH, target + 5);
-        if (asprintf(&url, "http://localhost%s", path) < 0)
-            abort();
-    } else if (asprintf(&url, "%s%s", target, path) < 0) {
-        abort();
-    }
+    url = target_url(st.h, target, path);
     if (auth[0])
         hdrs = curl_slist_append(hdrs, auth);
     hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");

@@ -53,6 +53,19 @@ function button(text, onclick, cls) {
   return b;
 }
 
+// A <select>'s options: the sandboxes' names, keeping the one chosen.
+function sandboxChoices(sel, sandboxes) {
+  const was = sel.value;
+  sel.replaceChildren();
+  for (const s of sandboxes) {
+    const o = document.createElement("option");
+    o.value = s.name;
+    o.textContent = s.name;
+    sel.appendChild(o);
+  }
+  if (was) sel.value = was;
+}
+
 function when(v) {
   if (v === null || v === undefined || v === "") return "";
   const d = typeof v === "number" ? new Date(v > 1e12 ? v : v * 1000) : new Date(v);
@@ -125,16 +138,7 @@ async function loadSandboxes() {
       tbody.appendChild(tr);
     }
     $("sandboxes-empty").hidden = list.sandboxes.length > 0;
-    const sel = $("explain-name");
-    const was = sel.value;
-    sel.replaceChildren();
-    for (const s of list.sandboxes) {
-      const o = document.createElement("option");
-      o.value = s.name;
-      o.textContent = s.name;
-      sel.appendChild(o);
-    }
-    if (was) sel.value = was;
+    sandboxChoices($("explain-name"), list.sandboxes);
     $("sources").textContent = sources.egressd
       .map((e) => e.egressd + (e.connected ? " (live)" : " (not connected" + (e.error ? ": " + e.error : "") + ")"))
       .join(", ");
@@ -440,16 +444,7 @@ async function loadTraffic() {
       tbody.appendChild(tr);
     }
     $("traffic-empty").hidden = t.sandboxes.length > 0;
-    const sel = $("log-name");
-    const was = sel.value;
-    sel.replaceChildren();
-    for (const s of list.sandboxes) {
-      const o = document.createElement("option");
-      o.value = s.name;
-      o.textContent = s.name;
-      sel.appendChild(o);
-    }
-    if (was) sel.value = was;
+    sandboxChoices($("log-name"), list.sandboxes);
   } catch (e) {
     if (e.status === 401) return showLogin();
     notice("Traffic: " + e.message, true);
