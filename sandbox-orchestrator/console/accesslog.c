@@ -1,5 +1,6 @@
 /* accesslog.c - see accesslog.h. */
 #include "accesslog.h"
+#include "tally.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,36 +69,101 @@ static char *read_tail(const char *path, long tail, size_t *len, char *err, size
     return buf;
 }
 
-int sbx_accesslog_query(const char *path, const struct sbx_accesslog_filter *f, size_t max,
-                        json_t **out, size_t *scanned, char *err, size_t errlen)
+/* Call fn(arg, line) for each JSON line of path's tail, newest first,
+ * until it returns false; the lines looked at in *scanned.  0 or -1 with
+ * err. */
+static int each_line(const char *path, bool (*fn)(void *, json_t *), void *arg, size_t *scanned,
+                     char *err, size_t errlen)
 {
     size_t len;
     char *buf = read_tail(path, SBX_ACCESSLOG_TAIL, &len, err, errlen);
 
-    *out = NULL;
     *scanned = 0;
     if (!buf)
         return -1;
-    json_t *lines = json_array();
     /* From the end: each line is what lies after the newline before it. */
     size_t end = len;
-    while (end > 0 && json_array_size(lines) < max) {
-        size_t start = end;
+    bool go_on = true;
+    while (end > 0 && go_on) {
         if (buf[end - 1] == '\n')
             end--; /* the line's own newline */
-        start = end;
+        size_t start = end;
         while (start > 0 && buf[start - 1] != '\n')
             start--;
         if (end > start) {
             json_t *j = json_loadb(buf + start, end - start, 0, NULL);
             (*scanned)++;
-            if (json_is_object(j) && passes(j, f))
-                json_array_append(lines, j);
+            if (json_is_object(j))
+                go_on = fn(arg, j);
             json_decref(j);
         }
         end = start;
     }
     free(buf);
-    *out = lines;
+    return 0;
+}
+
+/* A query's state: the filter, the lines kept, how many at most. */
+struct query {
+    const struct sbx_accesslog_filter *f;
+    json_t *lines;
+    size_t max;
+};
+
+static bool keep_line(void *arg, json_t *j)
+{
+    struct query *q = arg;
+
+    if (passes(j, q->f))
+        json_array_append(q->lines, j);
+    return json_array_size(q->lines) < q->max;
+}
+
+int sbx_accesslog_query(const char *path, const struct sbx_accesslog_filter *f, size_t max,
+                        json_t **out, size_t *scanned, char *err, size_t errlen)
+{
+    struct query q = {f, json_array(), max};
+
+    *out = NULL;
+    *scanned = 0;
+    if (max > 0 && each_line(path, keep_line, &q, scanned, err, errlen)) {
+        json_decref(q.lines);
+        return -1;
+    }
+    *out = q.lines;
+    return 0;
+}
+
+/* A count's state: whose lines, which decision, the counts. */
+struct count {
+    const char *owner, *decision;
+    json_t *counts;
+};
+
+static bool count_line(void *arg, json_t *j)
+{
+    struct count *c = arg;
+    const char *sb = json_string_value(json_object_get(j, "sandbox"));
+    char hp[300];
+
+    if (sb && field_ok(j, "owner", c->owner, false) &&
+        field_ok(j, "decision", c->decision, false) && sbx_tally_host_port(j, hp, sizeof hp))
+        sbx_tally_add(c->counts, sb, hp);
+    return true;
+}
+
+int sbx_accesslog_top(const char *path, const char *owner, const char *decision, size_t k,
+                      json_t **out, char *err, size_t errlen)
+{
+    struct count c = {owner, decision, json_object()};
+    size_t scanned;
+
+    *out = NULL;
+    if (each_line(path, count_line, &c, &scanned, err, errlen)) {
+        json_decref(c.counts);
+        return -1;
+    }
+    *out = sbx_tally_top(c.counts, k);
+    json_decref(c.counts);
     return 0;
 }

@@ -30,4 +30,11 @@ struct sbx_accesslog_filter {
 int sbx_accesslog_query(const char *path, const struct sbx_accesslog_filter *f, size_t max,
                         json_t **out, size_t *scanned, char *err, size_t errlen);
 
+/* The k hosts of path's recent lines (the same tail) with decision
+ * `decision` counted most, per sandbox, for owner's sandboxes (NULL: all):
+ * {"SANDBOX": [{"host": "H:P", "count": N}]} in *out (a new reference).
+ * 0, or -1 with err as above. */
+int sbx_accesslog_top(const char *path, const char *owner, const char *decision, size_t k,
+                      json_t **out, char *err, size_t errlen);
+
 #endif

@@ -359,6 +359,16 @@ static enum MHD_Result traffic(struct sbx_request *r)
     json_t *t = sbx_traffic_json(r->con->traffic, owner);
 
     json_object_set_new(t, "top_denied", sbx_denials_top(r->con->denials, &view, TOP_HOSTS));
+    /* The hosts allowed most: egressd keeps no count of them, its access
+     * log on this host does (console-access-log). */
+    json_t *allowed = NULL;
+    char err[512];
+    if (r->con->s->cfg.console_access_log &&
+        sbx_accesslog_top(r->con->s->cfg.console_access_log, owner, "allow", TOP_HOSTS, &allowed,
+                          err, sizeof err) == 0)
+        json_object_set_new(t, "top_allowed", allowed);
+    else
+        json_object_set_new(t, "top_allowed", json_null());
     return sbx_web_json(r, 200, t);
 }
 

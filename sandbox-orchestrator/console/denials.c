@@ -9,6 +9,7 @@
 #include "egress.h"
 #include "pve.h" /* sbx_msleep, sbx_now_ms */
 #include "sse.h"
+#include "tally.h"
 
 #define STREAM_PATH      "/v1/denials?follow=1"
 #define BACKOFF_FIRST_MS 500
@@ -123,42 +124,6 @@ size_t sbx_denials_read(struct sbx_denials *d, const struct sbx_denials_view *vi
     return n;
 }
 
-/* Sort counts most first. */
-static int most_first(const void *a, const void *b)
-{
-    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "count"));
-    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "count"));
-
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* counts {"SANDBOX": {"H:P": N}} as {"SANDBOX": [{"host","count"}]},
- * the k most. */
-static json_t *top_of(json_t *counts, size_t k)
-{
-    json_t *out = json_object(), *hosts, *n;
-    const char *sb, *hp;
-
-    json_object_foreach(counts, sb, hosts)
-    {
-        size_t len = json_object_size(hosts), i = 0;
-        json_t **v = calloc(len ? len : 1, sizeof *v), *list = json_array();
-        if (!v)
-            abort();
-        json_object_foreach(hosts, hp, n) v[i++] =
-            json_pack("{s:s, s:I}", "host", hp, "count", json_integer_value(n));
-        qsort(v, len, sizeof *v, most_first);
-        for (i = 0; i < len; i++)
-            if (i < k)
-                json_array_append_new(list, v[i]);
-            else
-                json_decref(v[i]);
-        free(v);
-        json_object_set_new(out, sb, list);
-    }
-    return out;
-}
-
 json_t *sbx_denials_top(struct sbx_denials *d, const struct sbx_denials_view *view, size_t k)
 {
     json_t *counts = json_object();
@@ -168,24 +133,13 @@ json_t *sbx_denials_top(struct sbx_denials *d, const struct sbx_denials_view *vi
         const struct entry *e = &d->ring[i];
         json_t *j = e->text && visible(e, view) ? json_loads(e->text, 0, NULL) : NULL;
         const char *sb = json_string_value(json_object_get(j, "sandbox"));
-        const char *host = json_string_value(json_object_get(j, "host"));
-        if (sb && host) {
-            char hp[300];
-            json_int_t port = json_integer_value(json_object_get(j, "port"));
-            if (port > 0) /* a DNS question has none */
-                snprintf(hp, sizeof hp, "%.253s:%lld", host, (long long)port);
-            else
-                snprintf(hp, sizeof hp, "%.253s", host);
-            json_t *hosts = json_object_get(counts, sb);
-            if (!hosts)
-                json_object_set_new(counts, sb, hosts = json_object());
-            json_object_set_new(hosts, hp,
-                                json_integer(json_integer_value(json_object_get(hosts, hp)) + 1));
-        }
+        char hp[300];
+        if (sb && sbx_tally_host_port(j, hp, sizeof hp))
+            sbx_tally_add(counts, sb, hp);
         json_decref(j);
     }
     pthread_mutex_unlock(&d->lock);
-    json_t *out = top_of(counts, k);
+    json_t *out = sbx_tally_top(counts, k);
     json_decref(counts);
     return out;
 }

@@ -216,6 +216,9 @@ try {
   check(s3 === "403" && s4 === "502", `a custom 1m grant of b.test:8002 from the page: ${s3} before, ${s4} after (allowed; nothing listens there)`);
   await page.goto(URL_ + "/#sandboxes");
   await page.waitForSelector("#sandboxes-table tbody tr");
+  // (the rows drawn before the grant stay until the list comes back)
+  await page.waitForFunction(() => [...document.querySelectorAll("#sandboxes-table tbody tr")]
+    .some((tr) => tr.cells[0].textContent === "s1" && /until/.test(tr.cells[7].textContent)), null, { timeout: 10000 }).catch(() => null);
   const grants = (await rows(page, "sandboxes-table")).find((r) => r[0] === "s1");
   check(grants && /b\.test:8000 until/.test(grants[7]), `s1's row shows the grant and when it lapses (${grants && grants[7]})`);
   // --- "would it pass?": every egressd's own answer, and what curl then meets
@@ -365,7 +368,9 @@ try {
   }
   check(s1row && Number(s1row[2]) >= 3 && Number(s1row[3]) >= 200,
     `the traffic page counts s1's burst: allowed ${s1row && s1row[2]}, denied ${s1row && s1row[3]} (at least 3 and 200)`);
-  check(s1row && s1row[6].startsWith("a.test:9999 ×3"), `  and names the host denied to it most first (${s1row && s1row[6].slice(0, 100)})`);
+  check(s1row && s1row[7].startsWith("a.test:9999 ×3"), `  and names the host denied to it most first (${s1row && s1row[7].slice(0, 100)})`);
+  check(s1row && /b\.test:8000 ×\d/.test(s1row[6]) && !/a\.test:9999/.test(s1row[6]),
+    `  and the hosts allowed to it most, from the access log (${s1row && s1row[6].slice(0, 100)})`);
   const bars = await adm.$$eval("#traffic-table tr[data-sandbox] svg rect.bar-deny", (r) => r.length);
   check(bars >= 1, `  its chart has a bar of denials (${bars})`);
   const trafficNames = (await rows(adm, "traffic-table")).map((r) => r[0]);

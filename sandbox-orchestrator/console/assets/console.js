@@ -440,7 +440,9 @@ async function loadTraffic() {
       cell(tr, sum(s.denied), "denied");
       cell(tr, bytes(sum(s.bytes_up)) + " / " + bytes(sum(s.bytes_down)));
       cell(tr, "").appendChild(chart(s.allowed, s.denied));
-      cell(tr, (t.top_denied[s.sandbox] || []).map((h) => h.host + " ×" + h.count).join(", "), "host");
+      const top = (list) => (list || []).map((h) => h.host + " ×" + h.count).join(", ");
+      cell(tr, t.top_allowed ? top(t.top_allowed[s.sandbox]) : "(console-access-log is not set)", "host");
+      cell(tr, top(t.top_denied[s.sandbox]), "host");
       tbody.appendChild(tr);
     }
     $("traffic-empty").hidden = t.sandboxes.length > 0;
