@@ -46,6 +46,7 @@ struct source {
     bool connected;
     char error[256];
     unsigned long received;
+    unsigned long lost; /* denials egressd said this reader missed */
 };
 
 struct sbx_denials {
@@ -98,8 +99,8 @@ static bool visible(const struct entry *e, const struct sbx_denials_view *view)
     return !view->owner || (e->owner[0] && strcmp(e->owner, view->owner) == 0);
 }
 
-size_t sbx_denials_read(struct sbx_denials *d, const struct sbx_denials_view *view, uint64_t *after,
-                        size_t max, json_t *out, uint64_t *lost)
+size_t sbx_denials_each(struct sbx_denials *d, const struct sbx_denials_view *view, uint64_t *after,
+                        size_t max, sbx_denial_fn fn, void *arg, uint64_t *lost)
 {
     size_t n = 0;
 
@@ -116,12 +117,26 @@ size_t sbx_denials_read(struct sbx_denials *d, const struct sbx_denials_view *vi
         ++*after;
         if (!e->text || !visible(e, view))
             continue;
-        json_t *j = json_loads(e->text, 0, NULL);
-        if (j && json_array_append_new(out, j) == 0)
-            n++;
+        fn(arg, e->text);
+        n++;
     }
     pthread_mutex_unlock(&d->lock);
     return n;
+}
+
+/* Append a denial's text to the JSON array arg, parsed. */
+static void append_parsed(void *arg, const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+
+    if (j)
+        json_array_append_new(arg, j);
+}
+
+size_t sbx_denials_read(struct sbx_denials *d, const struct sbx_denials_view *view, uint64_t *after,
+                        size_t max, json_t *out, uint64_t *lost)
+{
+    return sbx_denials_each(d, view, after, max, append_parsed, out, lost);
 }
 
 json_t *sbx_denials_top(struct sbx_denials *d, const struct sbx_denials_view *view, size_t k)
@@ -151,10 +166,10 @@ json_t *sbx_denials_sources(struct sbx_denials *d)
     pthread_mutex_lock(&d->lock);
     for (int i = 0; i < d->nsrc; i++) {
         const struct source *s = &d->src[i];
-        json_array_append_new(a,
-                              json_pack("{s:s, s:b, s:s?, s:I}", "egressd", s->target, "connected",
-                                        s->connected, "error", s->error[0] ? s->error : NULL,
-                                        "received", (json_int_t)s->received));
+        json_array_append_new(a, json_pack("{s:s, s:b, s:s?, s:I, s:I}", "egressd", s->target,
+                                           "connected", s->connected, "error",
+                                           s->error[0] ? s->error : NULL, "received",
+                                           (json_int_t)s->received, "lost", (json_int_t)s->lost));
     }
     pthread_mutex_unlock(&d->lock);
     return a;
@@ -201,8 +216,20 @@ static void on_event(void *arg, const char *event, const char *data, size_t len,
     json_t *j;
 
     snprintf(s->last_id, sizeof s->last_id, "%s", id);
-    if (strcmp(event, "denial") != 0 || !(j = json_loadb(data, len, 0, NULL)))
+    if (!(j = json_loadb(data, len, 0, NULL)))
         return;
+    if (strcmp(event, "lost") == 0) {
+        /* egressd could not give this reader some denials: count them, for
+         * the page to say (GET /api/sources). */
+        json_int_t n = json_integer_value(json_object_get(j, "lost"));
+        pthread_mutex_lock(&s->hub->lock);
+        s->lost += n > 0 ? (unsigned long)n : 0;
+        pthread_mutex_unlock(&s->hub->lock);
+    }
+    if (strcmp(event, "denial") != 0) {
+        json_decref(j);
+        return;
+    }
     const char *sb = json_string_value(json_object_get(j, "sandbox"));
     const struct sandbox_name *n = sb && strlen(sb) < 32 ? sandbox_of(s, sb) : NULL;
     if (json_is_object(j)) {

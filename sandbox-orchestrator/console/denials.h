@@ -45,6 +45,14 @@ void sbx_denials_stop(struct sbx_denials *d);
 uint64_t sbx_denials_seq(struct sbx_denials *d);
 
 /* Up to max denials newer than *after that view may see, oldest first,
+ * each handed to fn(arg, TEXT) as its JSON object's compact text (with
+ * "cseq"; fn runs with the hub's lock held: copy, do not wait); *after
+ * and *lost as below.  The number handed. */
+typedef void (*sbx_denial_fn)(void *arg, const char *text);
+size_t sbx_denials_each(struct sbx_denials *d, const struct sbx_denials_view *view, uint64_t *after,
+                        size_t max, sbx_denial_fn fn, void *arg, uint64_t *lost);
+
+/* Up to max denials newer than *after that view may see, oldest first,
  * appended to out as JSON objects (each with "cseq"); *after moves to the
  * last one looked at, and *lost (when not NULL) gets how many were newer
  * than *after but already gone from the ring. */
@@ -56,7 +64,8 @@ size_t sbx_denials_read(struct sbx_denials *d, const struct sbx_denials_view *vi
  * first (a new object). */
 json_t *sbx_denials_top(struct sbx_denials *d, const struct sbx_denials_view *view, size_t k);
 
-/* Each egressd's stream as {"egressd","connected","error","received"}
+/* Each egressd's stream as {"egressd","connected","error","received",
+ * "lost" (denials egressd said this reader missed)}
  * (a new array). */
 json_t *sbx_denials_sources(struct sbx_denials *d);
 

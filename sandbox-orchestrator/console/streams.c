@@ -149,31 +149,57 @@ void sbx_streams_free(struct sbx_streams *st)
     free(st);
 }
 
-/* The next event for s into s->out, or nothing.  Lock held. */
+/* A batch's data line being written: "[" TEXT "," TEXT ... */
+struct batch {
+    FILE *f;
+    size_t n;
+};
+
+/* Add one denial's text to the batch: the ring keeps each as compact JSON
+ * text, so a batch is made by copying, never by parsing again. */
+static void add_text(void *arg, const char *text)
+{
+    struct batch *b = arg;
+
+    fputs(b->n++ ? "," : "[", b->f);
+    fputs(text, b->f);
+}
+
+/* The next events for s into s->out (a lost event, then a batch; a
+ * keepalive comment when there is neither and one is due), or nothing.
+ * Lock held. */
 static void next_event(struct stream *s)
 {
     struct sbx_denials_view view = {s->admin ? NULL : s->owner};
-    json_t *batch = json_array();
+    struct batch b = {0};
+    char *data = NULL, *text = NULL;
+    size_t data_len = 0, text_len = 0;
     uint64_t lost = 0;
-    char *text = NULL;
-    int n = 0;
 
-    sbx_denials_read(s->st->d, &view, &s->after, BATCH_MAX, batch, &lost);
-    if (lost > 0) {
-        n = asprintf(&text, "event: lost\ndata: {\"lost\":%llu}\n\n", (unsigned long long)lost);
-    } else if (json_array_size(batch) > 0) {
-        char *data = json_dumps(batch, JSON_COMPACT);
-        n = asprintf(&text, "id: %llu\nevent: denials\ndata: %s\n\n", (unsigned long long)s->after,
-                     data);
-        free(data);
-    } else if (sbx_now_ms() - s->sent_ms >= KEEPALIVE_MS) {
-        n = asprintf(&text, ": keepalive\n\n");
-    }
-    json_decref(batch);
-    if (n < 0)
+    b.f = open_memstream(&data, &data_len);
+    if (!b.f)
         abort();
+    sbx_denials_each(s->st->d, &view, &s->after, BATCH_MAX, add_text, &b, &lost);
+    if (b.n > 0)
+        fputc(']', b.f);
+    fclose(b.f);
+    FILE *o = open_memstream(&text, &text_len);
+    if (!o)
+        abort();
+    if (lost > 0)
+        fprintf(o, "event: lost\ndata: {\"lost\":%llu}\n\n", (unsigned long long)lost);
+    if (b.n > 0)
+        fprintf(o, "id: %llu\nevent: denials\ndata: %s\n\n", (unsigned long long)s->after, data);
+    if (lost == 0 && b.n == 0 && sbx_now_ms() - s->sent_ms >= KEEPALIVE_MS)
+        fputs(": keepalive\n\n", o);
+    fclose(o);
+    free(data);
+    if (text_len == 0) {
+        free(text);
+        text = NULL;
+    }
     s->out = text;
-    s->out_len = text ? strlen(text) : 0;
+    s->out_len = text_len;
     s->out_off = 0;
 }
 

@@ -140,7 +140,8 @@ async function loadSandboxes() {
     $("sandboxes-empty").hidden = list.sandboxes.length > 0;
     sandboxChoices($("explain-name"), list.sandboxes);
     $("sources").textContent = sources.egressd
-      .map((e) => e.egressd + (e.connected ? " (live)" : " (not connected" + (e.error ? ": " + e.error : "") + ")"))
+      .map((e) => e.egressd + (e.connected ? " (live" : " (not connected" + (e.error ? ": " + e.error : "")) +
+        (e.lost ? ", " + e.lost + " denials it could not send" : "") + ")")
       .join(", ");
   } catch (e) {
     if (e.status === 401) return showLogin();
@@ -226,7 +227,7 @@ function draw() {
   const tbody = $("denials-table").tBodies[0];
   tbody.insertBefore(frag, tbody.firstChild);
   while (tbody.rows.length > ROWS_MAX) tbody.deleteRow(-1);
-  state.denials = batch.concat(state.denials).slice(-ROWS_MAX);
+  state.denials = state.denials.concat(batch).slice(-ROWS_MAX); // oldest first, the newest kept
   const ms = performance.now() - t0;
   const s = window.consoleStats;
   s.drawn += batch.length;
