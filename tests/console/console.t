@@ -26,17 +26,8 @@ NODE_DIR=$TOP/build/console-node
 # The browser driver's package, installed once outside the namespace (the
 # registry is not reachable inside).
 if [ -z "${SBX_IN_NETNS:-}" ]; then
-    mkdir -p "$NODE_DIR"
-    (
-        flock 9
-        want="playwright-core@$CONSOLE_PLAYWRIGHT_VERSION"
-        if [ "$(cat "$NODE_DIR/installed" 2>/dev/null)" != "$want" ]; then
-            cafile=$(npm config get cafile 2>/dev/null)
-            case $cafile in null | undefined | "") cafile=${NODE_EXTRA_CA_CERTS:-} ;; esac
-            NODE_EXTRA_CA_CERTS=$cafile npm install --prefix "$NODE_DIR" --no-audit --no-fund \
-                --loglevel=error "$want" >&2 && echo "$want" >"$NODE_DIR/installed"
-        fi
-    ) 9>"$NODE_DIR/.lock"
+    . "$TOP/tests/npm.sh"
+    npm_install_pinned "$NODE_DIR" "playwright-core@$CONSOLE_PLAYWRIGHT_VERSION"
     export SBX_IN_NETNS=1
     exec unshare -n -- bash "$0" "$@"
 fi

