@@ -139,21 +139,31 @@ size_t sbx_denials_read(struct sbx_denials *d, const struct sbx_denials_view *vi
     return sbx_denials_each(d, view, after, max, append_parsed, out, lost);
 }
 
+/* Keep a denial's text (copied: the ring may change once unlocked). */
+static void keep_text(void *arg, const char *text)
+{
+    json_array_append_new(arg, json_string(text));
+}
+
 json_t *sbx_denials_top(struct sbx_denials *d, const struct sbx_denials_view *view, size_t k)
 {
-    json_t *counts = json_object();
+    json_t *texts = json_array(), *counts = json_object(), *t;
+    uint64_t after = 0;
+    size_t i;
 
-    pthread_mutex_lock(&d->lock);
-    for (size_t i = 0; i < SBX_DENIALS_RING; i++) {
-        const struct entry *e = &d->ring[i];
-        json_t *j = e->text && visible(e, view) ? json_loads(e->text, 0, NULL) : NULL;
+    /* Copied under the hub's lock, parsed after it: the reader thread and
+     * every stream wait on that lock. */
+    sbx_denials_each(d, view, &after, SBX_DENIALS_RING, keep_text, texts, NULL);
+    json_array_foreach(texts, i, t)
+    {
+        json_t *j = json_loads(json_string_value(t), 0, NULL);
         const char *sb = json_string_value(json_object_get(j, "sandbox"));
         char hp[300];
         if (sb && sbx_tally_host_port(j, hp, sizeof hp))
             sbx_tally_add(counts, sb, hp);
         json_decref(j);
     }
-    pthread_mutex_unlock(&d->lock);
+    json_decref(texts);
     json_t *out = sbx_tally_top(counts, k);
     json_decref(counts);
     return out;
