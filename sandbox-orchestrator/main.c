@@ -138,17 +138,27 @@ static void print_list(json_t *o)
 
     char secrets[1200];
 
-    printf("%-6s %-24s %-8s %-10s %-16s %-12s %-20s %s\n", "VMID", "NAME", "STATE", "OWNER",
-           "ADDRESS", "POLICY", "EXPIRES", "SECRETS");
+    printf("%-6s %-24s %-8s %-10s %-10s %-16s %-12s %-20s %s\n", "VMID", "NAME", "STATE", "SIZE",
+           "OWNER", "ADDRESS", "POLICY", "EXPIRES", "SECRETS");
     json_array_foreach(json_object_get(o, "sandboxes"), i, v)
     {
-        if (json_object_get(v, "problem"))
-            printf("%-6d %-24s %-8s %s\n", (int)json_integer_value(json_object_get(v, "vmid")),
-                   str(v, "name"), str(v, "status"), str(v, "problem"));
+        char size[64];
+
+        /* A size by its name; one that matches no size line by its figures. */
+        if (json_is_string(json_object_get(v, "size")))
+            snprintf(size, sizeof size, "%s", str(v, "size"));
         else
-            printf("%-6d %-24s %-8s %-10s %-16s %-12s %-20s %s\n",
+            snprintf(size, sizeof size, "%dc/%lldM",
+                     (int)json_integer_value(json_object_get(v, "cores")),
+                     (long long)json_integer_value(json_object_get(v, "memory_mib")));
+        if (json_object_get(v, "problem"))
+            printf("%-6d %-24s %-8s %-10s %s\n",
                    (int)json_integer_value(json_object_get(v, "vmid")), str(v, "name"),
-                   str(v, "status"), str(v, "owner"), str(v, "address"), str(v, "policy"),
+                   str(v, "status"), size, str(v, "problem"));
+        else
+            printf("%-6d %-24s %-8s %-10s %-10s %-16s %-12s %-20s %s\n",
+                   (int)json_integer_value(json_object_get(v, "vmid")), str(v, "name"),
+                   str(v, "status"), size, str(v, "owner"), str(v, "address"), str(v, "policy"),
                    str(v, "expires"), joined(v, "secrets", secrets, sizeof secrets));
     }
 }

@@ -7,9 +7,6 @@
 #include "sbx.h"
 #include "vm.h"
 
-/* One sandbox as list shows it; a VM whose description cannot be read is
- * listed with the problem instead of its metadata.  NULL: another owner's
- * sandbox while the operations are scoped to one owner. */
 /* The access grants of m that have not lapsed at now: [{host, until}]. */
 static json_t *grants_json(const struct sbx_meta *m, time_t now)
 {
@@ -26,14 +23,29 @@ static json_t *grants_json(const struct sbx_meta *m, time_t now)
     return list;
 }
 
+/* The name of the configured size vm has (its cores and memory), or NULL
+ * when it has none of them (resized by hand, or a size line changed). */
+static const char *size_name(const struct sbx_config *c, const struct sbx_vm *vm)
+{
+    for (int i = 0; i < c->nsizes; i++)
+        if (c->sizes[i].cores == vm->maxcpu && c->sizes[i].memory_mib == vm->maxmem_mib)
+            return c->sizes[i].name;
+    return NULL;
+}
+
+/* One sandbox as list shows it; a VM whose description cannot be read is
+ * listed with the problem instead of its metadata.  NULL: another owner's
+ * sandbox while the operations are scoped to one owner. */
 static json_t *describe(struct sbx *s, const struct sbx_vm *vm)
 {
     json_t *config = NULL, *o;
     struct sbx_meta m;
     char why[512], created[32], expires[32];
+    const char *size = size_name(&s->cfg, vm);
 
-    o = json_pack("{s:i,s:s,s:s,s:s}", "vmid", vm->vmid, "name", vm->name, "node", vm->node,
-                  "status", vm->status);
+    o = json_pack("{s:i,s:s,s:s,s:s,s:o,s:i,s:I}", "vmid", vm->vmid, "name", vm->name, "node",
+                  vm->node, "status", vm->status, "size", size ? json_string(size) : json_null(),
+                  "cores", vm->maxcpu, "memory_mib", (json_int_t)vm->maxmem_mib);
     if (sbx_vm_config(s, vm->node, vm->vmid, &config, why, sizeof why) ||
         sbx_vm_meta(config, &m, why, sizeof why)) {
         json_decref(config);

@@ -35,6 +35,7 @@ static int from_resource(const struct sbx *s, json_t *r, struct sbx_vm *vm)
     copy_str(vm->status, sizeof vm->status, json_object_get(r, "status"));
     copy_str(vm->tags, sizeof vm->tags, json_object_get(r, "tags"));
     vm->maxmem_mib = (long)(json_integer_value(json_object_get(r, "maxmem")) / (1024 * 1024));
+    vm->maxcpu = (int)json_number_value(json_object_get(r, "maxcpu")); /* a number */
     return vm->node[0] ? 0 : -1;
 }
 

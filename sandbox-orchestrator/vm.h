@@ -20,6 +20,7 @@ struct sbx_vm {
     char name[64];
     char status[32]; /* running, stopped, ... */
     long maxmem_mib;
+    int maxcpu; /* the VM's cores, as the cluster counts them */
     char tags[512];
 };
 

@@ -96,8 +96,12 @@ run_version() {
     check "PVE $v: list --json shows the three with owner, address, expiry, state" \
         test "$(json_get "$out" '[(x["name"], x["owner"], x["address"], x["status"], len(x["expires"])) for x in j["sandboxes"]]')" = \
         '[["a1", "alice", "10.99.0.10", "running", 20], ["b2", "bob", "10.99.0.11", "running", 20], ["c3", "carol", "10.99.0.12", "running", 20]]'
+    check "PVE $v: list --json gives each one's size by its line and its figures" \
+        test "$(json_get "$(sbx --json list)" '[(x["size"], x["cores"], x["memory_mib"]) for x in j["sandboxes"]]')" = \
+        '[["small", 2, 4096], ["medium", 4, 8192], ["small", 2, 4096]]'
     out=$(sbx list)
     check "PVE $v: list prints a table" test "$(grep -c ' running ' <<<"$out")" = 3
+    check "PVE $v:   with each one's size" test "$(awk '$2 == "b2" {print $4}' <<<"$out")" = medium
 
     # exec
     sbx exec a1 -- sh -c 'echo out; echo err >&2; exit 3' >"$T/o" 2>"$T/e"
