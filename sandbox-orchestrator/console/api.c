@@ -4,7 +4,8 @@
  *   GET  /, /console.js, /console.css     the page (no session needed)
  *   POST /api/login, /api/logout           signin.c
  *   GET  /api/session                      who is signed in, the CSRF token
- *   GET  /api/sandboxes                    list (an owner: their own)
+ *   GET  /api/sandboxes                    list (an owner: their own), and
+ *                                          what each egressd holds for each
  *   POST /api/sandboxes/extend  {name, duration}
  *   POST /api/sandboxes/destroy {name, confirm: name}
  *   GET  /api/access                       pending access requests
@@ -38,6 +39,7 @@
 
 #include "access.h"
 #include "accesslog.h"
+#include "bindings.h"
 #include "egress.h"
 #include "internal.h"
 #include "pve.h"
@@ -119,6 +121,29 @@ static enum MHD_Result destroy(struct sbx_request *r, json_t *b)
                              "expected {\"name\", \"confirm\"} with the sandbox's name "
                              "typed again");
     return answer_op(r, sbx_op_destroy, json_pack("{s:s}", "name", name), "sandbox.destroy", name);
+}
+
+/* GET /api/sandboxes: the list op's answer, each sandbox with what every
+ * egressd holds for it (bindings.h): an admin sees at once a node that
+ * missed a change. */
+static enum MHD_Result sandboxes(struct sbx_request *r)
+{
+    const struct sbx_config *c = &r->con->s->cfg;
+    char err[1024];
+    json_t *out = NULL, *args = json_object();
+    int rc = sbx_api_op(r, sbx_op_list, args, &out, err, sizeof err);
+
+    json_decref(args);
+    if (rc)
+        return sbx_web_error(r, op_status(err), err);
+    for (int i = 0; i < c->negress; i++) {
+        json_t *bindings = NULL;
+        err[0] = '\0';
+        sbx_egress_get(c, c->egress[i], "/v1/sandboxes", &bindings, err, sizeof err);
+        sbx_bindings_note(json_object_get(out, "sandboxes"), c->egress[i], bindings, err);
+        json_decref(bindings);
+    }
+    return sbx_web_json(r, 200, out);
 }
 
 /* An owner approves as the owner (only what access-owner-approves
@@ -412,7 +437,7 @@ static enum MHD_Result get(struct sbx_request *r)
     if (strcmp(r->url, "/api/session") == 0)
         return sbx_signin_session(r);
     if (strcmp(r->url, "/api/sandboxes") == 0)
-        return answer_op(r, sbx_op_list, json_object(), NULL, NULL);
+        return sandboxes(r);
     if (strcmp(r->url, "/api/access") == 0)
         return answer_op(r, sbx_op_access_list, json_object(), NULL, NULL);
     if (strcmp(r->url, "/api/denials") == 0)

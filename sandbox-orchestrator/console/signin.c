@@ -169,10 +169,15 @@ static void owner_of(const struct sbx_console *con, const char *user, char *owne
 }
 
 /* The answer to a sign-in and to GET /api/session. */
-static json_t *session_json(const struct sbx_session *s)
+/* What the page is told of a session s on console con: who, the CSRF
+ * token, and the longest grant it may ask for (access-max). */
+static json_t *session_json(const struct sbx_console *con, const struct sbx_session *s)
 {
-    return json_pack("{s:s, s:s, s:b, s:s}", "user", s->user, "owner", s->owner, "admin", s->admin,
-                     "csrf", s->csrf);
+    char max[32];
+
+    sbx_duration_format(con->s->cfg.access_max_ms, max, sizeof max);
+    return json_pack("{s:s, s:s, s:b, s:s, s:s}", "user", s->user, "owner", s->owner, "admin",
+                     s->admin, "csrf", s->csrf, "access_max", max);
 }
 
 /* Answer a signed-in r with a new session and its cookie. */
@@ -188,7 +193,7 @@ static enum MHD_Result open_session(struct sbx_request *r, const char *user, boo
     snprintf(cookie, sizeof cookie,
              "egc_session=%s; Path=/; HttpOnly; Secure; SameSite=Strict; Max-Age=%ld", s.id,
              ms / 1000);
-    json_t *body = session_json(&s);
+    json_t *body = session_json(r->con, &s);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     struct MHD_Response *resp =
@@ -261,5 +266,5 @@ enum MHD_Result sbx_signin_logout(struct sbx_request *r)
 
 enum MHD_Result sbx_signin_session(struct sbx_request *r)
 {
-    return sbx_web_json(r, 200, session_json(&r->session));
+    return sbx_web_json(r, 200, session_json(r->con, &r->session));
 }

@@ -4,14 +4,18 @@
 # 9.1's schema, with users, a TOTP secret and an admin group) and two real
 # egressd, in a network namespace of its own:
 #   - an owner signs in with their Proxmox user and sees only their
-#     sandboxes; another owner's sandbox is not on the page and acting on
-#     it answers 404;
+#     sandboxes, with their size and what each egressd holds for them
+#     (one that missed a sandbox says so); another owner's sandbox is not
+#     on the page and acting on it answers 404;
 #   - a curl from the owner's sandbox to a host its preset does not allow
 #     appears in the live denials within 1 s; the owner allows it for 1 h
 #     from the page; the next curl passes; the grant is in the sandbox's
 #     Proxmox description;
 #   - a wrong password and a wrong TOTP code are refused with Proxmox's
 #     answer; an admin signs in with the TOTP step and sees every sandbox;
+#   - a pending request is approved from a dialog that shows what it
+#     changes, computed, for the duration chosen (a custom one too, up to
+#     access-max; one beyond it is refused);
 #   - a form posted from another origin, a request without the CSRF token
 #     and one without a session are refused, and nothing changes;
 #   - hostile strings a sandbox chose (markup in a path, control bytes, a
@@ -114,6 +118,11 @@ s1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
 a1=$(json_get "$out" 'j["address"]' 2>/dev/null)
 out=$(sbx --json create --name s2 --size small --owner bob --policy p 2>&1)
 ok $? "create s2 of bob ($(tr -d "\n" <<<"$out" | head -c 120))"
+s2=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+# egressd 2 misses s2 (as a node that was down while it was made): the
+# sandboxes page must say so, and not only for egressd 1.
+egressd_api 2 DELETE "/v1/sandboxes/$s2"
+ok $? "s2's binding is taken out of egressd 2 ($EGD_CODE)"
 
 # (not through the function sbx: $! must be the console's own pid)
 "$SBX_BIN" -c "$CONF" console --listen 127.0.0.1:0 --port-file "$T/console.port" 2>"$T/console.err" &
@@ -134,7 +143,7 @@ URL=http://127.0.0.1:$(cat "$T/console.port")
 # The browser's part: its TAP lines are relayed as ours.
 SHOTS=$TOP/build/console-shots
 mkdir -p "$SHOTS"
-CONSOLE_URL=$URL A1=$a1 PROXY1=$SBX_EGD1_PROXY DNSPORT=$dns_port TOTP_SECRET=$TOTP_SECRET SHOTS=$SHOTS \
+CONSOLE_URL=$URL A1=$a1 PROXY1=$SBX_EGD1_PROXY EGD1=$SBX_EGD1_ADMIN EGD2=$SBX_EGD2_ADMIN DNSPORT=$dns_port TOTP_SECRET=$TOTP_SECRET SHOTS=$SHOTS \
     NODE_PATH=$NODE_DIR/node_modules \
     node "$TOP/tests/console/drive.mjs" >"$T/drive.out" 2>"$T/drive.err"
 rc=$?

@@ -126,6 +126,13 @@ try {
   await page.waitForSelector("#sandboxes-table tbody tr", { timeout: 10000 });
   const names = (await rows(page, "sandboxes-table")).map((r) => r[0]);
   check(names.includes("s1") && !names.includes("s2"), `alice sees s1 and not bob's s2 (${names.join(",")})`);
+  // (the egressd column comes with the list: wait for it to be drawn)
+  await page.waitForFunction(() => [...document.querySelectorAll("#sandboxes-table td.egressd")].some((td) => td.children.length >= 2),
+    null, { timeout: 10000 }).catch(() => null);
+  const s1cells = (await rows(page, "sandboxes-table")).find((r) => r[0] === "s1") || [];
+  check(s1cells[2] === "small (2 cores, 4 GiB)", `s1's row shows its size (${s1cells[2]})`);
+  check(s1cells[9] === `${process.env.EGD1}: bound${process.env.EGD2}: bound`,
+    `  and that both egressd hold it, in step (${(s1cells[9] || "").slice(0, 160)})`);
   const headers = await page.evaluate(async () => {
     const r = await fetch("/api/session");
     return { csp: r.headers.get("content-security-policy"), nosniff: r.headers.get("x-content-type-options") };
@@ -218,9 +225,9 @@ try {
   await page.waitForSelector("#sandboxes-table tbody tr");
   // (the rows drawn before the grant stay until the list comes back)
   await page.waitForFunction(() => [...document.querySelectorAll("#sandboxes-table tbody tr")]
-    .some((tr) => tr.cells[0].textContent === "s1" && /until/.test(tr.cells[7].textContent)), null, { timeout: 10000 }).catch(() => null);
+    .some((tr) => tr.cells[0].textContent === "s1" && /until/.test(tr.cells[8].textContent)), null, { timeout: 10000 }).catch(() => null);
   const grants = (await rows(page, "sandboxes-table")).find((r) => r[0] === "s1");
-  check(grants && /b\.test:8000 until/.test(grants[7]), `s1's row shows the grant and when it lapses (${grants && grants[7]})`);
+  check(grants && /b\.test:8000 until/.test(grants[8]), `s1's row shows the grant and when it lapses (${grants && grants[8]})`);
   // --- "would it pass?": every egressd's own answer, and what curl then meets
   const ask = async (host, port) => {
     await page.selectOption("#explain-name", "s1");
@@ -325,20 +332,55 @@ try {
   await adm.waitForSelector("#sandboxes-table tbody tr", { timeout: 10000 }).catch(() => null);
   const all = (await rows(adm, "sandboxes-table")).map((r) => r[0]);
   check(all.includes("s1") && all.includes("s2"), `the admin sees every sandbox (${all.join(",")})`);
+  await adm.waitForFunction(() => [...document.querySelectorAll("#sandboxes-table td.egressd")].some((td) => td.children.length >= 2),
+    null, { timeout: 10000 }).catch(() => null);
+  const s2cells = (await rows(adm, "sandboxes-table")).find((r) => r[0] === "s2") || [];
+  check(s2cells[9] === `${process.env.EGD1}: bound${process.env.EGD2}: not bound`,
+    `  s2's row says egressd 2 does not hold it (${(s2cells[9] || "").slice(0, 160)})`);
 
   // --- the request alice could not grant waits for an admin, who approves it
   await adm.goto(URL_ + "/#access");
   const pend = await adm.waitForSelector("#access-table tbody tr:has(td.host:text-is('b.test:8003'))", { timeout: 10000 }).catch(() => null);
   check(pend !== null, "the admin sees alice's request for b.test:8003 pending");
   await shoot(adm, "access-admin");
+  const pre8003 = await curlFromSandbox("http://b.test:8003/");
   if (pend) {
-    await (await pend.$("select")).selectOption("15m");
-    await (await pend.$("button:text('Approve')")).click();
+    await (await pend.$("button:text('Approve…')")).click();
+    await adm.waitForSelector("#grant-dialog[open]");
+    const title = await adm.textContent("#grant-title");
+    const chosen = await adm.$eval("#grant-duration", (s) => s.value);
+    check(title === "Approve a request" && chosen === "1h",
+      `Approve… opens the dialog for the request, with the duration it asked for (${title}, ${chosen})`);
+    // A custom duration beyond access-max: the dialog says so before anything is applied.
+    await adm.selectOption("#grant-duration", "custom");
+    await adm.fill("#grant-custom", "9h");
+    await adm.press("#grant-custom", "Tab");
+    await adm.waitForFunction(() => /cannot tell/.test(document.getElementById("grant-changes").textContent), null, { timeout: 10000 }).catch(() => null);
+    const tooLong = await adm.textContent("#grant-changes");
+    const max = await adm.textContent("#grant-custom-label");
+    check(/access-max/.test(tooLong) && /up to 8h/.test(max),
+      `  9h, beyond access-max (8h), is refused in the dialog (${tooLong.slice(0, 100)}; ${max.trim().slice(0, 40)})`);
+    await adm.fill("#grant-custom", "20m");
+    await adm.press("#grant-custom", "Tab");
+    await adm.waitForFunction(() => /until .* would now pass/s.test(document.getElementById("grant-changes").textContent), null, { timeout: 10000 }).catch(() => null);
+    const changes = await adm.textContent("#grant-changes");
+    check(/adds the allow line b\.test:8003 until \d{4}-/.test(changes) && /[1-9]\d* of s1's \d+ recent denials would now pass/.test(changes) &&
+      /GET b\.test:8003\//.test(changes) && !/may not approve/.test(changes),
+      `  for 20m it shows what changes, computed: the line and s1's denial it lets pass (${changes.slice(0, 160)})`);
+    await shoot(adm, "approve");
+    await adm.click("#grant-ok");
     await adm.waitForSelector("#notice:text-matches('approved')", { timeout: 15000 }).catch(() => null);
   }
   const s8003 = await curlFromSandbox("http://b.test:8003/");
-  check(/approved/.test(await adm.textContent("#notice")) && s8003 === "502",
-    `  approved for 15 min from the page, s1 now gets through to b.test:8003 (${s8003}: allowed, nothing listens)`);
+  check(pre8003 === "403" && /approved/.test(await adm.textContent("#notice")) && s8003 === "502",
+    `  approved from the page, s1 now gets through to b.test:8003 (${pre8003} before, ${s8003} after: allowed, nothing listens)`);
+  const until = await adm.evaluate(async () => {
+    const l = await (await fetch("/api/sandboxes")).json();
+    const g = l.sandboxes.find((x) => x.name === "s1").grants.find((x) => x.host === "b.test:8003");
+    return g ? Date.parse(g.until) : 0;
+  });
+  const minutes = (until - Date.now()) / 60000;
+  check(minutes > 18 && minutes <= 20.1, `  for the 20 minutes chosen: it lapses in ${minutes.toFixed(1)} min`);
 
   // --- a burst of denials: the page draws it in frames, bounded
   await adm.goto(URL_ + "/#denials");

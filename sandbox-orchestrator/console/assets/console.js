@@ -115,6 +115,32 @@ async function logout() {
 
 // ---------------------------------------------------------------- sandboxes
 
+// A sandbox's size: the size line its cores and memory match, and the
+// figures themselves.
+function sizeText(s) {
+  const figures = s.cores + " cores, " + (s.memory_mib >= 1024 && s.memory_mib % 1024 === 0
+    ? s.memory_mib / 1024 + " GiB" : s.memory_mib + " MiB");
+  return s.size ? s.size + " (" + figures + ")" : figures;
+}
+
+// What each egressd holds for a sandbox, one line each: in step with its
+// description, bound but out of step (another policy or expiry), not
+// bound, or not answering.
+function egressCell(tr, list) {
+  const td = cell(tr, "", "egressd");
+  for (const e of list) {
+    const div = document.createElement("div");
+    let text, ok = false;
+    if (e.error) text = e.egressd + ": no answer (" + e.error + ")";
+    else if (!e.bound) text = e.egressd + ": not bound";
+    else if (!e.in_step) text = e.egressd + ": out of step (" + e.policy + ", expires " + when(e.expires) + ")";
+    else { text = e.egressd + ": bound"; ok = true; }
+    div.textContent = text;
+    div.className = ok ? "allow" : "deny";
+    td.appendChild(div);
+  }
+}
+
 async function loadSandboxes() {
   const tbody = $("sandboxes-table").tBodies[0];
   try {
@@ -125,12 +151,14 @@ async function loadSandboxes() {
       tr.dataset.name = s.name;
       cell(tr, s.name, "name");
       cell(tr, s.owner);
+      cell(tr, sizeText(s), "size");
       cell(tr, s.address);
       cell(tr, s.policy);
       cell(tr, (s.secrets || []).join(", "));
       cell(tr, when(s.created));
       cell(tr, when(s.expires), "expires");
       cell(tr, (s.grants || []).map((g) => g.host + " until " + when(g.until)).join("; "));
+      egressCell(tr, s.egressd || []);
       const td = cell(tr, "");
       td.appendChild(button("+1h", () => extend(s.name, "1h")));
       td.appendChild(button("+4h", () => extend(s.name, "4h")));
@@ -274,26 +302,56 @@ async function startDenials() {
 
 // ---------------------------------------------------------------- grants
 
-function askGrant(d) {
-  const host = d.port ? d.host + ":" + d.port : d.host;
+// The one dialog that allows a host for a while: from a denial (a new
+// request, approved at once) or for a pending request (its approval).
+function openAllow(mode, name, host, id, dur) {
   const dlg = $("grant-dialog");
-  dlg.dataset.name = d.name;
+  dlg.dataset.mode = mode;
+  dlg.dataset.name = name;
   dlg.dataset.host = host;
-  dlg.dataset.bare = d.host;
-  dlg.dataset.port = d.port;
-  $("grant-sandbox").textContent = d.name;
+  dlg.dataset.id = id || "";
+  $("grant-title").textContent = mode === "approve" ? "Approve a request" : "Allow a host";
+  $("grant-ok").textContent = mode === "approve" ? "Approve" : "Allow";
+  $("grant-sandbox").textContent = name;
   $("grant-host").textContent = host;
-  showChanges(d.name, d.host, d.port);
+  $("grant-max").textContent = state.session && state.session.access_max ? state.session.access_max : "";
+  const choices = ["15m", "1h", "8h"];
+  $("grant-duration").value = choices.includes(dur) ? dur : dur ? "custom" : "1h";
+  $("grant-custom").value = choices.includes(dur) ? "" : dur || "";
+  $("grant-custom-label").hidden = $("grant-duration").value !== "custom";
+  showChanges();
   dlg.showModal();
+}
+
+function askGrant(d) {
+  openAllow("grant", d.name, d.port ? d.host + ":" + d.port : d.host, null, "1h");
+}
+
+// A pending request's duration as the dialog's choice ("1h", or "90m").
+function durationOf(seconds) {
+  if (!seconds) return "1h";
+  if (seconds % 3600 === 0) return seconds / 3600 + "h";
+  if (seconds % 60 === 0) return seconds / 60 + "m";
+  return seconds + "s";
+}
+
+function askApprove(q) {
+  openAllow("approve", q.name, q.host, q.id, durationOf(q.seconds));
+}
+
+function chosenDuration() {
+  return $("grant-duration").value === "custom" ? $("grant-custom").value.trim() : $("grant-duration").value;
 }
 
 // What the grant changes, computed by the console before anything is
 // applied: the allow line it adds, and which of the sandbox's recent
 // denials (from every egressd) it would let through.
-async function showChanges(name, host, port) {
+async function showChanges() {
+  const dlg = $("grant-dialog");
+  const name = dlg.dataset.name, host = dlg.dataset.host;
   const ul = $("grant-changes");
   ul.replaceChildren();
-  const dur = $("grant-duration").value === "custom" ? $("grant-custom").value : $("grant-duration").value;
+  const dur = chosenDuration();
   const line = (text, cls) => {
     const li = document.createElement("li");
     li.textContent = text;
@@ -302,8 +360,9 @@ async function showChanges(name, host, port) {
   };
   if (!dur) return line("choose how long");
   try {
-    const q = new URLSearchParams({ name, host: port ? host + ":" + port : host, duration: dur });
+    const q = new URLSearchParams({ name, host, duration: dur });
     const p = await api("GET", "/api/grant/preview?" + q.toString());
+    if (dlg.dataset.host !== host || chosenDuration() !== dur) return; // asked again meanwhile
     line("adds the allow line " + p.rule + " to " + name + "; it lapses by itself");
     line(p.would_pass.length + " of " + name + "'s " + p.recent + " recent denials would now pass");
     for (const d of p.would_pass.slice(0, 5)) line("  " + when(d.ts) + " " + (d.method || "") + " " + hostPort(d) + (d.path || ""));
@@ -311,16 +370,22 @@ async function showChanges(name, host, port) {
   } catch (e) { line("cannot tell: " + e.message, "deny"); }
 }
 
-async function grant(ev) {
+async function allow(ev) {
   ev.preventDefault();
   const dlg = $("grant-dialog");
-  const duration = $("grant-duration").value === "custom" ? $("grant-custom").value : $("grant-duration").value;
+  const duration = chosenDuration();
+  const { mode, name, host, id } = dlg.dataset;
   dlg.close();
   try {
-    const r = await api("POST", "/api/grant", { name: dlg.dataset.name, host: dlg.dataset.host, duration });
-    notice(dlg.dataset.host + " allowed for " + dlg.dataset.name + " until " + when(r.until));
-    loadAccess();
-  } catch (e) { notice("Allow " + dlg.dataset.host + ": " + e.message, true); }
+    if (mode === "approve") {
+      const r = await api("POST", "/api/access/approve", { id, duration });
+      notice("Request " + id + " approved: " + host + " for " + name + " until " + when(r.until));
+    } else {
+      const r = await api("POST", "/api/grant", { name, host, duration });
+      notice(host + " allowed for " + name + " until " + when(r.until));
+    }
+  } catch (e) { notice((mode === "approve" ? "Approve " : "Allow ") + host + ": " + e.message, true); }
+  loadAccess();
 }
 
 // ---------------------------------------------------------------- access
@@ -356,16 +421,7 @@ async function loadAccess() {
       cell(tr, q.why);
       cell(tr, q.status);
       const td = cell(tr, "");
-      const sel = document.createElement("select");
-      for (const [v, t] of [["15m", "15 min"], ["1h", "1 h"], ["8h", "8 h"]]) {
-        const o = document.createElement("option");
-        o.value = v;
-        o.textContent = t;
-        sel.appendChild(o);
-      }
-      sel.value = "1h";
-      td.appendChild(sel);
-      td.appendChild(button("Approve", () => decide("approve", q.id, sel.value)));
+      td.appendChild(button("Approve…", () => askApprove(q)));
       td.appendChild(button("Deny", () => decide("deny", q.id), "danger"));
       tbody.appendChild(tr);
     }
@@ -377,10 +433,10 @@ async function loadAccess() {
   }
 }
 
-async function decide(what, id, duration) {
+async function decide(what, id) {
   try {
-    await api("POST", "/api/access/" + what, what === "approve" ? { id, duration } : { id });
-    notice("Request " + id + (what === "approve" ? " approved" : " denied"));
+    await api("POST", "/api/access/" + what, { id });
+    notice("Request " + id + " " + what + "ed");
   } catch (e) { notice(what + " " + id + ": " + e.message, true); }
   loadAccess();
 }
@@ -509,12 +565,11 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("explain-form").addEventListener("submit", explain);
   $("log-form").addEventListener("submit", loadLog);
   $("logout").addEventListener("click", logout);
-  $("grant-form").addEventListener("submit", grant);
+  $("grant-form").addEventListener("submit", allow);
   $("grant-cancel").addEventListener("click", () => $("grant-dialog").close());
   const refreshChanges = () => {
     $("grant-custom-label").hidden = $("grant-duration").value !== "custom";
-    const dlg = $("grant-dialog");
-    showChanges(dlg.dataset.name, dlg.dataset.bare, dlg.dataset.port);
+    showChanges();
   };
   $("grant-duration").addEventListener("change", refreshChanges);
   $("grant-custom").addEventListener("change", refreshChanges);

@@ -1,6 +1,7 @@
 /* test_console.c - the console's parts without HTTP: the SSE reader
- * (sse.h), the session table (session.h) and the denial hub's ring and
- * views (denials.h). */
+ * (sse.h), the session table (session.h), the denial hub's ring and
+ * views (denials.h), the access log's tail (accesslog.h) and the
+ * comparison of each egressd's bindings (bindings.h). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "accesslog.h"
+#include "bindings.h"
 #include "config.h"
 #include "denials.h"
 #include "session.h"
@@ -254,8 +256,77 @@ static void test_accesslog(void)
        "a missing file is an error naming the directive and the cause (%s)", err);
 }
 
+/* ------------------------------------------------------------ bindings */
+
+/* What the sandbox of vmid was given for egressd number i, as text. */
+static char *noted(json_t *list, int vmid, size_t i)
+{
+    json_t *sb;
+    size_t k;
+
+    json_array_foreach(
+        list, k, sb) if (json_integer_value(json_object_get(sb, "vmid")) ==
+                         vmid) return json_dumps(json_array_get(json_object_get(sb, "egressd"), i),
+                                                 JSON_COMPACT | JSON_SORT_KEYS);
+    return NULL;
+}
+
+static void test_bindings(void)
+{
+    json_error_t e;
+    json_t *list = json_loads(
+        "[{\"vmid\": 101, \"name\": \"a\", \"owner\": \"alice\", \"policy\": \"web\","
+        "  \"expires\": \"2026-12-05T10:00:00Z\"},"
+        " {\"vmid\": 102, \"name\": \"b\", \"owner\": \"bob\", \"policy\": \"web\","
+        "  \"expires\": \"2026-12-05T10:00:00Z\"},"
+        " {\"vmid\": 103, \"name\": \"c\", \"owner\": \"carol\", \"policy\": \"web\","
+        "  \"expires\": \"2026-12-05T10:00:00Z\"},"
+        " {\"vmid\": 104, \"name\": \"d\", \"problem\": \"its description is tampered\"}]",
+        0, &e);
+    /* 101 in step; 102 with another policy; 103 missing; 104 bound but
+     * unreadable in Proxmox; 1010 a binding whose id only starts alike. */
+    json_t *bindings = json_loads("[{\"id\": \"101\", \"owner\": \"alice\", \"policy\": \"web\","
+                                  "  \"expires\": \"2026-12-05T10:00:00Z\"},"
+                                  " {\"id\": \"102\", \"owner\": \"bob\", \"policy\": \"open\","
+                                  "  \"expires\": \"2026-12-05T10:00:00Z\"},"
+                                  " {\"id\": \"1030\", \"owner\": \"carol\", \"policy\": \"web\","
+                                  "  \"expires\": \"2026-12-05T10:00:00Z\"},"
+                                  " {\"id\": \"104\", \"owner\": \"dan\", \"policy\": \"web\"}]",
+                                  0, &e);
+    const char *want[][2] = {
+        {"{\"bound\":true,\"egressd\":\"e1\",\"expires\":\"2026-12-05T10:00:00Z\",\"in_step\":"
+         "true,\"policy\":\"web\"}",
+         "{\"egressd\":\"e2\",\"error\":\"connection refused\"}"},
+        {"{\"bound\":true,\"egressd\":\"e1\",\"expires\":\"2026-12-05T10:00:00Z\",\"in_step\":"
+         "false,\"policy\":\"open\"}",
+         NULL},
+        {"{\"bound\":false,\"egressd\":\"e1\",\"in_step\":false}", NULL},
+        {"{\"bound\":true,\"egressd\":\"e1\",\"expires\":null,\"in_step\":false,\"policy\":"
+         "\"web\"}",
+         NULL},
+    };
+
+    sbx_bindings_note(list, "e1", bindings, "");
+    sbx_bindings_note(list, "e2", NULL, "connection refused");
+    for (int i = 0; i < 4; i++) {
+        char *got = noted(list, 101 + i, 0);
+        ok(got && strcmp(got, want[i][0]) == 0, "bindings: %d against e1: %s", 101 + i, got);
+        free(got);
+    }
+    char *got = noted(list, 101, 1);
+    ok(got && strcmp(got, want[0][1]) == 0, "bindings: an egressd that did not answer says why: %s",
+       got);
+    free(got);
+    got = noted(list, 103, 2);
+    ok(got == NULL || strcmp(got, "null") == 0, "bindings: two egressd, two entries each");
+    free(got);
+    json_decref(list);
+    json_decref(bindings);
+}
+
 int main(void)
 {
+    test_bindings();
     test_accesslog();
     test_sse();
     test_sessions();
