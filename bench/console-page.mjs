@@ -8,8 +8,12 @@
 //
 // Prints "ready" once the stream is live and the counters run, then after
 // PAGE_SECONDS one JSON line and a few lines for people.
+// With PAGE_TRACE=1 the browser also records a timeline trace of the run
+// (Chromium's devtools.timeline category) and the driver prints where the
+// page's main thread spent its time: the tasks over 50 ms and, inside
+// them, script, style, layout, paint and the rest.
 // Environment: CONSOLE_URL, CONSOLE_USER, CONSOLE_PASSWORD, CONSOLE_REALM,
-// PAGE_SECONDS (30), NODE_PATH (where playwright-core is).
+// PAGE_SECONDS (30), PAGE_TRACE (0), NODE_PATH (where playwright-core is).
 import { readFileSync, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -43,6 +47,53 @@ function treeTicks(root = process.pid) {
     for (const k of kids.get(p) || []) q.push(k);
   }
   return sum;
+}
+
+// The main thread's time in a timeline trace (trace events, Chromium's
+// JSON): its top-level tasks (RunTask) and, within those over 50 ms, the
+// time of the kinds of work nested directly in them.  Returns lines for
+// people.
+function traceSummary(events) {
+  const main = new Set();
+  for (const e of events)
+    if (e.ph === "M" && e.name === "thread_name" && e.args && e.args.name === "CrRendererMain") main.add(e.pid + ":" + e.tid);
+  const mine = events.filter((e) => e.ph === "X" && main.has(e.pid + ":" + e.tid) && typeof e.dur === "number");
+  const tasks = mine.filter((e) => e.name === "RunTask" || e.name === "ThreadControllerImpl::RunTask");
+  const long = tasks.filter((t) => t.dur > 50000);
+  const kinds = {
+    script: ["FunctionCall", "EvaluateScript", "TimerFire", "FireAnimationFrame", "EventDispatch", "V8.Execute", "v8.callFunction"],
+    style: ["UpdateLayoutTree", "RecalculateStyles", "ParseAuthorStyleSheet"],
+    layout: ["Layout"],
+    paint: ["Paint", "PrePaint", "Layerize", "UpdateLayer", "PaintImage", "Commit"],
+    gc: ["MinorGC", "MajorGC", "V8.GC_SCAVENGER", "BlinkGC.AtomicPhase"],
+  };
+  const kindOf = new Map();
+  for (const [k, names] of Object.entries(kinds)) for (const n of names) kindOf.set(n, k);
+  const inLong = {};
+  const byName = {};
+  // For each long task, the events inside it of a known kind that no other
+  // known-kind event inside it encloses (so nothing is counted twice).
+  for (const t of long) {
+    const inner = mine.filter((e) => e !== t && e.ts >= t.ts && e.ts + e.dur <= t.ts + t.dur && kindOf.has(e.name));
+    inner.sort((a, b) => a.ts - b.ts || b.dur - a.dur);
+    let end = -1;
+    for (const e of inner) {
+      if (e.ts < end) continue;
+      end = e.ts + e.dur;
+      const k = kindOf.get(e.name);
+      inLong[k] = (inLong[k] || 0) + e.dur / 1000;
+      byName[e.name] = (byName[e.name] || 0) + e.dur / 1000;
+    }
+  }
+  const total = long.reduce((a, t) => a + t.dur / 1000, 0);
+  const known = Object.values(inLong).reduce((a, b) => a + b, 0);
+  const fmt = (o) => Object.entries(o).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v.toFixed(0)} ms`).join(", ");
+  return [
+    `trace: ${tasks.length} main-thread tasks, ${long.length} over 50 ms (${total.toFixed(0)} ms, ` +
+      `longest ${(Math.max(0, ...long.map((t) => t.dur)) / 1000).toFixed(1)} ms)`,
+    `trace: inside those: ${fmt(inLong)}, other ${(total - known).toFixed(0)} ms`,
+    `trace: by event: ${fmt(byName)}`,
+  ];
 }
 
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
@@ -85,6 +136,8 @@ try {
     window.consoleStats.drawMs = 0;
     window.consoleStats.maxFrameMs = 0;
   });
+  const trace = process.env.PAGE_TRACE === "1";
+  if (trace) await browser.startTracing(page, { categories: ["toplevel", "devtools.timeline", "disabled-by-default-devtools.timeline", "v8"] });
   const cpu0 = treeTicks();
   const t0 = Date.now();
   console.log("ready");
@@ -140,6 +193,12 @@ try {
     `notice "${r.notice}", stream "${r.streamState}"`);
   console.log(`console.js's recent denials (state.denials): ${r.keptLength} kept, newest cseq ${r.keptNewest}; ` +
     `newest cseq the page was given ${r.pageSeq}`);
+  if (trace) {
+    const buf = await browser.stopTracing();
+    if (process.env.PAGE_TRACE_FILE) (await import("node:fs")).writeFileSync(process.env.PAGE_TRACE_FILE, buf);
+    const j = JSON.parse(buf.toString("utf8"));
+    for (const l of traceSummary(Array.isArray(j) ? j : j.traceEvents)) console.log(l);
+  }
 } finally {
   await browser.close();
 }

@@ -394,8 +394,13 @@ try {
   const drawn = stats.drawn - before.drawn;
   check(drawn >= 200, `a burst of 200 denials is drawn (${drawn}) in ${stats.frames - before.frames} frames`);
   console.log(`# drawing: ${(stats.drawMs - before.drawMs).toFixed(1)} ms in all, longest frame ${stats.maxFrameMs.toFixed(1)} ms`);
-  const rowsNow = await adm.$$eval("#denials-table tbody tr", (t) => t.length);
-  check(rowsNow <= 500, `the table keeps at most 500 rows (${rowsNow})`);
+  const shown = await adm.$$eval("#denials-table tbody tr", (t) => t.map((tr) => Number(tr.dataset.cseq)));
+  const newest = await adm.evaluate(() => Math.max(...state.denials.map((d) => d.cseq)));
+  const kept = await adm.evaluate(() => [state.denials.length, window.consoleStats.drawn]);
+  check(shown.length === 100 && shown[0] === newest && shown.every((c, i) => i === 0 || c < shown[i - 1]),
+    `the table shows the newest 100 denials, newest first (${shown.length} rows, top ${shown[0]}, newest ${newest})`);
+  check(kept[0] === Math.min(500, kept[1]) && kept[0] > 100,
+    `  and the page keeps the newest ${kept[0]} of the ${kept[1]} it was given (at most 500) for Allow… and the access page`);
 
   // --- the traffic page: the burst is in s1's last hour, from every egressd's counters
   for (let i = 0; i < 3; i++) await curlFromSandbox("http://a.test:9999/");
