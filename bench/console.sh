@@ -28,7 +28,9 @@
 #   page   Debian's Chromium (playwright-core) signed in as an admin on
 #          /#denials for BENCH_PAGE_SECONDS of the same flood:
 #          window.consoleStats and the browser's own frame rate
-#          (requestAnimationFrame), bench/console-page.mjs.
+#          (requestAnimationFrame), bench/console-page.mjs; with
+#          BENCH_PAGE_TRACE=1 also where its main thread's long tasks go
+#          (a timeline trace).
 #
 # Needs root (unshare -n), curl, python3, node and /usr/bin/chromium for
 # the page (playwright-core in build/console-node, which
@@ -36,10 +38,16 @@
 # namespace of its own: loopback only, every address in 127.0.0.0/8; egressd
 # takes names from a hosts file, nothing asks a resolver.  The Proxmox
 # simulator (tests/pve-sim) signs people in.
-# Knobs: BENCH_ROUNDS (3), BENCH_SECONDS (15), BENCH_CONNS (50),
+# BENCH_PIN=1 puts egressd alone on CPU 0 and everything else the bench
+# runs (load, sinks, followers, the console, the simulator) on CPU 1
+# (taskset): then a row's rate is egressd's own, not its share of a
+# machine the console also uses (with 2 CPUs and no pinning, anything the
+# console spends is taken from egressd or from the load generator).
+# Knobs: BENCH_PIN (0), BENCH_ROUNDS (3), BENCH_SECONDS (15), BENCH_CONNS (50),
 # BENCH_DENY_CONNS (50), BENCH_THREADS (1), BENCH_WORKERS (2), BENCH_RATE_SSE
 # (4), BENCH_SANDBOXES (200), BENCH_FLOOD_RATE (1000), BENCH_FLOOD_SECONDS
 # (60), BENCH_SUBSCRIBERS ("0 1 16 64 0+n 63+n"), BENCH_PAGE_SECONDS (30),
+# BENCH_PAGE_TRACE (0),
 # BENCH_PARTS.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,6 +62,12 @@ if [ -z "${EGRESS_BENCH_NETNS:-}" ]; then
     exec unshare -n -- bash "$0" "$build"
 fi
 ip link set lo up || exit 1
+EGD_RUN=()
+if [ "${BENCH_PIN:-0}" = 1 ]; then
+    [ "$(nproc)" -ge 2 ] || { echo "console.sh: BENCH_PIN=1 needs two CPUs" >&2; exit 1; }
+    taskset -pc 1 $$ >/dev/null || exit 1
+    EGD_RUN=(taskset -c 0)
+fi
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY \
     CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR CURL_HOME NODE_EXTRA_CA_CERTS REQUESTS_CA_BUNDLE
 ROUNDS=${BENCH_ROUNDS:-3} SECS=${BENCH_SECONDS:-15} CONNS=${BENCH_CONNS:-50}
@@ -266,7 +280,7 @@ allow-range 127.0.0.16/28
 max-conns 20000
 max-conns-per-sandbox 20000
 EOF
-"$EGD_BIN" -c "$T/egressd/egressd.conf" >"$T/egressd.out" 2>&1 &
+"${EGD_RUN[@]}" "$EGD_BIN" -c "$T/egressd/egressd.conf" >"$T/egressd.out" 2>&1 &
 EGD=$!
 for ((i = 0; i < 100; i++)); do
     admin -o /dev/null http://egressd/v1/status 2>/dev/null && break
@@ -426,7 +440,7 @@ print("  round %d %-3s http %7.0f req/s p50 %5.2f p99 %5.2f ms | deny %7.0f/s p5
 }
 
 if has_part rates; then
-    echo "== egressd with and without followers: $SECS s a row, $ROUNDS rounds, http $CONNS conns + deny $DENY_CONNS conns, $WORKERS workers"
+    echo "== egressd with and without followers: $SECS s a row, $ROUNDS rounds, http $CONNS conns + deny $DENY_CONNS conns, $WORKERS workers${EGD_RUN:+, egressd alone on CPU 0 and the rest on CPU 1}"
     "$LOAD" --mode http --proxy 127.0.0.1:3128 --target sink.test:8000 --conns 10 --total 2000 >/dev/null 2>&1
     "$LOAD" --mode deny --proxy 127.0.0.1:3128 --target denied.test:4443 --conns 10 --total 2000 >/dev/null 2>&1
     : >"$T/follow.counts"
@@ -650,7 +664,7 @@ if has_part page; then
     console_start
     s0=$(egd_seq)
     c0=$(ticks "$CONSOLE_PID") m0=$(machine_ticks) o0=$(ours_ticks) e0=$(ticks "$EGD")
-    CONSOLE_URL=$URL PAGE_SECONDS=$PAGE_SECS CONSOLE_USER=ops CONSOLE_PASSWORD=ops-pw-1 CONSOLE_REALM=pve \
+    CONSOLE_URL=$URL PAGE_SECONDS=$PAGE_SECS PAGE_TRACE=${BENCH_PAGE_TRACE:-0} PAGE_TRACE_FILE=${BENCH_PAGE_TRACE_FILE:-} CONSOLE_USER=ops CONSOLE_PASSWORD=ops-pw-1 CONSOLE_REALM=pve \
         NODE_PATH=$NODE_DIR/node_modules node "$top/bench/console-page.mjs" >"$T/page.out" 2>"$T/page.err" &
     np=$!
     for ((i = 0; i < 300; i++)); do
