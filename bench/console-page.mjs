@@ -13,7 +13,8 @@
 // page's main thread spent its time: the tasks over 50 ms and, inside
 // them, script, style, layout, paint and the rest.
 // Environment: CONSOLE_URL, CONSOLE_USER, CONSOLE_PASSWORD, CONSOLE_REALM,
-// PAGE_SECONDS (30), PAGE_TRACE (0), NODE_PATH (where playwright-core is).
+// PAGE_SECONDS (30), PAGE_TRACE (0), PAGE_SANDBOXES (0: the sandboxes
+// page is not timed), NODE_PATH (where playwright-core is).
 import { readFileSync, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -193,6 +194,43 @@ try {
     `notice "${r.notice}", stream "${r.streamState}"`);
   console.log(`console.js's recent denials (state.denials): ${r.keptLength} kept, newest cseq ${r.keptNewest}; ` +
     `newest cseq the page was given ${r.pageSeq}`);
+  // The sandboxes page with PAGE_SANDBOXES sandboxes, the flood still on:
+  // from the switch to #sandboxes to every row drawn with what each
+  // egressd holds for it; and GET /api/sandboxes alone.  Three times each.
+  const want = Number(process.env.PAGE_SANDBOXES || 0);
+  if (want) {
+    const page_ms = [], api_ms = [];
+    let rowsSeen = 0;
+    for (let i = 0; i < 3; i++) {
+      const [ms, n] = await page.evaluate(async (want) => {
+        document.querySelector("#sandboxes-table tbody").replaceChildren();
+        const t0 = performance.now();
+        location.hash = "#sandboxes";
+        await new Promise((done) => {
+          const look = () => {
+            const rows = document.querySelectorAll("#sandboxes-table tbody tr");
+            if ((rows.length >= want && rows[want - 1].querySelector("td.egressd div")) || performance.now() - t0 > 60000) done();
+            else setTimeout(look, 5);
+          };
+          look();
+        });
+        const took = performance.now() - t0;
+        const n = document.querySelectorAll("#sandboxes-table tbody tr").length;
+        location.hash = "#denials";
+        return [took, n];
+      }, want);
+      page_ms.push(ms);
+      rowsSeen = n;
+      api_ms.push(await page.evaluate(async () => {
+        const t0 = performance.now();
+        await (await fetch("/api/sandboxes")).json();
+        return performance.now() - t0;
+      }));
+    }
+    console.log(`sandboxes page: ${rowsSeen} of ${want} rows drawn with each egressd's binding in ` +
+      `${page_ms.map((x) => x.toFixed(0)).join(", ")} ms; GET /api/sandboxes alone ` +
+      `${api_ms.map((x) => x.toFixed(0)).join(", ")} ms (during the flood)`);
+  }
   if (trace) {
     const buf = await browser.stopTracing();
     if (process.env.PAGE_TRACE_FILE) (await import("node:fs")).writeFileSync(process.env.PAGE_TRACE_FILE, buf);
