@@ -316,7 +316,7 @@ static enum MHD_Result grant_preview(struct sbx_request *r)
     const struct sbx_config *c = &r->con->s->cfg;
     char err[1024], entry[300], until[32];
     long ms;
-    json_t *denials = NULL, *d, *pass = json_array();
+    json_t *denials = NULL, *d, *pass;
     size_t i;
 
     if (!name || !host || !duration)
@@ -331,6 +331,7 @@ static enum MHD_Result grant_preview(struct sbx_request *r)
         return sbx_web_error(r, op_status(err), err);
     if (sbx_egress_denials(c, vmid, &denials, err, sizeof err))
         return sbx_web_error(r, 502, err);
+    pass = json_array();
     json_array_foreach(denials, i, d) if (lets_pass(entry, d)) json_array_append(pass, d);
     time_t t = time(NULL) + ms / 1000;
     struct tm tm;
