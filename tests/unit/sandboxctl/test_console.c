@@ -310,12 +310,13 @@ static void test_bindings(void)
     sbx_bindings_note(list, "e2", NULL, "connection refused");
     for (int i = 0; i < 4; i++) {
         char *got = noted(list, 101 + i, 0);
-        ok(got && strcmp(got, want[i][0]) == 0, "bindings: %d against e1: %s", 101 + i, got);
+        ok(got && strcmp(got, want[i][0]) == 0, "bindings: %d against e1: %s", 101 + i,
+           got ? got : "(none)");
         free(got);
     }
     char *got = noted(list, 101, 1);
     ok(got && strcmp(got, want[0][1]) == 0, "bindings: an egressd that did not answer says why: %s",
-       got);
+       got ? got : "(none)");
     free(got);
     got = noted(list, 103, 2);
     ok(got == NULL || strcmp(got, "null") == 0, "bindings: two egressd, two entries each");
