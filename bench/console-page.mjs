@@ -200,9 +200,9 @@ try {
   const want = Number(process.env.PAGE_SANDBOXES || 0);
   if (want) {
     const page_ms = [], api_ms = [];
-    let rowsSeen = 0;
+    let rowsSeen = 0, boundSeen = 0;
     for (let i = 0; i < 3; i++) {
-      const [ms, n] = await page.evaluate(async (want) => {
+      const [ms, n, bound] = await page.evaluate(async (want) => {
         document.querySelector("#sandboxes-table tbody").replaceChildren();
         const t0 = performance.now();
         location.hash = "#sandboxes";
@@ -216,18 +216,21 @@ try {
         });
         const took = performance.now() - t0;
         const n = document.querySelectorAll("#sandboxes-table tbody tr").length;
+        const inStep = [...document.querySelectorAll("#sandboxes-table td.egressd")]
+          .filter((td) => /: bound$/.test(td.textContent)).length;
         location.hash = "#denials";
-        return [took, n];
+        return [took, n, inStep];
       }, want);
       page_ms.push(ms);
       rowsSeen = n;
+      boundSeen = bound;
       api_ms.push(await page.evaluate(async () => {
         const t0 = performance.now();
         await (await fetch("/api/sandboxes")).json();
         return performance.now() - t0;
       }));
     }
-    console.log(`sandboxes page: ${rowsSeen} of ${want} rows drawn with each egressd's binding in ` +
+    console.log(`sandboxes page: ${rowsSeen} of ${want} rows (${boundSeen} bound in step in egressd) drawn in ` +
       `${page_ms.map((x) => x.toFixed(0)).join(", ")} ms; GET /api/sandboxes alone ` +
       `${api_ms.map((x) => x.toFixed(0)).join(", ")} ms (during the flood)`);
   }

@@ -293,9 +293,12 @@ admin -o /dev/null http://egressd/v1/status || die "egressd did not start: $(tai
 # (VMs 1001.., stopped, each with its sandboxctl description: owner,
 # policy bench, the address the flood sends from), the same ones
 # bind_sandboxes binds in egressd: the sandboxes page lists them all.
-world=$(python3 - "$NSBX" <<'EOF'
+# (the sandboxes expire at SBX_EXPIRES, in Proxmox and in egressd alike:
+# the console's sandboxes page finds both in step)
+SBX_EXPIRES=$(date -u -d '+4 hours' +%Y-%m-%dT%H:%M:%SZ)
+world=$(python3 - "$NSBX" "$SBX_EXPIRES" <<'EOF'
 import json, sys, time
-n = int(sys.argv[1])
+n, expires = int(sys.argv[1]), sys.argv[2]
 now = time.time()
 iso = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 owners = ["alice", "bob", "carol", "dave"]
@@ -305,7 +308,7 @@ for i in range(n):
     addr = "127.0.%d.%d" % (1 + (a - 1) // 254, 1 + (a - 1) % 254)
     desc = ("Sandbox managed by sandboxctl: edit with `sandboxctl extend`, not by hand.\n\n"
             "sandboxctl-sandbox v1\nowner: %s\ncreated: %s\nexpires: %s\npolicy: bench\n"
-            "address: %s\nallow:\n" % (owners[i % 4], iso(now), iso(now + 4 * 3600), addr))
+            "address: %s\nallow:\n" % (owners[i % 4], iso(now), expires, addr))
     vms.append({"vmid": 1001 + i, "name": "sandbox-%03d" % (i + 1), "pool": "sandboxes",
                 "description": desc, "config": {"cores": 2, "memory": 4096}})
 privs = ("VM.Allocate VM.Audit VM.Config.CPU VM.Config.Memory VM.Config.Network VM.Config.Cloudinit "
@@ -541,16 +544,16 @@ fi
 # ---------------------------------------------------------------------------
 # Part 2: the console under BENCH_FLOOD_RATE denials/s of NSBX sandboxes.
 bind_sandboxes() {
-    python3 - "$NSBX" >"$T/bindings.json" <<'EOF'
+    python3 - "$NSBX" "$SBX_EXPIRES" >"$T/bindings.json" <<'EOF'
 import json, sys
-n = int(sys.argv[1])
+n, expires = int(sys.argv[1]), sys.argv[2]
 owners = ["alice", "bob", "carol", "dave"]
 b = [{"id": "bench", "name": "egress-load", "owner": "bench", "addresses": ["127.0.0.1"], "policy": "bench"}]
 for i in range(n):
     a = 1 + i
     addr = "127.0.%d.%d" % (1 + (a - 1) // 254, 1 + (a - 1) % 254)
     b.append({"id": str(1001 + i), "name": "sandbox-%03d" % (i + 1), "owner": owners[i % 4],
-              "addresses": [addr], "policy": "bench"})
+              "addresses": [addr], "policy": "bench", "expires": expires})
 print(json.dumps(b))
 EOF
     admin -X PUT -H 'Content-Type: application/json' --data-binary @"$T/bindings.json" \
