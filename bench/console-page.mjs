@@ -230,6 +230,18 @@ try {
         return performance.now() - t0;
       }));
     }
+    // "Would it pass?" for one of them: the console finds the sandbox by
+    // name (its owner scope too), then asks every egressd.
+    const explain_ms = [];
+    for (let i = 0; i < 3; i++)
+      explain_ms.push(await page.evaluate(async () => {
+        const t0 = performance.now();
+        const r = await fetch("/api/explain?name=sandbox-001&host=denied.test&port=80");
+        await r.json();
+        return r.ok ? performance.now() - t0 : -r.status;
+      }));
+    console.log(`would it pass (GET /api/explain, one of ${want} sandboxes): ` +
+      `${explain_ms.map((x) => x.toFixed(0)).join(", ")} ms (during the flood)`);
     console.log(`sandboxes page: ${rowsSeen} of ${want} rows (${boundSeen} bound in step in egressd) drawn in ` +
       `${page_ms.map((x) => x.toFixed(0)).join(", ")} ms; GET /api/sandboxes alone ` +
       `${api_ms.map((x) => x.toFixed(0)).join(", ")} ms (during the flood)`);

@@ -44,19 +44,33 @@
 #include "internal.h"
 #include "pve.h"
 #include "sbx.h"
+#include "vm.h"
 
 #define RECENT_MAX 200 /* denials GET /api/denials gives */
 #define HOST_MAX   253 /* a DNS name's presentation length */
 #define TOP_HOSTS  5   /* the hosts denied most, per sandbox */
 
-int sbx_api_op(struct sbx_request *r, sbx_op_fn op, json_t *args, json_t **out, char *err,
-               size_t errlen)
+/* Take sandboxctl's state for r: one operation at a time, scoped to r's
+ * owner (an admin: every sandbox).  Until scope_leave. */
+static struct sbx *scope_enter(struct sbx_request *r)
 {
     pthread_mutex_lock(&r->con->op_lock);
     sbx_scope_owner(r->con->s, r->session.admin ? NULL : r->session.owner);
-    int rc = op(r->con->s, args, out, err, errlen);
+    return r->con->s;
+}
+
+static void scope_leave(struct sbx_request *r)
+{
     sbx_scope_owner(r->con->s, NULL);
     pthread_mutex_unlock(&r->con->op_lock);
+}
+
+int sbx_api_op(struct sbx_request *r, sbx_op_fn op, json_t *args, json_t **out, char *err,
+               size_t errlen)
+{
+    int rc = op(scope_enter(r), args, out, err, errlen);
+
+    scope_leave(r);
     return rc;
 }
 
@@ -233,27 +247,16 @@ static const char *query(struct sbx_request *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
-/* The VMID of the sandbox called name that r may see, or -1 with err. */
+/* The VMID of the sandbox called name that r may see, or -1 with err
+ * (as for an operation on it: another owner's does not exist).  One
+ * look at the pool, not the whole list. */
 static int vmid_of(struct sbx_request *r, const char *name, char *err, size_t errlen)
 {
-    json_t *out = NULL, *sb, *args = json_object();
-    size_t i;
-    int vmid = -1;
-    int rc = sbx_api_op(r, sbx_op_list, args, &out, err, errlen);
+    struct sbx_vm vm;
+    int rc = sbx_vm_find(scope_enter(r), name, &vm, err, errlen);
 
-    json_decref(args);
-    if (rc)
-        return -1;
-    json_array_foreach(json_object_get(out, "sandboxes"), i, sb)
-    {
-        const char *n = json_string_value(json_object_get(sb, "name"));
-        if (n && strcmp(n, name) == 0)
-            vmid = (int)json_integer_value(json_object_get(sb, "vmid"));
-    }
-    json_decref(out);
-    if (vmid < 0)
-        snprintf(err, errlen, "no sandbox called '%.64s'", name);
-    return vmid;
+    scope_leave(r);
+    return rc == 0 ? vm.vmid : -1;
 }
 
 /* GET /api/explain: each egressd's own answer to whether the sandbox
