@@ -73,6 +73,7 @@
 #ifndef SBX_OPS_H
 #define SBX_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -100,5 +101,15 @@ int sbx_op_access_list(struct sbx *s, json_t *args, json_t **out, char *err, siz
 int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_access_deny(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_denials(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+
+/* What the access operations decide, for a caller that shows it before
+ * acting (the console's grant preview), from ops_access.c:
+ * the seconds of a grant's duration text, 1m .. access-max (0, or -1 with
+ * err naming access-max); and whether a sandbox's owner may approve a
+ * request for entry (normalized) themselves: access-owner-approves
+ * covers it. */
+int sbx_access_seconds(const struct sbx *s, const char *duration, long *seconds, char *err,
+                       size_t errlen);
+bool sbx_access_owner_may(const struct sbx *s, const char *entry);
 
 #endif

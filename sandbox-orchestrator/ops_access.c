@@ -258,27 +258,38 @@ static int grant(struct sbx *s, json_t *r, long seconds, const char *by, char *e
 
 /* ---------------------------------------------------------- arguments */
 
+int sbx_access_seconds(const struct sbx *s, const char *duration, long *seconds, char *err,
+                       size_t errlen)
+{
+    char max[32];
+    long ms;
+
+    sbx_duration_format(s->cfg.access_max_ms, max, sizeof max);
+    if (sbx_duration_parse(duration, &ms) || ms < MIN_DURATION_MS || ms > s->cfg.access_max_ms) {
+        snprintf(err, errlen, "duration: expected 1m .. %s (access-max), got '%.40s'", max,
+                 duration);
+        return -1;
+    }
+    *seconds = ms / 1000;
+    return 0;
+}
+
+bool sbx_access_owner_may(const struct sbx *s, const char *entry)
+{
+    return sbx_access_match((const char *const *)s->cfg.access_owner, entry) != NULL;
+}
+
 /* "duration" of args (default def) in seconds, 1m..access-max. */
 static int duration_arg(struct sbx *s, json_t *args, const char *def, long *seconds, char *err,
                         size_t errlen)
 {
     const char *d = json_string_value(json_object_get(args, "duration"));
-    char max[32];
-    long ms;
 
     if (json_object_get(args, "duration") && !d) {
         snprintf(err, errlen, "duration: expected a string such as 30m or 2h");
         return -1;
     }
-    if (!d)
-        d = def;
-    sbx_duration_format(s->cfg.access_max_ms, max, sizeof max);
-    if (sbx_duration_parse(d, &ms) || ms < MIN_DURATION_MS || ms > s->cfg.access_max_ms) {
-        snprintf(err, errlen, "duration: expected 1m .. %s (access-max), got '%.40s'", max, d);
-        return -1;
-    }
-    *seconds = ms / 1000;
-    return 0;
+    return sbx_access_seconds(s, d ? d : def, seconds, err, errlen);
 }
 
 /* The boolean member key of args (absent: 0); -1 when it is not one. */
@@ -409,8 +420,7 @@ static int request_file(struct sbx *s, struct store *st, const struct sbx_vm *vm
     }
     if (new_id(id, err, errlen))
         return -1;
-    r = request_new(id, vm, owner, entry, seconds, why,
-                    sbx_access_match((const char *const *)s->cfg.access_owner, entry) != NULL);
+    r = request_new(id, vm, owner, entry, seconds, why, sbx_access_owner_may(s, entry));
     json_array_append_new(st->requests, r);
     snprintf(by, sizeof by, "access-auto %s", autop ? autop : "");
     rc = autop ? grant(s, r, seconds, by, err, errlen) : 0;
@@ -518,7 +528,7 @@ static int owner_may_approve(struct sbx *s, const json_t *r, char *err, size_t e
 {
     const char *host = json_string_value(json_object_get(r, "host"));
 
-    if (sbx_access_match((const char *const *)s->cfg.access_owner, host))
+    if (sbx_access_owner_may(s, host))
         return 0;
     snprintf(err, errlen,
              "%s is not among the hosts a sandbox's owner may approve (access-owner-approves): "

@@ -44,6 +44,7 @@
 #include "internal.h"
 #include "pve.h"
 #include "sbx.h"
+#include "tally.h"
 #include "vm.h"
 
 #define RECENT_MAX 200 /* denials GET /api/denials gives */
@@ -307,8 +308,8 @@ static bool lets_pass(const char *grant, json_t *d)
 
     if (!host || !reason || strcmp(reason, "not_allowed") != 0 || port <= 0)
         return false;
-    snprintf(req, sizeof req, "%.253s:%lld", host, (long long)port);
-    return sbx_access_normalize(req) && sbx_access_covers(grant, req);
+    return sbx_tally_host_port(d, req, sizeof req) && sbx_access_normalize(req) &&
+           sbx_access_covers(grant, req);
 }
 
 /* GET /api/grant/preview: what POST /api/grant with the same name, host
@@ -318,7 +319,7 @@ static enum MHD_Result grant_preview(struct sbx_request *r)
     const char *name = query(r, "name"), *host = query(r, "host"), *duration = query(r, "duration");
     const struct sbx_config *c = &r->con->s->cfg;
     char err[1024], entry[300], until[32];
-    long ms;
+    long seconds;
     json_t *denials = NULL, *d, *pass;
     size_t i;
 
@@ -327,8 +328,8 @@ static enum MHD_Result grant_preview(struct sbx_request *r)
     snprintf(entry, sizeof entry, "%s", host);
     if (strlen(host) >= sizeof entry || !sbx_access_normalize(entry))
         return sbx_web_error(r, 400, "host: not HOST, *.DOMAIN or .DOMAIN with optional :PORTS");
-    if (sbx_duration_parse(duration, &ms) || ms < 60000 || ms > c->access_max_ms)
-        return sbx_web_error(r, 400, "duration: expected 1m up to access-max");
+    if (sbx_access_seconds(r->con->s, duration, &seconds, err, sizeof err))
+        return sbx_web_error(r, 400, err);
     int vmid = vmid_of(r, name, err, sizeof err);
     if (vmid < 0)
         return sbx_web_error(r, op_status(err), err);
@@ -336,14 +337,10 @@ static enum MHD_Result grant_preview(struct sbx_request *r)
         return sbx_web_error(r, 502, err);
     pass = json_array();
     json_array_foreach(denials, i, d) if (lets_pass(entry, d)) json_array_append(pass, d);
-    time_t t = time(NULL) + ms / 1000;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(until, sizeof until, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    sbx_time_format(time(NULL) + seconds, until, sizeof until);
     char line[400];
     snprintf(line, sizeof line, "%s until %s", entry, until);
-    bool may =
-        r->session.admin || sbx_access_match((const char *const *)c->access_owner, entry) != NULL;
+    bool may = r->session.admin || sbx_access_owner_may(r->con->s, entry);
     json_t *out = json_pack("{s:s, s:s, s:s, s:I, s:o, s:b}", "name", name, "rule", line, "until",
                             until, "recent", (json_int_t)json_array_size(denials), "would_pass",
                             pass, "you_may_approve", may);
