@@ -168,9 +168,8 @@ static void owner_of(const struct sbx_console *con, const char *user, char *owne
         snprintf(owner, len, "%s", user);
 }
 
-/* The answer to a sign-in and to GET /api/session. */
-/* What the page is told of a session s on console con: who, the CSRF
- * token, and the longest grant it may ask for (access-max). */
+/* The answer to a sign-in and to GET /api/session: who session s is,
+ * its CSRF token, and the longest grant it may ask for (access-max). */
 static json_t *session_json(const struct sbx_console *con, const struct sbx_session *s)
 {
     char max[32];
