@@ -496,9 +496,16 @@ function chart(allowed, denied) {
   return svg;
 }
 
-async function loadTraffic() {
+// The traffic page: its sandboxes' names are asked for when the page is
+// shown (withList), not on each 10 s refresh, which asks only for the
+// numbers (a list reads every sandbox's description in Proxmox and asks
+// every egressd).
+async function loadTraffic(withList) {
   try {
-    const [t, list] = await Promise.all([api("GET", "/api/traffic"), api("GET", "/api/sandboxes")]);
+    const [t, list] = await Promise.all([api("GET", "/api/traffic"),
+      withList || !state.trafficList ? api("GET", "/api/sandboxes") : state.trafficList]);
+    state.trafficList = list;
+    // (a sandbox made since the page was shown goes by its VMID until then)
     const names = new Map(list.sandboxes.map((s) => [String(s.vmid), s.name]));
     $("traffic-step").textContent = String(t.step);
     const tbody = $("traffic-table").tBodies[0];
@@ -518,7 +525,7 @@ async function loadTraffic() {
       tbody.appendChild(tr);
     }
     $("traffic-empty").hidden = t.sandboxes.length > 0;
-    sandboxChoices($("log-name"), list.sandboxes);
+    if (withList) sandboxChoices($("log-name"), list.sandboxes);
   } catch (e) {
     if (e.status === 401) return showLogin();
     notice("Traffic: " + e.message, true);
@@ -559,7 +566,7 @@ function route() {
   for (const a of document.querySelectorAll("nav a")) a.setAttribute("aria-current", a.id === "nav-" + page ? "page" : "false");
   if (page === "sandboxes") loadSandboxes();
   if (page === "access") loadAccess();
-  if (page === "traffic") loadTraffic();
+  if (page === "traffic") loadTraffic(true);
   if (page === "denials") {
     $("denials-badge").hidden = true;
     $("denials-badge").textContent = "";
@@ -591,7 +598,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("destroy-form").addEventListener("submit", destroy);
   $("destroy-cancel").addEventListener("click", () => $("destroy-dialog").close());
   window.addEventListener("hashchange", route);
-  setInterval(() => { if (state.session && !$("traffic").hidden) loadTraffic(); }, 10000);
+  setInterval(() => { if (state.session && !$("traffic").hidden) loadTraffic(false); }, 10000);
   try {
     state.session = await api("GET", "/api/session");
     start();
