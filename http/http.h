@@ -144,6 +144,38 @@ enum http_upgrade http_request_upgrade(const struct http_request *req);
  * "websocket" and whose Connection field lists "upgrade". */
 bool http_response_upgrades_websocket(const struct http_response *resp);
 
+/* A request's path in the one form rules are matched on (policy/'s
+ * `paths`), from a target's path view ("/a/b?q": origin form, or the path
+ * of an absolute one): the query cut; an escaped unreserved character
+ * (RFC 3986 section 2.3) decoded, any other escape with upper-case hex,
+ * a printable byte a segment cannot hold as itself ('[', '"', '{', '|',
+ * ...) escaped likewise;
+ * empty segments ("//") dropped; dot segments (".", "..", escaped or not)
+ * removed as RFC 3986 section 5.2.4 does (a ".." at the root stays
+ * there); a path that ended in "/", "/." or "/.." keeps one trailing "/";
+ * the case of everything else as sent.  Refused rather than guessed at:
+ * what servers read differently (an escaped '/' or '\', a '\', %00, a
+ * dot segment with parameters such as "..;x") is AMBIGUOUS; a target not
+ * starting with '/', a byte outside printable ASCII, '#' or a bad escape
+ * is BAD.  The result goes into out[0..cap), NUL-terminated, its length
+ * in *out_len; it is at most three times the input (each escaped byte),
+ * and no longer than the input when the input holds only bytes a segment
+ * may hold.  The work is done in out, so a cap of 3 * len + 1 always
+ * suffices, and a smaller one is TOO_LONG as soon as the segments written
+ * so far do not fit (even if later ".." segments would have shortened
+ * them).
+ * Idempotent: a normalized path normalizes to itself.  Pure. */
+enum http_path_result {
+    HTTP_PATH_OK,
+    HTTP_PATH_BAD,
+    HTTP_PATH_AMBIGUOUS,
+    HTTP_PATH_TOO_LONG, /* it does not fit in cap */
+};
+enum http_path_result http_path_normalize(const char *in, size_t len, char *out, size_t cap,
+                                          size_t *out_len);
+/* The words of a result, for a log line or a 400. */
+const char *http_path_result_str(enum http_path_result r);
+
 /* Chunked body framing: walks a chunked body as it streams by, without
  * changing it, to find where the message ends (RFC 9112 section 7.1).
  * Chunk extensions are skipped; trailers are read and dropped from the

@@ -6,6 +6,9 @@
  *
  *   any deny wins  >  then any would_deny  >  else allow
  *
+ * and, for a request, on its method and path (policy_decide_request): a
+ * host that only rules with `methods`/`paths` allow is allowed for the
+ * requests one of them admits;
  * so a name that answers with a private address beside public ones is
  * trusted with neither, whatever order the addresses come in.
  */
@@ -55,12 +58,21 @@ enum policy_decision policy_decide_addrs(const struct policy_binding *b,
     return v->decision;
 }
 
+enum policy_decision policy_decide_request(const struct policy_binding *b,
+                                           const struct policy_host *host, uint16_t port,
+                                           const struct policy_request *req,
+                                           const uint8_t (*addr)[16], size_t n, int64_t now,
+                                           struct policy_verdict *v)
+{
+    struct policy_verdict name;
+
+    decide_name(b, host, port, req, now, &name);
+    return policy_decide_addrs(b, &name, port, addr, n, now, v, NULL);
+}
+
 enum policy_decision policy_decide(const struct policy_binding *b, const struct policy_host *host,
                                    uint16_t port, const uint8_t (*addr)[16], size_t n, int64_t now,
                                    struct policy_verdict *v)
 {
-    struct policy_verdict name;
-
-    policy_decide_name(b, host, port, now, &name);
-    return policy_decide_addrs(b, &name, port, addr, n, now, v, NULL);
+    return policy_decide_request(b, host, port, NULL, addr, n, now, v);
 }

@@ -70,7 +70,7 @@ static bool host_keyed(const struct rule *r)
 static struct crule compact(struct ruleset *rs, uint32_t idx)
 {
     const struct rule *r = &rs->rules[idx];
-    struct crule c = {.kind = r->kind, .line = r->line, .rule = idx};
+    struct crule c = {.kind = r->kind, .req = r->req != NULL, .line = r->line, .rule = idx};
     c.file = file_index(rs, r->file);
     c.flags =
         (uint8_t)((r->deny ? CR_DENY : 0) | (r->raw ? CR_RAW : 0) |
@@ -271,10 +271,24 @@ static void index_injects(struct ruleset *rs)
     free(pos);
 }
 
+/* rs->req_hosts: the host-keyed allow rules with request options. */
+static void index_req_hosts(struct ruleset *rs)
+{
+    for (size_t i = 0; i < rs->n_rules; i++) {
+        const struct rule *r = &rs->rules[i];
+        if (r->deny || r->req == NULL || r->req->host == NULL)
+            continue;
+        if (rs->n_req_hosts % 16 == 0)
+            rs->req_hosts = xrealloc(rs->req_hosts, (rs->n_req_hosts + 16) * sizeof(uint32_t));
+        rs->req_hosts[rs->n_req_hosts++] = (uint32_t)i;
+    }
+}
+
 void ruleset_index(struct ruleset *rs)
 {
     index_ports(rs);
     index_injects(rs);
+    index_req_hosts(rs);
     struct hitem *hosts = xcalloc(rs->n_rules, sizeof(*hosts));
     struct hitem *rkeys = xcalloc(rs->n_rules, sizeof(*rkeys));
     size_t n_hosts = 0, n_rkeys = 0, *n;

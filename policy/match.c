@@ -76,9 +76,40 @@ static bool crule_port_ok(const struct ruleset *rs, const struct crule *c, uint1
     return (c->flags & CR_PORTS_MORE) && port_ok(&rs->rules[c->rule], port);
 }
 
-/* Note the first deny and the first allow among a key's rules that apply
- * at this position (apex: the key is the whole host), and whether an
- * inject rule is among them. */
+/* An allow rule h that matches host and port, with its request options
+ * q (NULL: none): the first allow, and the first that passes the request
+ * (or passes its path only). */
+static void note_allow(struct match *m, const struct hit *h, const struct reqrule *q)
+{
+    if (m->allow.file == NULL)
+        m->allow = *h;
+    if (m->pass.file != NULL)
+        return;
+    if (q == NULL) {
+        m->pass = *h;
+        return;
+    }
+    if (m->rq == NULL)
+        return; /* it admits some requests, and there is none to judge */
+    switch (reqrule_judge(q, m->rq)) {
+    case REQ_ADMITTED: m->pass = *h; return;
+    case REQ_METHOD_REFUSED:
+        if (m->near.file == NULL)
+            m->near = *h;
+        return;
+    case REQ_PATH_REFUSED: return;
+    }
+}
+
+/* Whether m is settled: a deny, or an allow that passes, was found. */
+static bool settled(const struct match *m)
+{
+    return m->deny.file != NULL || m->pass.file != NULL;
+}
+
+/* Note the first deny and the allows (note_allow) among a key's rules
+ * that apply at this position (apex: the key is the whole host), and
+ * whether an inject rule is among them. */
 static void note_rules(const struct ruleset *rs, const struct crule *c, uint32_t n, bool apex,
                        uint16_t port, int64_t now, struct match *m)
 {
@@ -88,10 +119,12 @@ static void note_rules(const struct ruleset *rs, const struct crule *c, uint32_t
             ((c->flags & CR_UNTIL) && !active(&rs->rules[c->rule], now)))
             continue;
         m->inject |= (c->flags & CR_INJECT) != 0;
-        struct hit *h = (c->flags & CR_DENY) ? &m->deny : &m->allow;
-        if (h->file == NULL)
-            *h = (struct hit){rs->files[c->file], c->line, (c->flags & CR_RAW) != 0,
-                              (c->flags & CR_PRIVATE_OK) != 0};
+        struct hit h = {rs->files[c->file], c->line, (c->flags & CR_RAW) != 0,
+                        (c->flags & CR_PRIVATE_OK) != 0};
+        if (!(c->flags & CR_DENY))
+            note_allow(m, &h, c->req ? rs->rules[c->rule].req : NULL);
+        else if (m->deny.file == NULL)
+            m->deny = h;
     }
 }
 
@@ -145,18 +178,24 @@ static bool regex_candidates(const struct ruleset *rs, const struct policy_host 
     return true;
 }
 
-/* The first matching regex rule with the given deny flag, among
- * idx[0..n), into *out (left alone if none matches). */
-static void first_regex(const struct ruleset *rs, const uint32_t *idx, size_t n, bool deny,
-                        const struct policy *p, const struct policy_host *h, uint16_t port,
-                        int64_t now, pcre2_match_data **md, struct hit *out)
+/* The regex rules with the given deny flag among idx[0..n) that match,
+ * in order: the first deny into m->deny, the allows to note_allow, until
+ * m is settled. */
+static void note_regexes(const struct ruleset *rs, const uint32_t *idx, size_t n, bool deny,
+                         const struct policy *p, const struct policy_host *h, uint16_t port,
+                         int64_t now, pcre2_match_data **md, struct match *m)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && (deny ? m->deny.file == NULL : !settled(m)); i++) {
         const struct rule *r = &rs->rules[idx[i]];
-        if (r->deny == deny && port_ok(r, port) && active(r, now) && regex_hit(r, p, h, md)) {
-            hit_rule(out, r);
+        struct hit hr;
+        if (r->deny != deny || !port_ok(r, port) || !active(r, now) || !regex_hit(r, p, h, md))
+            continue;
+        hit_rule(&hr, r);
+        if (deny) {
+            m->deny = hr;
             return;
         }
+        note_allow(m, &hr, r->req);
     }
 }
 
@@ -169,16 +208,16 @@ static void match_regexes(const struct ruleset *rs, const struct policy *p,
     pcre2_match_data *md = NULL;
 
     bool want_deny = m->deny.file == NULL && rs->n_regex_deny > 0;
-    bool want_allow = m->deny.file == NULL && m->allow.file == NULL && rs->n_regex_allow > 0;
+    bool want_allow = !settled(m) && rs->n_regex_allow > 0;
     if (!want_deny && !want_allow)
         return;
     bool narrowed = regex_candidates(rs, h, s, n, cand, &n_cand);
     if (want_deny)
-        first_regex(rs, narrowed ? cand : rs->regex_deny, narrowed ? n_cand : rs->n_regex_deny,
-                    true, p, h, port, now, &md, &m->deny);
-    if (want_allow && m->deny.file == NULL)
-        first_regex(rs, narrowed ? cand : rs->regex_allow, narrowed ? n_cand : rs->n_regex_allow,
-                    false, p, h, port, now, &md, &m->allow);
+        note_regexes(rs, narrowed ? cand : rs->regex_deny, narrowed ? n_cand : rs->n_regex_deny,
+                     true, p, h, port, now, &md, m);
+    if (want_allow)
+        note_regexes(rs, narrowed ? cand : rs->regex_allow, narrowed ? n_cand : rs->n_regex_allow,
+                     false, p, h, port, now, &md, m);
     pcre2_match_data_free(md);
 }
 
@@ -254,7 +293,10 @@ void ruleset_match_name(const struct ruleset *rs, const struct policy *p,
     if (m->deny.file == NULL &&
         (r = ruleset_match_ip(rs, rs->ip_deny, rs->n_ip_deny, h->addr, port, now)) != NULL)
         hit_rule(&m->deny, r);
-    if (m->deny.file == NULL && m->allow.file == NULL &&
-        (r = ruleset_match_ip(rs, rs->ip_allow, rs->n_ip_allow, h->addr, port, now)) != NULL)
-        hit_rule(&m->allow, r);
+    if (!settled(m) &&
+        (r = ruleset_match_ip(rs, rs->ip_allow, rs->n_ip_allow, h->addr, port, now)) != NULL) {
+        struct hit hr;
+        hit_rule(&hr, r);
+        note_allow(m, &hr, r->req); /* (an `ip` rule takes no request options) */
+    }
 }

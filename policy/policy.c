@@ -251,6 +251,8 @@ struct policy *policy_builder_finish(struct policy_builder *b, struct policy_dia
             expand(&x, i);
     for (size_t i = 0; i < pol->n_presets; i++) {
         check_geo(pol, &pol->presets[i], diag);
+        if (pol->presets[i].read_only)
+            ruleset_read_only(&pol->presets[i], &pol->pool);
         ruleset_index(&pol->presets[i]);
     }
     if (!b->deny_given)
@@ -319,6 +321,8 @@ struct policy_binding *policy_binding_new(struct policy *p, const char *preset,
     ctx.file = pool_strndup(&b->pool, origin, strlen(origin));
     for (size_t i = 0; i < n_extra; i++)
         ruleset_parse_line(&ctx, &b->extras, extra[i], strlen(extra[i]), (unsigned)i + 1);
+    if (rs->read_only)
+        ruleset_read_only(&b->extras, &b->pool);
     ruleset_index(&b->extras);
     b->policy = policy_ref(p);
     b->preset = rs;
@@ -358,27 +362,46 @@ static void verdict(struct policy_verdict *v, const struct policy_binding *b, bo
     v->rule = (struct policy_rule_ref){h ? h->file : NULL, h ? h->line : 0};
 }
 
-enum policy_decision policy_decide_name(const struct policy_binding *b,
-                                        const struct policy_host *host, uint16_t port, int64_t now,
-                                        struct policy_verdict *v)
+/* The verdict of a match m whose rules allow the host only for some
+ * requests (no rule passed): with no request, an allow that says each
+ * request must be judged; with one, a denial of it. */
+static void some_requests(struct policy_verdict *v, const struct policy_binding *b,
+                          const struct match *m)
 {
-    struct match m = {0};
+    if (m->rq == NULL) {
+        verdict(v, b, false, POLICY_R_ALLOWED, &m->allow);
+        v->private_ok = m->allow.private_ok;
+        v->requests = true;
+    } else if (m->near.file != NULL) {
+        verdict(v, b, true, POLICY_R_METHOD_NOT_ALLOWED, &m->near);
+    } else {
+        verdict(v, b, true, POLICY_R_PATH_NOT_ALLOWED, &m->allow);
+    }
+}
+
+enum policy_decision decide_name(const struct policy_binding *b, const struct policy_host *host,
+                                 uint16_t port, const struct policy_request *req, int64_t now,
+                                 struct policy_verdict *v)
+{
+    struct match m = {.rq = req};
     bool extras_seen = false;
 
     memset(v, 0, sizeof(*v));
     ruleset_match_name(b->preset, b->policy, host, port, now, &m);
-    if (m.deny.file == NULL && m.allow.file == NULL) {
+    if (m.deny.file == NULL && m.pass.file == NULL) {
         ruleset_match_name(&b->extras, b->policy, host, port, now, &m);
         extras_seen = true;
     }
     if (m.deny.file != NULL) {
         verdict(v, b, true, POLICY_R_DENY_RULE, &m.deny);
-    } else if (m.allow.file == NULL) {
-        verdict(v, b, true, POLICY_R_NOT_ALLOWED, NULL);
+    } else if (m.pass.file != NULL) {
+        verdict(v, b, false, POLICY_R_ALLOWED, &m.pass);
+        v->raw = m.pass.raw;
+        v->private_ok = m.pass.private_ok;
+    } else if (m.allow.file != NULL) {
+        some_requests(v, b, &m);
     } else {
-        verdict(v, b, false, POLICY_R_ALLOWED, &m.allow);
-        v->raw = m.allow.raw;
-        v->private_ok = m.allow.private_ok;
+        verdict(v, b, true, POLICY_R_NOT_ALLOWED, NULL);
     }
     /* The preset's host rules (and the extras', when they were looked at)
      * noted any inject rule on the way; the extras' inject rules are
@@ -387,6 +410,13 @@ enum policy_decision policy_decide_name(const struct policy_binding *b,
         m.inject = ruleset_inject_match(&b->extras, host, port, now);
     v->inject = m.inject && v->decision != POLICY_DENY;
     return v->decision;
+}
+
+enum policy_decision policy_decide_name(const struct policy_binding *b,
+                                        const struct policy_host *host, uint16_t port, int64_t now,
+                                        struct policy_verdict *v)
+{
+    return decide_name(b, host, port, NULL, now, v);
 }
 
 static int cmp_u16(const void *a, const void *b)
@@ -603,6 +633,8 @@ const char *policy_reason_str(enum policy_reason r)
     case POLICY_R_PRIVATE_RANGE: return "private_range";
     case POLICY_R_GEO: return "geo";
     case POLICY_R_BAD_HOST: return "bad_host";
+    case POLICY_R_METHOD_NOT_ALLOWED: return "method_not_allowed";
+    case POLICY_R_PATH_NOT_ALLOWED: return "path_not_allowed";
     }
     return "not_allowed";
 }

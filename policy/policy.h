@@ -84,6 +84,10 @@ enum policy_reason {
     POLICY_R_PRIVATE_RANGE, /* "private_range": address in a deny-range */
     POLICY_R_GEO,           /* "geo": deny country / deny asn */
     POLICY_R_BAD_HOST,      /* "bad_host": the host does not normalize */
+    /* A request to a host that only rules with `methods`/`paths` allow,
+     * and none of them admits it: */
+    POLICY_R_METHOD_NOT_ALLOWED, /* "method_not_allowed": a rule admits its path, not its method */
+    POLICY_R_PATH_NOT_ALLOWED,   /* "path_not_allowed": no rule admits its path */
 };
 
 /* Where a rule was written: "FILE:LINE" (file is the preset's file name, or
@@ -101,6 +105,11 @@ struct policy_verdict {
     bool private_ok; /* the allowing rule says `private-ok` */
     bool inject;     /* an active `inject` rule matches (never with POLICY_DENY):
                       * policy_injects_for() says which */
+    /* Decided without a request (policy_decide's req NULL): only rules
+     * with `methods` or `paths` allow the host, so each request to it
+     * must be decided on its own (with req); a tunnel whose requests
+     * cannot be read is decided with an empty request (denied). */
+    bool requests;
     /* Address phase only, when the GeoIP databases are given: */
     char country[3]; /* ISO 3166-1 alpha-2, "" when unknown */
     uint32_t asn;    /* 0 when unknown */
@@ -240,6 +249,46 @@ size_t policy_injects_for(const struct policy_binding *b, const struct policy_ho
  * secrets to load). */
 const struct policy_inject *policy_binding_inject(const struct policy_binding *b, size_t i);
 
+/* -------------------------------------------------------- request rules */
+
+/* What a rule's `methods` and `paths` options are matched on: the
+ * request's method as sent (case-sensitive, RFC 9110 section 9.1) and its
+ * path as http_path_normalize() gives it (no query).  NULL (a tunnel whose
+ * requests are not read, a path that did not normalize) is admitted by no
+ * rule that names methods (paths). */
+struct policy_request {
+    const char *method;
+    size_t method_len;
+    const char *path;
+    size_t path_len;
+};
+
+/* The methods a `methods` option may name, in this order; `read-only` is
+ * GET, HEAD and OPTIONS. */
+#define POLICY_METHODS                                                                             \
+    {                                                                                              \
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"                        \
+    }
+
+/* The host (as written: "x", "*.x", ".x") of the i-th host-keyed allow
+ * rule of binding b with `methods` or `paths` (the preset's, its
+ * includes', then the binding's lines; a host may come more than once);
+ * NULL past the end.  For what a sandbox CA must permit to intercept
+ * them.  Regex and '*' rules have none: a tunnel they alone allow cannot
+ * be intercepted.  Pure. */
+const char *policy_binding_request_host(const struct policy_binding *b, size_t i);
+
+/* The longest `paths` glob. */
+#define POLICY_GLOB_MAX 512
+
+/* Why path glob g[0..len) is refused (no normalized path could match it,
+ * or it is not a glob), with *at the offset of the cause; NULL when it is
+ * a glob.  "*" is any run of bytes within one segment, "**" as a whole
+ * segment any number of segments (zero too).  Pure. */
+const char *policy_glob_check(const char *g, size_t len, size_t *at);
+/* Does the normalized path p[0..pl) match checked glob g[0..gl)?  Pure. */
+bool policy_glob_match(const char *g, size_t gl, const char *p, size_t pl);
+
 /* ------------------------------------------------------------ deciding */
 
 /* The one decision on a destination, for every caller that judges one
@@ -255,6 +304,21 @@ const struct policy_inject *policy_binding_inject(const struct policy_binding *b
 enum policy_decision policy_decide(const struct policy_binding *b, const struct policy_host *host,
                                    uint16_t port, const uint8_t (*addr)[16], size_t n, int64_t now,
                                    struct policy_verdict *v);
+
+/* policy_decide for one request to the host: its method and path (req;
+ * NULL is policy_decide) are judged by the rules that allow the host.
+ * Allows add up: the request passes if any active allow rule matching
+ * host and port admits it (a rule without `methods`/`paths` admits every
+ * request).  When allow rules match and none admits it, it is denied as
+ * method_not_allowed (a rule admits its path: v->rule names the first
+ * such) or path_not_allowed (v->rule names the first allow rule); report
+ * mode makes either a would_deny.  With req NULL, a host that only
+ * restricted rules allow is allowed with v->requests set.  Pure. */
+enum policy_decision policy_decide_request(const struct policy_binding *b,
+                                           const struct policy_host *host, uint16_t port,
+                                           const struct policy_request *req,
+                                           const uint8_t (*addr)[16], size_t n, int64_t now,
+                                           struct policy_verdict *v);
 
 /* policy_decide after its name phase, for a caller that needed the name's
  * verdict before it had the addresses (to deny before a lookup, to choose

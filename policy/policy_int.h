@@ -33,15 +33,30 @@ enum ports_kind {
     PORTS_LIST,    /* :P1,P2,... */
 };
 
+/* A rule's request options (request.c), in the pool; a rule without
+ * them has none (NULL). */
+struct reqrule {
+    uint16_t methods; /* bit i: POLICY_METHODS[i]; 0: any method */
+    uint16_t n_paths; /* 0: any path */
+    /* The rule's host as written ("x", "*.x", ".x") for a host-keyed
+     * rule: what a sandbox CA may sign for it; NULL for a regex or '*'. */
+    const char *host;
+    const struct glob_text {
+        const char *s; /* checked (policy_glob_check), in the pool */
+        size_t len;
+    } * paths;
+};
+
 struct rule {
     uint8_t kind; /* enum rule_kind */
     bool deny, raw, private_ok;
     uint8_t ports_kind; /* enum ports_kind */
     uint8_t plen;       /* RK_IP: prefix length over the 16-byte form */
     uint16_t n_ports;
-    uint16_t *ports;  /* PORTS_LIST: n_ports entries, in the pool */
-    int64_t until;    /* active while now < until; NO_EXPIRY */
-    const char *file; /* in the pool */
+    uint16_t *ports;           /* PORTS_LIST: n_ports entries, in the pool */
+    int64_t until;             /* active while now < until; NO_EXPIRY */
+    const struct reqrule *req; /* `methods`/`paths` (or `read-only`); NULL: any request */
+    const char *file;          /* in the pool */
     unsigned line;
     union {
         uint8_t addr[16]; /* RK_IP: network, host bits zero */
@@ -80,8 +95,9 @@ void pool_free(struct pool *p);
  * decision reads, so a hit costs no access to the full rule except for the
  * rare `until` or a list of more than two ports. */
 struct crule {
-    uint8_t kind;  /* enum rule_kind */
-    uint8_t flags; /* CR_* */
+    uint8_t kind : 7; /* enum rule_kind */
+    uint8_t req : 1;  /* the rule has request options (rules[rule].req) */
+    uint8_t flags;    /* CR_* */
     uint16_t port[2];
     uint16_t file; /* index into ruleset.files */
     uint32_t line;
@@ -147,6 +163,7 @@ struct ruleset {
     const char *name;
     const char *file;
     bool report;        /* mode report */
+    bool read_only;     /* read-only: rules without `methods` get GET, HEAD, OPTIONS */
     const char **files; /* where the rules were written (includes add some) */
     size_t n_files;
     struct rule *rules;
@@ -177,6 +194,9 @@ struct ruleset {
     /* The `inject` rules, in rule order, a rule included twice once. */
     uint32_t *injects;
     size_t n_injects;
+    /* The host-keyed allow rules with request options, in rule order. */
+    uint32_t *req_hosts;
+    size_t n_req_hosts;
 };
 
 struct policy {
@@ -229,6 +249,14 @@ struct parse_ctx {
 void ruleset_parse_line(struct parse_ctx *ctx, struct ruleset *rs, const char *line, size_t len,
                         unsigned lineno);
 void ruleset_add_rule(struct ruleset *rs, const struct rule *r);
+/* The host of a host-keyed rule as written, normalized: "x", "*.x", ".x"
+ * (in the pool). */
+const char *rule_host_text(struct pool *pool, const struct rule *r);
+/* Whether r is keyed by a host name (exact, *.x, .x). */
+static inline bool rule_host_keyed(const struct rule *r)
+{
+    return r->kind == RK_EXACT || r->kind == RK_SUB || r->kind == RK_APEX_SUB;
+}
 void ruleset_free(struct ruleset *rs);
 
 /* index.c */
@@ -250,8 +278,14 @@ struct hit {
 };
 
 struct match {
-    struct hit deny, allow;
-    bool inject; /* an active inject rule among the host rules looked at */
+    /* The request the allows are judged on; NULL: none (a connection's
+     * name phase), when only a rule without request options passes. */
+    const struct policy_request *rq;
+    struct hit deny;  /* the first deny rule that matches host and port */
+    struct hit allow; /* the first allow rule that does */
+    struct hit pass;  /* the first allow rule that also admits the request */
+    struct hit near;  /* the first that admits its path but not its method */
+    bool inject;      /* an active inject rule among the host rules looked at */
 };
 void ruleset_match_name(const struct ruleset *rs, const struct policy *p,
                         const struct policy_host *h, uint16_t port, int64_t now, struct match *m);
@@ -263,6 +297,34 @@ bool rule_matches_host(const struct rule *r, const struct policy_host *h, uint16
                        int64_t now);
 const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *idx, size_t n,
                                     const uint8_t addr[16], uint16_t port, int64_t now);
+
+/* request.c */
+/* The index of method s[0..len) in POLICY_METHODS, or -1. */
+int reqrule_method(const char *s, size_t len);
+/* The method s[0..len) was probably meant to be ("get" -> "GET"), or NULL. */
+const char *reqrule_method_near(const char *s, size_t len);
+/* "GET,HEAD" for a method mask, into buf; returns buf. */
+const char *reqrule_methods_text(uint16_t methods, char *buf, size_t size);
+/* What rule options q (NULL: none) say of request rq. */
+enum reqrule_answer {
+    REQ_ADMITTED,
+    REQ_METHOD_REFUSED, /* its path is admitted, its method is not */
+    REQ_PATH_REFUSED,   /* its path is not */
+};
+enum reqrule_answer reqrule_judge(const struct reqrule *q, const struct policy_request *rq);
+/* The request options of rule r as a `read-only` preset makes them:
+ * r->req itself when it names methods, else a copy (in the pool) with
+ * GET, HEAD and OPTIONS. */
+const struct reqrule *reqrule_read_only(struct pool *pool, const struct rule *r);
+/* Make the allow rules of rs that can take request options (not raw, not
+ * `ip`) read-only, as a `read-only` preset does; before ruleset_index. */
+void ruleset_read_only(struct ruleset *rs, struct pool *pool);
+
+/* policy.c: the name phase, with the request its allows are judged on
+ * (NULL: none; policy_decide_name is this with NULL). */
+enum policy_decision decide_name(const struct policy_binding *b, const struct policy_host *host,
+                                 uint16_t port, const struct policy_request *req, int64_t now,
+                                 struct policy_verdict *v);
 
 /* inject.c */
 /* Does any active inject rule of rs match h on port? (rule order) */

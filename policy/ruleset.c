@@ -6,8 +6,10 @@
  * the line is a comment when it starts a token:
  *
  *   line     = rule | "deny" target [until] | "deny" geo | "mode" MODE
- *            | "include" NAME
- *   rule     = target *( "raw" | "private-ok" | "until" TIME | inject )
+ *            | "include" NAME | "read-only"
+ *   rule     = target *( "raw" | "private-ok" | "until" TIME | inject
+ *                      | "methods" METHOD *( "," METHOD )
+ *                      | "paths" GLOB *( "," GLOB ) )
  *   target   = host [":" ports] | "ip" cidr [":" ports]
  *   inject   = "inject" ( "x-api-key" | "bearer" | "basic" | "header" FIELD )
  *              "secret" SECRET
@@ -18,7 +20,10 @@
  *   SECRET   = [a-z0-9] 0*62( [a-z0-9_-] )
  *
  * `inject` goes only on an allow rule for a host name, "*." NAME or "."
- * NAME, and not with `raw` or `private-ok`.
+ * NAME, and not with `raw` or `private-ok`.  `methods` and `paths` go only
+ * on an allow rule that is not `raw`, not `ip` (nor an IP literal) and not
+ * for port 22; METHOD is one of POLICY_METHODS, GLOB what
+ * policy_glob_check() takes.
  *
  * Every error is reported as FILE:LINE:COL with what was expected and what
  * was found; a line with an error adds no rule.
@@ -34,6 +39,10 @@
 #define MAX_FIELD 64
 /* Longest secret name. */
 #define MAX_SECRET 63
+/* Most globs one `paths` option lists. */
+#define MAX_PATHS 64
+/* The port whose rules cannot take request options (ssh carries no HTTP). */
+#define SSH_PORT 22
 
 struct token {
     const char *s;
@@ -403,8 +412,7 @@ static bool secret_name_ok(const struct token *t)
     return true;
 }
 
-/* The host of a host-keyed rule as written, normalized: "x", "*.x", ".x". */
-static const char *inject_host(struct pool *pool, const struct rule *r)
+const char *rule_host_text(struct pool *pool, const struct rule *r)
 {
     const char *prefix = r->kind == RK_SUB ? "*." : r->kind == RK_APEX_SUB ? "." : "";
     size_t np = strlen(prefix), nk = strlen(r->u.key);
@@ -494,7 +502,7 @@ static bool parse_inject(struct line *l, size_t *i, struct rule *r)
         return false;
     }
     inj.secret = pool_strndup(l->ctx->pool, t->s, t->len);
-    inj.host = inject_host(l->ctx->pool, r);
+    inj.host = rule_host_text(l->ctx->pool, r);
     struct policy_inject *kept = pool_alloc(l->ctx->pool, sizeof(*kept));
     *kept = inj;
     r->u.inject = kept;
@@ -519,9 +527,149 @@ static bool inject_compatible(struct line *l, const struct rule *r, unsigned inj
     return true;
 }
 
+/* A rule's request options as a line gives them, before they go to the
+ * pool: where each was written (0: not given). */
+struct req_words {
+    struct reqrule q;
+    struct glob_text globs[MAX_PATHS];
+    unsigned methods_col, paths_col;
+};
+
+/* The comma-separated items of the token after tok[*i] (the option's
+ * word), each handed to item(); *i left on the list.  False after an
+ * error. */
+static bool parse_list(struct line *l, size_t *i, const char *what,
+                       bool (*item)(struct line *, const struct token *, struct req_words *),
+                       struct req_words *w)
+{
+    unsigned col;
+    const struct token *t = next_word(l, (*i)++, &col);
+
+    if (t == NULL) {
+        expected(l, NULL, col, what);
+        return false;
+    }
+    for (size_t a = 0; a <= t->len;) {
+        const char *comma = memchr(t->s + a, ',', t->len - a);
+        size_t b = comma != NULL ? (size_t)(comma - t->s) : t->len;
+        struct token one = {t->s + a, b - a, t->col + (unsigned)a};
+        if (one.len == 0) {
+            expected(l, b < t->len ? &one : NULL, one.col, what);
+            return false;
+        }
+        if (!item(l, &one, w))
+            return false;
+        a = b + 1;
+    }
+    return true;
+}
+
+static bool method_item(struct line *l, const struct token *t, struct req_words *w)
+{
+    char msg[160];
+    int m = reqrule_method(t->s, t->len);
+
+    if (m >= 0) {
+        w->q.methods |= (uint16_t)(1u << m);
+        return true;
+    }
+    const char *near = reqrule_method_near(t->s, t->len);
+    if (near != NULL) {
+        snprintf(msg, sizeof(msg),
+                 "unknown method '%.*s'; did you mean '%s'? (methods are "
+                 "case-sensitive)",
+                 (int)(t->len < 40 ? t->len : 40), t->s, near);
+        problem(l, t->col, msg);
+    } else {
+        expected(l, t, t->col, "a method: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS or TRACE");
+    }
+    return false;
+}
+
+static bool glob_item(struct line *l, const struct token *t, struct req_words *w)
+{
+    size_t at;
+    char msg[320];
+    const char *why = policy_glob_check(t->s, t->len, &at);
+
+    if (why != NULL) {
+        snprintf(msg, sizeof(msg), "path glob '%.*s': %s", (int)(t->len < 60 ? t->len : 60), t->s,
+                 why);
+        problem(l, t->col + (unsigned)at, msg);
+        return false;
+    }
+    if (w->q.n_paths == MAX_PATHS) {
+        problem(l, t->col, "more than 64 path globs in one rule");
+        return false;
+    }
+    w->globs[w->q.n_paths++] = (struct glob_text){pool_strndup(l->ctx->pool, t->s, t->len), t->len};
+    return true;
+}
+
+/* Does rule r name port p in a list? */
+static bool lists_port(const struct rule *r, uint16_t p)
+{
+    for (uint16_t i = 0; r->ports_kind == PORTS_LIST && i < r->n_ports; i++)
+        if (r->ports[i] == p)
+            return true;
+    return false;
+}
+
+/* The request options w of rule r, once the whole line is read: checked
+ * against the rule, then put in the pool. */
+static bool attach_request_words(struct line *l, struct rule *r, struct req_words *w)
+{
+    unsigned col = w->methods_col ? w->methods_col : w->paths_col;
+    const char *word = w->methods_col ? "methods" : "paths";
+    char msg[200];
+    const char *why = NULL;
+
+    if (col == 0)
+        return true;
+    if (r->raw)
+        why = "cannot be combined with 'raw' (a raw tunnel's bytes pass unread)";
+    else if (r->kind == RK_IP)
+        why = l->ip_rule ? "needs a host rule, not an 'ip' rule (requests are judged by name)"
+                         : "needs a host name, not an IP address (requests are judged by name)";
+    else if (lists_port(r, SSH_PORT))
+        why = "does not go on a rule for port 22 (ssh carries no HTTP requests)";
+    if (why != NULL) {
+        snprintf(msg, sizeof(msg), "'%s' %s", word, why);
+        problem(l, col, msg);
+        return false;
+    }
+    struct reqrule *q = pool_alloc(l->ctx->pool, sizeof(*q));
+    struct glob_text *g = pool_alloc(l->ctx->pool, w->q.n_paths * sizeof(*g) + 1);
+    memcpy(g, w->globs, w->q.n_paths * sizeof(*g));
+    *q = w->q;
+    q->paths = g;
+    q->host = rule_host_keyed(r) ? rule_host_text(l->ctx->pool, r) : NULL;
+    r->req = q;
+    return true;
+}
+
+/* `methods LIST` or `paths LIST` at tok[*i], once per rule. */
+static bool parse_request_word(struct line *l, size_t *i, struct req_words *w)
+{
+    const struct token *t = &l->tok[*i];
+    bool methods = tok_is(t, "methods");
+    unsigned *col = methods ? &w->methods_col : &w->paths_col;
+
+    if (*col != 0) {
+        problem(l, t->col,
+                methods ? "'methods' given twice in one rule" : "'paths' given twice in one rule");
+        return false;
+    }
+    *col = t->col;
+    return methods
+               ? parse_list(l, i, "a method list after 'methods' (GET,HEAD)", method_item, w)
+               : parse_list(l, i, "a path glob list after 'paths' (/repos/acme/**)", glob_item, w);
+}
+
 static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
 {
     unsigned inject_col = 0;
+    struct req_words w = {0};
 
     for (; i < l->n; i++) {
         const struct token *t = &l->tok[i];
@@ -544,16 +692,21 @@ static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
             inject_col = t->col;
             if (!parse_inject(l, &i, r))
                 return false;
+        } else if ((tok_is(t, "methods") || tok_is(t, "paths")) && !r->deny) {
+            if (!parse_request_word(l, &i, &w))
+                return false;
         } else {
             const char *what =
-                r->deny          ? "'until' or end of line (after a deny rule)"
-                : l->ctx->extras ? "'raw', 'inject', 'until' or end of line (in a sandbox's lines)"
-                                 : "'raw', 'private-ok', 'inject', 'until' or end of line";
+                r->deny ? "'until' or end of line (after a deny rule)"
+                : l->ctx->extras
+                    ? "'raw', 'inject', 'methods', 'paths', 'until' or end of line (in a "
+                      "sandbox's lines)"
+                    : "'raw', 'private-ok', 'inject', 'methods', 'paths', 'until' or end of line";
             expected(l, t, t->col, what);
             return false;
         }
     }
-    return inject_compatible(l, r, inject_col);
+    return inject_compatible(l, r, inject_col) && attach_request_words(l, r, &w);
 }
 
 static void parse_geo(struct line *l, struct ruleset *rs)
@@ -637,17 +790,34 @@ static void parse_directive(struct line *l, struct ruleset *rs)
         (struct include_ref){xstrndup(t1->s, t1->len), l->lineno, t1->col};
 }
 
+/* `read-only`: the preset's allow rules that do not name their methods
+ * admit GET, HEAD and OPTIONS only (policy.c applies it). */
+static void parse_read_only(struct line *l, struct ruleset *rs)
+{
+    if (l->ctx->extras) {
+        problem(l, l->tok[0].col,
+                "'read-only' is not allowed in a sandbox's lines (it is the preset's choice)");
+        return;
+    }
+    if (l->n > 1) {
+        expected(l, &l->tok[1], l->tok[1].col, "end of line after 'read-only'");
+        return;
+    }
+    rs->read_only = true;
+}
+
 /* "alow github.com", "dney x.com": a first word that is a bare single-label
  * name followed by something that is not a modifier reads as a misspelt
  * keyword, not as a host named "alow".  Reported as such; true if so. */
 static bool unknown_directive(struct line *l)
 {
-    static const char *const keywords[] = {"deny", "ip", "mode", "include", NULL};
+    static const char *const keywords[] = {"deny", "ip", "mode", "include", "read-only", NULL};
     const struct token *t0 = &l->tok[0], *t1 = &l->tok[1];
     char msg[200], a[64];
 
     if (l->n < 2 || tok_is(t1, "raw") || tok_is(t1, "private-ok") || tok_is(t1, "until") ||
-        tok_is(t1, "inject") || t0->len >= sizeof(a))
+        tok_is(t1, "inject") || tok_is(t1, "methods") || tok_is(t1, "paths") ||
+        t0->len >= sizeof(a))
         return false;
     for (const char *c = ".:*~["; *c != '\0'; c++)
         if (memchr(t0->s, *c, t0->len) != NULL)
@@ -660,7 +830,9 @@ static bool unknown_directive(struct line *l)
         snprintf(msg, sizeof(msg), "unknown directive '%s'; did you mean '%s'?", a, near);
     else
         snprintf(msg, sizeof(msg),
-                 "unknown directive '%s' (a line is a host, 'ip', 'deny', 'mode' or 'include')", a);
+                 "unknown directive '%s' (a line is a host, 'ip', 'deny', 'mode', 'include' "
+                 "or 'read-only')",
+                 a);
     problem(l, t0->col, msg);
     return true;
 }
@@ -683,6 +855,10 @@ void ruleset_parse_line(struct parse_ctx *ctx, struct ruleset *rs, const char *s
         return;
     if (tok_is(&l.tok[0], "mode") || tok_is(&l.tok[0], "include")) {
         parse_directive(&l, rs);
+        return;
+    }
+    if (tok_is(&l.tok[0], "read-only")) {
+        parse_read_only(&l, rs);
         return;
     }
     if (tok_is(&l.tok[0], "deny")) {
@@ -743,5 +919,6 @@ void ruleset_free(struct ruleset *rs)
     free(rs->geo);
     free(rs->named_ports);
     free(rs->injects);
+    free(rs->req_hosts);
     memset(rs, 0, sizeof(*rs));
 }

@@ -25,6 +25,8 @@ enum px_reason {
     PX_R_PRIVATE_RANGE = POLICY_R_PRIVATE_RANGE,
     PX_R_GEO = POLICY_R_GEO,
     PX_R_BAD_HOST = POLICY_R_BAD_HOST,
+    PX_R_METHOD_NOT_ALLOWED = POLICY_R_METHOD_NOT_ALLOWED,
+    PX_R_PATH_NOT_ALLOWED = POLICY_R_PATH_NOT_ALLOWED,
     PX_R_SNI_MISMATCH, /* the ClientHello names another host than CONNECT */
     PX_R_NO_SNI,       /* no server_name, and no `ip` rule allows the literal */
     PX_R_NOT_TLS,      /* a CONNECT (not `raw`) or TLS port that did not open with a hello */
@@ -82,7 +84,7 @@ static inline const char *px_end_str(enum px_end e)
  * a revocation by a rule): only then do the log and the answer name one. */
 static inline bool px_reason_has_rule(enum px_reason r)
 {
-    return r <= PX_R_BAD_HOST || r == PX_R_REVOKED;
+    return r <= PX_R_PATH_NOT_ALLOWED || r == PX_R_REVOKED;
 }
 
 static inline const char *px_mode_str(enum px_mode m)
@@ -94,28 +96,32 @@ static inline const char *px_mode_str(enum px_mode m)
 
 static inline const char *px_reason_str(enum px_reason r)
 {
-    static const char *const words[PX_R_COUNT] = {"allowed",
-                                                  "not_allowed",
-                                                  "deny_rule",
-                                                  "private_range",
-                                                  "geo",
-                                                  "bad_host",
-                                                  "sni_mismatch",
-                                                  "no_sni",
-                                                  "not_tls",
-                                                  "ech",
-                                                  "bad_request",
-                                                  "dns_fail",
-                                                  "connect_fail",
-                                                  "timeout",
-                                                  "limit",
-                                                  "revoked",
-                                                  "credential_host_mismatch",
-                                                  "upstream_tls",
-                                                  "credential_method",
-                                                  "credential_reflected",
-                                                  "oauth_foreign_token"};
-    return (unsigned)r < PX_R_COUNT ? words[r] : "?";
+    static const char *const words[PX_R_COUNT] = {
+        [PX_R_ALLOWED] = "allowed",
+        [PX_R_NOT_ALLOWED] = "not_allowed",
+        [PX_R_DENY_RULE] = "deny_rule",
+        [PX_R_PRIVATE_RANGE] = "private_range",
+        [PX_R_GEO] = "geo",
+        [PX_R_BAD_HOST] = "bad_host",
+        [PX_R_METHOD_NOT_ALLOWED] = "method_not_allowed",
+        [PX_R_PATH_NOT_ALLOWED] = "path_not_allowed",
+        [PX_R_SNI_MISMATCH] = "sni_mismatch",
+        [PX_R_NO_SNI] = "no_sni",
+        [PX_R_NOT_TLS] = "not_tls",
+        [PX_R_ECH] = "ech",
+        [PX_R_BAD_REQUEST] = "bad_request",
+        [PX_R_DNS_FAIL] = "dns_fail",
+        [PX_R_CONNECT_FAIL] = "connect_fail",
+        [PX_R_TIMEOUT] = "timeout",
+        [PX_R_LIMIT] = "limit",
+        [PX_R_REVOKED] = "revoked",
+        [PX_R_CREDENTIAL_HOST_MISMATCH] = "credential_host_mismatch",
+        [PX_R_UPSTREAM_TLS] = "upstream_tls",
+        [PX_R_CREDENTIAL_METHOD] = "credential_method",
+        [PX_R_CREDENTIAL_REFLECTED] = "credential_reflected",
+        [PX_R_OAUTH_FOREIGN_TOKEN] = "oauth_foreign_token",
+    };
+    return (unsigned)r < PX_R_COUNT && words[r] != NULL ? words[r] : "?";
 }
 
 #endif

@@ -1,0 +1,116 @@
+/*
+ * request.c - a rule's request options (`methods`, `paths`, and a
+ * preset's `read-only`): which requests to its host the rule admits.
+ *
+ * A rule without them admits every request; one with them admits a
+ * request whose method is listed (any, when no `methods`) and whose
+ * normalized path matches one of its globs (any, when no `paths`).
+ */
+#include <string.h>
+
+#include "policy_int.h"
+
+static const char *const method_names[] = POLICY_METHODS;
+#define N_METHODS (sizeof(method_names) / sizeof(method_names[0]))
+
+/* `read-only`: GET, HEAD, OPTIONS. */
+#define READ_ONLY_METHODS ((1u << 0) | (1u << 1) | (1u << 6))
+
+int reqrule_method(const char *s, size_t len)
+{
+    for (size_t i = 0; i < N_METHODS; i++)
+        if (strlen(method_names[i]) == len && memcmp(method_names[i], s, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *reqrule_method_near(const char *s, size_t len)
+{
+    static const char *const list[N_METHODS + 1] = POLICY_METHODS; /* NULL-terminated */
+    char up[16];
+
+    if (len >= sizeof(up))
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        up[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 32) : s[i];
+    return policy_nearest_word(up, len, list);
+}
+
+const char *reqrule_methods_text(uint16_t methods, char *buf, size_t size)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_METHODS && o < size; i++)
+        if (methods & (1u << i))
+            o += (size_t)snprintf(buf + o, size - o, "%s%s", o ? "," : "", method_names[i]);
+    return buf;
+}
+
+/* Is rq's method one of q's? */
+static bool method_admitted(const struct reqrule *q, const struct policy_request *rq)
+{
+    if (q->methods == 0)
+        return true;
+    if (rq->method == NULL)
+        return false;
+    int m = reqrule_method(rq->method, rq->method_len);
+    return m >= 0 && (q->methods & (1u << m));
+}
+
+/* Does rq's path match one of q's globs? */
+static bool path_admitted(const struct reqrule *q, const struct policy_request *rq)
+{
+    if (q->n_paths == 0)
+        return true;
+    if (rq->path == NULL)
+        return false;
+    for (size_t i = 0; i < q->n_paths; i++)
+        if (policy_glob_match(q->paths[i].s, q->paths[i].len, rq->path, rq->path_len))
+            return true;
+    return false;
+}
+
+enum reqrule_answer reqrule_judge(const struct reqrule *q, const struct policy_request *rq)
+{
+    if (q == NULL)
+        return REQ_ADMITTED;
+    if (!path_admitted(q, rq))
+        return REQ_PATH_REFUSED;
+    return method_admitted(q, rq) ? REQ_ADMITTED : REQ_METHOD_REFUSED;
+}
+
+const struct reqrule *reqrule_read_only(struct pool *pool, const struct rule *r)
+{
+    const struct reqrule *q = r->req;
+    struct reqrule *ro;
+
+    if (q != NULL && q->methods != 0)
+        return q; /* the rule says otherwise */
+    ro = pool_alloc(pool, sizeof(*ro));
+    *ro = q != NULL ? *q : (struct reqrule){0};
+    ro->methods = READ_ONLY_METHODS;
+    if (ro->host == NULL && rule_host_keyed(r))
+        ro->host = rule_host_text(pool, r);
+    return ro;
+}
+
+void ruleset_read_only(struct ruleset *rs, struct pool *pool)
+{
+    for (size_t i = 0; i < rs->n_rules; i++) {
+        struct rule *r = &rs->rules[i];
+        if (!r->deny && !r->raw && r->kind != RK_IP)
+            r->req = reqrule_read_only(pool, r);
+    }
+}
+
+const char *policy_binding_request_host(const struct policy_binding *b, size_t i)
+{
+    const struct ruleset *rs = b->preset;
+
+    if (i >= rs->n_req_hosts) {
+        i -= rs->n_req_hosts;
+        rs = &b->extras;
+    }
+    return i < rs->n_req_hosts ? rs->rules[rs->req_hosts[i]].req->host : NULL;
+}
