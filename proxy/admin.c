@@ -11,6 +11,7 @@
  * explain still waiting is answered 503 before evhttp goes away.
  */
 #include "admin.h"
+#include "asked.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,6 +63,10 @@ struct explain {
     struct policy_verdict name;
     struct px_dns_req *q;
     bool expired; /* the binding is past its `expires` */
+    /* The request asked about (?method=&path=), as the judge takes it;
+     * NULL: none (the destination alone).  The method is kept here. */
+    struct px_asked *asked;
+    char method[24];
 };
 
 static struct {
@@ -406,6 +411,21 @@ static json_t *verdict_json(const struct policy_verdict *v, json_t *o)
     return o;
 }
 
+/* The request an explain asked about: its method, its path as judged
+ * (null when no `paths` glob can admit it) and why not. */
+static json_t *asked_json(const struct px_asked *a)
+{
+    json_t *o = json_pack("{s:s%}", "method", a->rq.method, a->rq.method_len);
+
+    json_object_set_new(o, "path",
+                        a->rq.path ? json_stringn(a->rq.path, a->rq.path_len) : json_null());
+    if (a->path_result != HTTP_PATH_OK)
+        json_object_set_new(o, "path_error", json_string(http_path_result_str(a->path_result)));
+    else if (a->reshaped)
+        json_object_set_new(o, "path_error", json_string("not in normal form"));
+    return o;
+}
+
 /* The answer: the name phase's verdict, then (a == NULL: none were
  * checked; dns: why not) each address's, and the verdict of the one
  * decision (policy_decide_addrs) on them all, as the judge takes it. */
@@ -432,6 +452,10 @@ static void explain_answer(struct explain *x, const struct px_dns_answer *a, enu
         json_object_set_new(o, "dns", json_string(dns == PX_DNS_NXDOMAIN ? "nxdomain" : "fail"));
     }
     json_object_set_new(o, "name", verdict_json(&x->name, json_object()));
+    if (x->asked != NULL)
+        json_object_set_new(o, "request", asked_json(x->asked));
+    if (x->name.requests)
+        json_object_set_new(o, "requests", json_true());
     if (x->name.raw)
         json_object_set_new(o, "raw", json_true());
     if (x->name.private_ok)
@@ -450,6 +474,7 @@ static void explain_free(struct explain *x)
             x->next->pprev = x->pprev;
     }
     px_world_put(x->w);
+    free(x->asked);
     free(x);
 }
 
@@ -460,6 +485,31 @@ static void on_explain_dns(enum px_dns_result res, const struct px_dns_answer *a
     x->q = NULL;
     explain_answer(x, res == PX_DNS_OK ? a : NULL, res);
     explain_free(x);
+}
+
+/* The bytes of a method (an RFC 9110 token). */
+#define METHOD_BYTES "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~"
+
+/* An explain's request (?method=M&path=P, GET and "/" for the one not
+ * given) into x->asked; 0 (none asked is fine), or -1 after answering. */
+static int explain_request(struct evhttp_request *req, struct evkeyvalq *kv, struct explain *x)
+{
+    const char *m = evhttp_find_header(kv, "method"), *path = evhttp_find_header(kv, "path");
+
+    if (m == NULL && path == NULL)
+        return 0;
+    m = m ? m : "GET";
+    path = path ? path : "/";
+    if (*m == '\0' || strlen(m) >= sizeof(x->method) || strspn(m, METHOD_BYTES) != strlen(m)) {
+        reply_error(req, 400, "method: expected an HTTP method token (GET)");
+        return -1;
+    }
+    snprintf(x->method, sizeof(x->method), "%s", m);
+    x->asked = malloc(sizeof(*x->asked));
+    if (x->asked == NULL)
+        abort();
+    px_asked_make(x->asked, x->method, strlen(x->method), path, strlen(path));
+    return 0;
 }
 
 /* The checks of an explain's query; 0, or -1 after answering. */
@@ -491,6 +541,8 @@ static int explain_parse(struct evhttp_request *req, struct explain *x, const ch
         }
         x->port = (uint16_t)p;
     }
+    if (explain_request(req, &kv, x) == -1)
+        goto out;
     sb = evhttp_find_header(&kv, "sandbox");
     x->sandbox = "default";
     x->pb = x->w->default_pb;
@@ -546,7 +598,8 @@ static void on_explain(struct evhttp_request *req)
                               "port", x->port, "decision", "deny", "reason",
                               px_reason_str(PX_R_BAD_HOST), "rule", "addresses");
         reply_json(req, 200, o);
-    } else if (policy_decide(x->pb, &x->host, x->port, NULL, 0, x->now, &x->name) == POLICY_DENY) {
+    } else if (policy_decide_request(x->pb, &x->host, x->port, x->asked ? &x->asked->rq : NULL,
+                                     NULL, 0, x->now, &x->name) == POLICY_DENY) {
         explain_answer(x, NULL, PX_DNS_OK);
     } else if (x->host.kind != POLICY_HOST_NAME) {
         struct px_dns_answer lit = {.n = 1};

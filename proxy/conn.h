@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "asked.h"
 #include "bev.h"
 #include "egressd.h"
 #include "http.h"
@@ -187,6 +188,7 @@ struct px_exchange {
     bool head_started;          /* a byte of the next request head is in: header timeout runs */
     bool upgrade;               /* the request asks for WebSocket, which is served (upgrade.c) */
     char path[PX_LOG_PATH_MAX]; /* the request's path, without its query, for the log line */
+    struct px_asked asked;      /* the request as the policy judges it */
 };
 
 struct px_conn {

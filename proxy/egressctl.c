@@ -36,6 +36,7 @@
 
 #include <jansson.h>
 
+#include "asked.h"
 #include "config.h"
 #include "policy.h"
 #include "policy_load.h"
@@ -52,16 +53,20 @@ static void usage(FILE *f)
 {
     fputs("usage: egressctl check -c egressd.conf\n"
           "       egressctl explain -c egressd.conf [--preset P] [--sandbox FILE.json]\n"
-          "                         [--addr IP]... [--at RFC3339] HOST[:PORT]\n"
+          "                         [--addr IP]... [--at RFC3339] [--method M] [--path P]\n"
+          "                         HOST[:PORT]\n"
           "       egressctl [-s SOCKET | -c egressd.conf] reload | sandboxes [--json] | status\n"
-          "       egressctl explain --live [-c egressd.conf] [--sandbox ID] HOST[:PORT]\n"
-          "       egressctl -s SOCKET explain [--sandbox ID] HOST[:PORT]    (--live implied)\n"
+          "       egressctl explain --live [-c egressd.conf] [--sandbox ID] [--method M]\n"
+          "                         [--path P] HOST[:PORT]\n"
+          "       egressctl -s SOCKET explain [--sandbox ID] [--method M] [--path P] HOST[:PORT]\n"
           "       egressctl learn [--owner OWNER] [ACCESS-LOG]\n"
           "\n"
           "check      validate egressd.conf and every preset in its policy-dir; print all errors\n"
           "explain    the verdict for HOST[:PORT] (default port 443) under a preset or a sandbox\n"
           "           binding (JSON as the admin API takes it), with the rule that decided;\n"
           "           --addr runs the address phase on an address the name resolved to;\n"
+          "           --method and --path judge one request (GET and / when one is not\n"
+          "           given), for hosts that rules with methods or paths allow;\n"
           "           --live asks the running egressd (sandbox by id, names resolved by it);\n"
           "           a socket (-s SOCKET before explain, or --socket) implies --live\n"
           "reload     make the running egressd reread policy-dir and hosts-file\n"
@@ -171,6 +176,8 @@ static void print_rule(const char *label, const struct policy_verdict *v)
         printf(" [private-ok]");
     if (v->inject)
         printf(" [inject]");
+    if (v->requests)
+        printf(" [per request: give --method and --path]");
     if (v->country[0] != '\0')
         printf(" country %s", v->country);
     if (v->asn != 0)
@@ -203,6 +210,7 @@ static bool split_target(const char *arg, char *host, size_t size, uint16_t *por
 
 struct explain_args {
     const char *conf, *preset, *sandbox, *target;
+    const char *method, *path; /* the request asked about; NULL: none given */
     const char *addrs[MAX_ADDRS];
     size_t n_addrs;
     int64_t now;
@@ -229,6 +237,30 @@ static bool parse_addrs(const struct explain_args *a, const struct policy_host *
     }
     *n = a->n_addrs;
     return true;
+}
+
+/* The request --method and --path ask about (GET and "/" for the one not
+ * given), as egressd judges it, printed; NULL when neither is given. */
+static struct px_asked *request_asked(const struct explain_args *a)
+{
+    const char *m = a->method ? a->method : "GET", *path = a->path ? a->path : "/";
+    struct px_asked *asked;
+
+    if (a->method == NULL && a->path == NULL)
+        return NULL;
+    asked = malloc(sizeof(*asked));
+    if (asked == NULL)
+        abort();
+    px_asked_make(asked, m, strlen(m), path, strlen(path));
+    printf("request   %s %s", m, path);
+    if (asked->path_result != HTTP_PATH_OK)
+        printf(" (path %s: no 'paths' glob admits it)", http_path_result_str(asked->path_result));
+    else if (asked->reshaped)
+        printf(" (not in normal form, %s: no 'paths' glob admits it)", asked->path);
+    else if (strcmp(asked->path, path) != 0)
+        printf(" (judged as %s)", asked->path);
+    printf("\n");
+    return asked;
 }
 
 static int explain(struct policy *p, const struct explain_args *a, const char *default_preset)
@@ -269,7 +301,8 @@ static int explain(struct policy *p, const struct explain_args *a, const char *d
         policy_binding_free(b);
         return EXIT_USAGE;
     }
-    policy_decide(b, &h, port, NULL, 0, a->now, &name);
+    struct px_asked *asked = request_asked(a);
+    policy_decide_request(b, &h, port, asked ? &asked->rq : NULL, NULL, 0, a->now, &name);
     print_rule("name", &name);
     policy_decide_addrs(b, &name, port, (const uint8_t(*)[16])addr, n, a->now, &v, each);
     for (size_t i = 0; i < n && name.decision != POLICY_DENY; i++) {
@@ -280,6 +313,7 @@ static int explain(struct policy *p, const struct explain_args *a, const char *d
     print_rule("verdict", &v);
     rc = v.decision == POLICY_DENY ? EXIT_DENIED : 0;
     policy_binding_free(b);
+    free(asked);
     return rc;
 }
 
@@ -617,6 +651,8 @@ static void print_live(const char *label, const json_t *v)
         printf(" [private-ok]");
     if (json_is_true(json_object_get(v, "inject")))
         printf(" [inject]");
+    if (json_is_true(json_object_get(v, "requests")))
+        printf(" [per request: give --method and --path]");
     if (json_is_string(json_object_get(v, "country")))
         printf(" country %s", str_or(v, "country", ""));
     if (json_is_integer(json_object_get(v, "asn")))
@@ -624,9 +660,10 @@ static void print_live(const char *label, const json_t *v)
     printf("\n");
 }
 
-static int cmd_explain_live(const struct target *t, const char *sandbox, const char *target)
+static int cmd_explain_live(const struct target *t, const struct explain_args *a)
 {
-    char host[300], eh[1000], es[200], path[1400];
+    const char *sandbox = a->sandbox, *target = a->target;
+    char host[300], eh[1000], es[200], path[4200], em[100], ep[2800];
     uint16_t port;
     json_t *ans;
 
@@ -638,6 +675,16 @@ static int cmd_explain_live(const struct target *t, const char *sandbox, const c
     url_encode(host, eh, sizeof(eh));
     url_encode(sandbox ? sandbox : "default", es, sizeof(es));
     snprintf(path, sizeof(path), "/v1/explain?sandbox=%s&host=%s&port=%u", es, eh, port);
+    if (a->method != NULL || a->path != NULL) {
+        if (strlen(a->path ? a->path : "") > 900) {
+            fprintf(stderr, "egressctl: --path: at most 900 bytes for the live explain\n");
+            return EXIT_USAGE;
+        }
+        url_encode(a->method ? a->method : "GET", em, sizeof(em));
+        url_encode(a->path ? a->path : "/", ep, sizeof(ep));
+        size_t o = strlen(path);
+        snprintf(path + o, sizeof(path) - o, "&method=%s&path=%s", em, ep);
+    }
     int st = call(t, "GET", path, NULL, &ans);
     if (st != 200 || !json_is_object(ans)) {
         if (st > 0)
@@ -648,6 +695,13 @@ static int cmd_explain_live(const struct target *t, const char *sandbox, const c
     printf("host      %s port %" JSON_INTEGER_FORMAT "\nsandbox   %s\npreset    %s\n",
            str_or(ans, "host", "?"), json_integer_value(json_object_get(ans, "port")),
            str_or(ans, "sandbox", "?"), str_or(ans, "preset", "-"));
+    const json_t *rq = json_object_get(ans, "request");
+    if (json_is_object(rq))
+        printf("request   %s %s%s%s%s\n", str_or(rq, "method", "?"), a->path ? a->path : "/",
+               json_is_string(json_object_get(rq, "path_error")) ? " (" : "",
+               str_or(rq, "path_error", ""),
+               json_is_string(json_object_get(rq, "path_error")) ? ": no 'paths' glob admits it)"
+                                                                 : "");
     if (json_is_object(json_object_get(ans, "name")))
         print_live("name", json_object_get(ans, "name"));
     const json_t *addrs = json_object_get(ans, "addresses");
@@ -832,6 +886,8 @@ int main(int argc, char **argv)
         {"at", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {"owner", required_argument, NULL, 'o'},
+        {"method", required_argument, NULL, 'M'},
+        {"path", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     struct explain_args a = {.now = (int64_t)time(NULL)};
@@ -872,6 +928,8 @@ int main(int argc, char **argv)
             }
             break;
         case 'o': owner = optarg; break;
+        case 'M': a.method = optarg; break;
+        case 'P': a.path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return EXIT_USAGE;
         }
@@ -892,7 +950,8 @@ int main(int argc, char **argv)
         }
         struct target t;
         int rc = target_find(sock, a.conf, &t);
-        return rc ? rc : cmd_explain_live(&t, a.sandbox, argv[optind]);
+        a.target = argv[optind];
+        return rc ? rc : cmd_explain_live(&t, &a);
     }
     if (a.conf == NULL && (strcmp(cmd, "check") == 0 || strcmp(cmd, "explain") == 0)) {
         fprintf(stderr, "egressctl %s: -c egressd.conf is required\n", cmd);

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "answer.h"
+#include "ca.h"
 #include "certs.h"
 #include "client.h"
 #include "conn.h"
@@ -68,8 +69,12 @@ bool px_intercept_wanted(const struct px_conn *c)
 {
     const struct policy_inject *inj[INJECTS_MAX];
 
-    if ((c->mode != PX_MODE_CONNECT && c->mode != PX_MODE_TLS) || !c->rq.v.inject ||
-        c->sb == NULL || c->sb->ca == NULL || c->rq.v.raw)
+    if ((c->mode != PX_MODE_CONNECT && c->mode != PX_MODE_TLS) || c->sb == NULL ||
+        c->sb->ca == NULL || c->rq.v.raw)
+        return false;
+    if (c->rq.v.requests) /* request rules: every request judged inside, if the CA may sign */
+        return ca_authority_permits(c->sb->ca, c->rq.host.text);
+    if (!c->rq.v.inject)
         return false;
     size_t n =
         policy_injects_for(c->pb, &c->rq.host, c->rq.port, (int64_t)time(NULL), inj, INJECTS_MAX);

@@ -7,9 +7,11 @@
 
 #include "conn.h"
 
-/* Whether c (a CONNECT whose name phase allowed it) is to be terminated:
- * an inject rule for its host names a secret its sandbox's binding lists,
- * and the sandbox has a CA. */
+/* Whether c (a CONNECT or transparent TLS connection whose name phase
+ * allowed it) is to be terminated: its sandbox has a CA, and either only
+ * rules with `methods`/`paths` allow the host (c->rq.v.requests) and the
+ * CA may sign for it, or an inject rule for its host names a secret its
+ * sandbox's binding lists. */
 bool px_intercept_wanted(const struct px_conn *c);
 /* Whether an HTTP request being judged carries the placeholder of one of
  * its sandbox's secrets in its head (logged): it is then denied

@@ -166,8 +166,44 @@ static void find_addresses(struct px_conn *c)
                                (unsigned)px_d.cfg->max_lookups_per_sandbox, on_dns, c);
 }
 
-/* Expiry, a binding without its preset, the host, the name phase, the
- * quota; then the addresses.  May close. */
+/* Whether c's decisions are on requests egressd reads (HTTP, plain or
+ * intercepted), not on a tunnel. */
+static bool reads_requests(const struct px_conn *c)
+{
+    return c->mode == PX_MODE_HTTP || c->mode == PX_MODE_PLAIN || c->mode == PX_MODE_INTERCEPT;
+}
+
+const struct policy_request *px_conn_asked(const struct px_conn *c)
+{
+    static const struct policy_request unread = {0};
+
+    if (reads_requests(c) && c->ex != NULL)
+        return &c->ex->asked.rq;
+    return c->rq.intercept ? NULL : &unread;
+}
+
+/* A tunnel to a host that only rules with `methods`/`paths` allow (the
+ * name phase said v.requests): unless it is intercepted, its requests
+ * cannot be read, so it is decided as a request with neither (denied,
+ * with the rule and reason of that).  False when it denied (closed). */
+static bool tunnel_requests_pass(struct px_conn *c, int64_t now)
+{
+    const struct policy_request *rq = px_conn_asked(c);
+
+    if (!c->rq.v.requests || reads_requests(c) || rq == NULL)
+        return true;
+    policy_decide_request(c->pb, &c->rq.host, c->rq.port, rq, NULL, 0, now, &c->rq.v);
+    c->rq.decision = c->rq.v.decision;
+    c->rq.reason = (enum px_reason)c->rq.v.reason;
+    if (c->rq.v.decision != POLICY_DENY)
+        return true; /* report mode: would_deny */
+    px_conn_deny(c, c->rq.reason);
+    return false;
+}
+
+/* Expiry, a binding without its preset, the host, the name phase (on the
+ * request, when c reads them), the quota; then the addresses.  May
+ * close. */
 static void decide(struct px_conn *c)
 {
     int64_t now = (int64_t)time(NULL);
@@ -181,7 +217,9 @@ static void decide(struct px_conn *c)
         px_conn_deny(c, PX_R_BAD_HOST);
         return;
     }
-    policy_decide(c->pb, &c->rq.host, c->rq.port, NULL, 0, now, &c->rq.v); /* the name phase */
+    policy_decide_request(c->pb, &c->rq.host, c->rq.port,
+                          reads_requests(c) ? px_conn_asked(c) : NULL, NULL, 0, now,
+                          &c->rq.v); /* the name phase */
     c->rq.decision = c->rq.v.decision;
     c->rq.reason = (enum px_reason)c->rq.v.reason;
     if (c->rq.v.decision == POLICY_DENY) {
@@ -193,6 +231,8 @@ static void decide(struct px_conn *c)
         return;
     }
     c->rq.intercept = px_intercept_wanted(c);
+    if (!tunnel_requests_pass(c, now))
+        return;
     if (px_limit_over_quota(c->lim, px_d.cfg->quota_bytes_per_sandbox)) {
         px_conn_fail(c, 429, PX_R_LIMIT, "this sandbox has used up its byte quota");
         return;

@@ -19,4 +19,11 @@
  * (at once when one is kept).  May close. */
 void px_conn_judge(struct px_conn *c, const char *auth, size_t auth_len, px_conn_hook *then);
 
+/* The request c's decisions are on, for policy_decide_request: the one
+ * being read (HTTP, plain or intercepted); for a tunnel that is not
+ * intercepted, a request with no method and no path (no rule with
+ * `methods` or `paths` admits it); NULL for an intercepted tunnel (its
+ * requests are judged one by one). */
+const struct policy_request *px_conn_asked(const struct px_conn *c);
+
 #endif

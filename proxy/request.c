@@ -318,6 +318,9 @@ static void on_request(struct px_conn *c, const struct http_request *req)
     keep_path(c, req);
     if (!take_target(c, req))
         return;
+    if (c->mode != PX_MODE_CONNECT)
+        px_asked_make(&c->ex->asked, c->rq.method, strlen(c->rq.method),
+                      req->form == HTTP_FORM_ASTERISK ? NULL : req->path.p, req->path.len);
     if (c->mode == PX_MODE_INTERCEPT) {
         /* The head stays in the input: the credentials are added once
          * the request is judged (intercept.c). */

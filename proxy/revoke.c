@@ -56,8 +56,8 @@ static bool denied_now(const struct px_conn *c, const struct policy_binding *pb,
     size_t n = c->state == PX_S_RESOLVE ? 0 : 1;
 
     px_sockaddr_to16(&c->up_ss.sa, a[0]);
-    return policy_decide(pb, &c->rq.host, c->rq.port, (const uint8_t(*)[16])a, n,
-                         (int64_t)time(NULL), v) == POLICY_DENY;
+    return policy_decide_request(pb, &c->rq.host, c->rq.port, px_conn_asked(c),
+                                 (const uint8_t(*)[16])a, n, (int64_t)time(NULL), v) == POLICY_DENY;
 }
 
 /* Judge c from now on in world w (sandbox sb, binding pb). */

@@ -25,23 +25,32 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shared_ca *cas; /* every CA some world holds */
 static uint64_t next_serial = 1;
 
-/* The hosts of pb's inject rules for sb's secrets, each once, into names
- * (at most CA_NAMES_MAX), in rule order; how many. */
+/* Add host to names[0..*n) unless it is there (or names is full). */
+static void add_name(const char **names, size_t *n, const char *host)
+{
+    size_t k = 0;
+
+    while (k < *n && strcmp(names[k], host) != 0)
+        k++;
+    if (k == *n && *n < CA_NAMES_MAX)
+        names[(*n)++] = host;
+}
+
+/* The hosts egressd intercepts for sb under pb, each once, into names (at
+ * most CA_NAMES_MAX), in rule order: those of pb's inject rules for sb's
+ * secrets, then those of its rules with `methods` or `paths`; how many. */
 static size_t bound_hosts(const struct px_sandbox *sb, const struct policy_binding *pb,
                           const char **names)
 {
     const struct policy_inject *r;
+    const char *host;
     size_t n = 0;
 
-    for (size_t i = 0; (r = policy_binding_inject(pb, i)) != NULL && n < CA_NAMES_MAX; i++) {
-        if (!px_sandbox_has_secret(sb, r->secret))
-            continue;
-        size_t k = 0;
-        while (k < n && strcmp(names[k], r->host) != 0)
-            k++;
-        if (k == n)
-            names[n++] = r->host;
-    }
+    for (size_t i = 0; (r = policy_binding_inject(pb, i)) != NULL; i++)
+        if (px_sandbox_has_secret(sb, r->secret))
+            add_name(names, &n, r->host);
+    for (size_t i = 0; (host = policy_binding_request_host(pb, i)) != NULL; i++)
+        add_name(names, &n, host);
     return n;
 }
 
@@ -80,13 +89,12 @@ static struct shared_ca *make(EVP_PKEY *key, const char *id, const char **names,
     struct ca_authority *a = ca_authority_new(key, id, names, n, (int64_t)time(NULL),
                                               PX_SANDBOX_CA_VALIDITY_S, err, sizeof(err));
     if (a == NULL) {
-        px_log_warnx("sandbox %s: no CA for credential injection (%s): its hosts stay tunnels", id,
-                     err);
+        px_log_warnx("sandbox %s: no CA for interception (%s): its hosts stay tunnels", id, err);
         free(share);
         return NULL;
     }
     if (held_for(id))
-        px_log_info("sandbox %s: a new CA for credential injection, for its hosts now:%s; until "
+        px_log_info("sandbox %s: a new CA for interception, for its hosts now:%s; until "
                     "its guest holds it (sandboxctl sync), TLS to a host it adds fails there",
                     id, share + strlen(id));
     struct shared_ca *c = calloc(1, sizeof(*c));
@@ -104,7 +112,7 @@ struct px_sandbox_ca *px_sandbox_ca_get(EVP_PKEY *key, const struct px_sandbox *
 {
     const char *names[CA_NAMES_MAX];
 
-    if (key == NULL || pb == NULL || sb->n_secrets == 0)
+    if (key == NULL || pb == NULL)
         return NULL;
     size_t n = bound_hosts(sb, pb, names);
     if (n == 0)
