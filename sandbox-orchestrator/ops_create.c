@@ -833,20 +833,16 @@ static int write_secrets(struct sbx *s, struct build *b, char *err, size_t errle
     return rc;
 }
 
-static int bind_sandbox(struct sbx *s, struct build *b, char *err, size_t errlen)
+static bool has_secrets(const struct build *b)
 {
-    json_t *binding = sbx_egress_binding(b->vmid, b->name, &b->meta);
-    int rc;
-
-    b->bound = 1; /* even a partial failure may have reached some egressd */
-    rc = sbx_egress_put(&s->cfg, binding, err, errlen);
-    json_decref(binding);
-    return rc;
+    return b->meta.nsecrets > 0;
 }
 
-/* With secrets, after the binding: what egressd gives the guest (every
- * egressd alike), checked, into the guest. */
-static int install_credentials(struct sbx *s, struct build *b, char *err, size_t errlen)
+/* What egressd gives the guest (every egressd alike), checked, into the
+ * guest: with secrets, always (credentials); without, only a CA that
+ * request rules of its policy need (when_ca), and nothing when there is
+ * none. */
+static int put_credentials(struct sbx *s, struct build *b, bool when_ca, char *err, size_t errlen)
 {
     struct sbx_creds cr;
     json_t *answer = NULL;
@@ -854,6 +850,10 @@ static int install_credentials(struct sbx *s, struct build *b, char *err, size_t
 
     if (sbx_egress_credentials(&s->cfg, b->vmid, &answer, err, errlen))
         return -1;
+    if (when_ca && !json_is_string(json_object_get(answer, "ca"))) {
+        json_decref(answer);
+        return 0;
+    }
     rc = sbx_creds_parse(&s->cfg, b->vmid, &b->meta, answer, &cr, err, errlen);
     json_decref(answer);
     if (rc == 0)
@@ -862,9 +862,26 @@ static int install_credentials(struct sbx *s, struct build *b, char *err, size_t
     return rc;
 }
 
-static bool has_secrets(const struct build *b)
+/* The binding in every egressd; for a sandbox without secrets, then the
+ * CA egressd intercepts its request rules' hosts with, if it has one
+ * (with secrets the credentials step installs it). */
+static int bind_sandbox(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
-    return b->meta.nsecrets > 0;
+    json_t *binding = sbx_egress_binding(b->vmid, b->name, &b->meta);
+    int rc;
+
+    b->bound = 1; /* even a partial failure may have reached some egressd */
+    rc = sbx_egress_put(&s->cfg, binding, err, errlen);
+    json_decref(binding);
+    if (rc == 0 && !has_secrets(b) && s->cfg.negress > 0)
+        rc = put_credentials(s, b, true, err, errlen);
+    return rc;
+}
+
+/* With secrets, after the binding: their credentials into the guest. */
+static int install_credentials(struct sbx *s, struct build *b, char *err, size_t errlen)
+{
+    return put_credentials(s, b, false, err, errlen);
 }
 
 /* Whether VM b->vmid is the one this create made: in our pool, with our

@@ -65,7 +65,8 @@ static int guest_has_ca(struct sbx *s, const struct sbx_vm *vm, const struct sbx
 
 /* Bring the credentials in vm's guest (metadata m) up to what egressd
  * gives it now: "current", "installed" (its CA had changed: a binding's
- * or a preset's inject hosts changed), or "skipped" with why. */
+ * or a preset's inject or request-rule hosts changed), or "skipped" with
+ * why. */
 static const char *guest_credentials(struct sbx *s, const struct sbx_vm *vm,
                                      const struct sbx_meta *m, char *why, size_t len)
 {
@@ -90,6 +91,22 @@ static const char *guest_credentials(struct sbx *s, const struct sbx_vm *vm,
         result = "installed";
     sbx_creds_free(&cr);
     return result;
+}
+
+/* Whether egressd gives running vm, which has no secrets, a CA (its
+ * policy's request rules need one): then its guest is kept current as a
+ * guest with secrets is. */
+static bool gets_ca(struct sbx *s, const struct sbx_vm *vm)
+{
+    json_t *answer = NULL;
+    char why[256];
+
+    if (strcmp(vm->status, "running") != 0 ||
+        sbx_egress_credentials(&s->cfg, vm->vmid, &answer, why, sizeof why))
+        return false;
+    bool has = json_is_string(json_object_get(answer, "ca"));
+    json_decref(answer);
+    return has;
 }
 
 /* The VMIDs that creates in progress hold (a live sandboxctl's
@@ -224,7 +241,8 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     if (rc == 0) {
         json_t *creds = json_array();
         for (size_t i = 0; i < n; i++)
-            if (have[i] && metas[i].nsecrets > 0 && (only == NULL || is_named(&vms[i], only)))
+            if (have[i] && (only == NULL || is_named(&vms[i], only)) &&
+                (metas[i].nsecrets > 0 || gets_ca(s, &vms[i])))
                 json_array_append_new(creds, credentials_entry(s, &vms[i], &metas[i], creating));
         targets = json_array();
         for (int i = 0; i < s->cfg.negress; i++)

@@ -12,7 +12,9 @@
 # (egressd's "did you mean"), a policy that binds no secret, a guest agent
 # failure and egressd that disagree on the placeholders each fail the
 # create and leave nothing behind.  sync after a wipe of egressd's
-# bindings restores their secrets; extend and list keep and show them; MCP
+# bindings restores their secrets; a sandbox without secrets whose policy
+# has request rules gets the CA they need (and curl in it is judged per
+# request), one without gets none; extend and list keep and show them; MCP
 # create_server takes only the secrets of mcp-secrets.  The sandboxes'
 # addresses are 127.0.0.40-49, the origin key.test (127.0.0.18:8443, TLS);
 # everything runs in a network namespace of its own.  PVE 9.1 schema.
@@ -219,7 +221,7 @@ new_ca "$T/a1-ca2.pem" '$a more.test:8443 inject x-api-key secret anthropic'
 check "a reload that binds anthropic to more.test too gives a1 a CA that permits it" \
     sh -c "openssl x509 -in '$T/a1-ca2.pem' -noout -ext nameConstraints | grep -q 'DNS:more.test'"
 check "  egressd says so, and that the guest needs it" \
-    grep -q "sandbox $a1: a new CA for credential injection, for its hosts now:.*more.test.*sandboxctl sync" \
+    grep -q "sandbox $a1: a new CA for interception, for its hosts now:.*more.test.*sandboxctl sync" \
     "$T/egressd1/egressd.err"
 out=$(sbx sync nosuch 2>&1)
 ok "$([ $? -eq 1 ] && grep -q "sync: no sandbox 'nosuch'" <<<"$out"; echo $?)" "sync NAME of no sandbox fails, naming it ($out)"
@@ -381,6 +383,56 @@ check "  no file of the guest, the simulator or sandboxctl holds a real token${f
 check "destroy c1" sbx destroy c1
 sed -i '/^guest-user root$/d' "$CONF"
 rm -f "$S/claude" "$S/openai"
+
+# --- request rules without secrets: the guest gets the CA egressd
+# intercepts their hosts with, and curl in it is judged request by request
+for n in 1 2; do
+    printf '%s\n' '# rules: no secrets, a request rule' 'key.test:8443 methods GET paths /hello' \
+        >"$T/egressd$n/policies/rules.allow"
+    egressd_api "$n" POST /v1/reload || bail "egressd $n reloads with rules.allow"
+done
+out=$(sbx --json create --name r1 --size small --owner alice --policy rules 2>&1)
+rc=$?
+ok $rc "create r1 --policy rules (a request rule, no secrets) ($(tr -d '\n' <<<"$out" | head -c 200))"
+r1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+r1addr=$(json_get "$out" 'j["address"]' 2>/dev/null)
+creds 1 "$r1" 'c["ca"]' >"$T/r1-ca.pem"
+check "egressd gives r1 a CA for key.test, its request rule's host" \
+    bash -c 'openssl x509 -in "$1" -noout -ext nameConstraints | grep -q "DNS:key.test"' _ "$T/r1-ca.pem"
+check "  the guest holds it, and update-ca-certificates put it in the bundle" \
+    bash -c '[ -n "$1" ] && [ "$1" = "$2" ] && tr -d "\n" <"$3" | grep -qF -- "$4"' _ \
+    "$(der <"$T/r1-ca.pem")" "$(guest_file "$r1" /usr/local/share/ca-certificates/egressd-sandbox.crt | der)" \
+    "$PVE_SIM_DIR/state/vms/$r1/disk/upper/etc/ssl/certs/ca-certificates.crt" \
+    "$(grep -v -- ----- "$T/r1-ca.pem" | tr -d '\n')"
+check "  its environment points node, python and git at it" \
+    bash -c 'grep -q "^NODE_EXTRA_CA_CERTS=" <<<"$1" && grep -q "^REQUESTS_CA_BUNDLE=" <<<"$1"' _ \
+    "$(guest_file "$r1" /etc/environment.d/90-egressd-credentials.conf)"
+out=$(sbx exec r1 -- bash -lc "curl -sS -m 10 --interface $r1addr -o /dev/null -w '%{http_code}' https://key.test:8443/hello; echo; curl -sS -m 10 --interface $r1addr -o /dev/null -w '%{http_code}' -X POST https://key.test:8443/hello" 2>&1)
+out=$(echo $out) # one line, words apart
+check "curl in the guest: GET /hello passes, POST /hello is refused inside the tunnel ($out)" \
+    test "$out" = "200 403"
+for n in 1 2; do
+    printf '%s\n' 'key2.test:8443 methods GET' >>"$T/egressd$n/policies/rules.allow"
+    egressd_api "$n" POST /v1/reload >/dev/null
+done
+for ((i = 0; i < 50; i++)); do
+    creds 1 "$r1" 'c["ca"]' >"$T/r1-ca2.pem"
+    grep -q BEGIN "$T/r1-ca2.pem" && ! cmp -s "$T/r1-ca.pem" "$T/r1-ca2.pem" && break
+    sleep 0.1
+done
+out=$(sbx --json sync r1)
+check "a request rule for one more host: a new CA, and sync installs it in r1's guest ($(json_get "$out" 'j["credentials"]' 2>/dev/null))" \
+    bash -c '[ "$1" = "[\"installed\"]" ] && [ "$2" = "$3" ]' _ \
+    "$(json_get "$out" "[x['result'] for x in j['credentials'] if x['vmid'] == $r1]")" \
+    "$(der <"$T/r1-ca2.pem")" "$(guest_file "$r1" /usr/local/share/ca-certificates/egressd-sandbox.crt | der)"
+out=$(sbx --json create --name n1 --size small --owner alice --policy ai 2>&1)
+ok $? "create n1 --policy ai (no secrets, no request rules)"
+n1=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+check "  egressd gives it no CA, and the guest holds none" \
+    bash -c '[ "$1" = None ] && [ -z "$2" ]' _ "$(creds 1 "$n1" 'c["ca"]')" \
+    "$(guest_file "$n1" /usr/local/share/ca-certificates/egressd-sandbox.crt)"
+check "destroy r1" sbx destroy r1
+check "destroy n1" sbx destroy n1
 
 # --- egressd that do not share the appliance key
 egressd_stop 2
