@@ -3,10 +3,10 @@
  * injection, docs/credentials.md, and request rules, policy/README.md):
  * made with the appliance key when its binding is made, permitting
  * exactly the hosts its binding's inject rules bind to the secrets the
- * binding lists and the hosts of its rules with `methods`/`paths` (ca/).  A CA is shared by every world
- * whose binding of that sandbox names the same hosts, so a reload keeps
- * it (and the workers' leaves under it); a change of those hosts makes a
- * new one.
+ * binding lists and the hosts of its rules with `methods`/`paths` (ca/).
+ * A CA is shared by every world whose binding of that sandbox names the
+ * same hosts, so a reload keeps it (and the workers' leaves under it); a
+ * change of those hosts makes a new one.
  */
 #ifndef PX_SANDBOXCA_H
 #define PX_SANDBOXCA_H
