@@ -38,6 +38,7 @@
 
 #include "asked.h"
 #include "config.h"
+#include "learn.h"
 #include "policy.h"
 #include "policy_load.h"
 #include "world.h"
@@ -73,7 +74,8 @@ static void usage(FILE *f)
           "sandboxes  the running egressd's sandbox bindings\n"
           "status     the running egressd's version, uptime, generation and counts\n"
           "learn      from an access log (default stdin) of presets in `mode report`: the\n"
-          "           allow lines that would let the would_deny requests through, per owner\n"
+          "           allow lines that would let the would_deny requests through, per owner,\n"
+          "           with the methods and path prefixes of the requests egressd read\n"
           "\n"
           "SOCKET is the admin socket's path (unix:PATH or PATH); with -c, the config's\n"
           "`admin` directive (and admin-token-file for a TCP admin address) says where.\n",
@@ -738,122 +740,19 @@ static int global_opts(int argc, char **argv, const char **sock, const char **co
 
 /* ------------------------------------------------------------ learn */
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Print the keys of object o, sorted, one per line after `indent`, with
- * their counts. */
-static void print_sorted(json_t *o, const char *prefix)
-{
-    size_t n = json_object_size(o), i = 0;
-    const char **keys = calloc(n ? n : 1, sizeof(*keys));
-    const char *k;
-    json_t *v;
-
-    if (keys == NULL)
-        abort();
-    json_object_foreach(o, k, v) keys[i++] = k;
-    qsort(keys, n, sizeof(*keys), cmp_str);
-    for (i = 0; i < n; i++) {
-        json_int_t c = json_integer_value(json_object_get(o, keys[i]));
-        printf("%s%-40s # %lld time%s\n", prefix, keys[i], (long long)c, c == 1 ? "" : "s");
-    }
-    free(keys);
-}
-
-static void count_key(json_t *map, const char *owner, const char *key)
-{
-    json_t *o = json_object_get(map, owner);
-    if (o == NULL) {
-        o = json_object();
-        json_object_set_new(map, owner, o);
-    }
-    json_t *c = json_object_get(o, key);
-    json_object_set_new(o, key, json_integer(c ? json_integer_value(c) + 1 : 1));
-}
-
-/* `egressctl learn`: the access log of a preset in `mode report`, turned
- * into the allow lines that would have let its would-be denials through,
- * per owner.  Denials an allow line cannot lift (deny rules, private
- * ranges, geo) are listed as comments. */
+/* `egressctl learn [--owner OWNER] [ACCESS-LOG]` (learn.h). */
 static int cmd_learn(const char *file, const char *only_owner)
 {
     FILE *f = file ? fopen(file, "r") : stdin;
-    json_t *lines = json_object(), *other = json_object();
-    char buf[65536], key[400];
-    size_t n_lines = 0, n_bad = 0;
 
     if (f == NULL) {
         fprintf(stderr, "egressctl learn: %s: %s\n", file, strerror(errno));
         return EXIT_USAGE;
     }
-    while (fgets(buf, sizeof(buf), f) != NULL) {
-        json_t *l = json_loads(buf, 0, NULL);
-        const char *dec = json_string_value(json_object_get(l, "decision"));
-        const char *reason = json_string_value(json_object_get(l, "reason"));
-        const char *host = json_string_value(json_object_get(l, "host"));
-        const char *owner = json_string_value(json_object_get(l, "owner"));
-        json_int_t port = json_integer_value(json_object_get(l, "port"));
-        struct policy_host h;
-
-        n_lines++;
-        if (l == NULL)
-            n_bad++;
-        if (l == NULL || dec == NULL || strcmp(dec, "would_deny") != 0 || host == NULL ||
-            reason == NULL || (only_owner && (!owner || strcmp(owner, only_owner) != 0)) ||
-            policy_host_normalize(host, strlen(host), &h) != POLICY_HOST_OK) {
-            json_decref(l);
-            continue;
-        }
-        owner = owner ? owner : "(no owner: default-policy)";
-        if (port == 443 || port == 80 || port == 0)
-            snprintf(key, sizeof(key), "%s", h.text);
-        else
-            snprintf(key, sizeof(key), "%s:%lld", h.text, (long long)port);
-        if (strcmp(reason, "not_allowed") == 0) {
-            count_key(lines, owner, key);
-        } else {
-            char why[480];
-            snprintf(why, sizeof(why), "%s (%s)", key, reason);
-            count_key(other, owner, why);
-        }
-        json_decref(l);
-    }
+    int rc = px_learn(f, only_owner, stdout, stderr);
     if (file)
         fclose(f);
-    if (n_bad > 0)
-        fprintf(stderr, "egressctl learn: %zu of %zu lines are not JSON (skipped)\n", n_bad,
-                n_lines);
-    json_t *owners = json_object();
-    const char *k;
-    json_t *v;
-    json_object_foreach(lines, k, v) json_object_set_new(owners, k, json_integer(0));
-    json_object_foreach(other, k, v) json_object_set_new(owners, k, json_integer(0));
-    size_t n = json_object_size(owners), i = 0;
-    const char **keys = calloc(n ? n : 1, sizeof(*keys));
-    if (keys == NULL)
-        abort();
-    json_object_foreach(owners, k, v) keys[i++] = k;
-    qsort(keys, n, sizeof(*keys), cmp_str);
-    for (i = 0; i < n; i++) {
-        json_t *o = json_object_get(lines, keys[i]), *x = json_object_get(other, keys[i]);
-        printf("# owner %s\n", keys[i]);
-        if (o != NULL)
-            print_sorted(o, "");
-        if (x != NULL) {
-            printf("# would be denied whatever the allow lines say:\n");
-            print_sorted(x, "#   ");
-        }
-    }
-    if (n == 0)
-        printf("# no would_deny lines%s\n", only_owner ? " for this owner" : "");
-    free(keys);
-    json_decref(owners);
-    json_decref(lines);
-    json_decref(other);
-    return 0;
+    return rc;
 }
 
 static int cmd_online(const char *cmd, const char *sock, const char *conf, bool as_json)
