@@ -326,6 +326,63 @@ enum http_cred_result http_cred_apply(struct http_request *req, const struct htt
                                       size_t n, char *scratch, size_t cap, size_t *which,
                                       uint32_t *used);
 
+/* A git push over smart HTTP (receivepack.c): the command list at the
+ * start of a git-receive-pack request body, read pkt-line by pkt-line as
+ * it streams by (gitprotocol-pack(5)), and the report that refuses it. */
+#define HTTP_RP_LINE_MAX     4096  /* the longest command line read (caps included) */
+#define HTTP_RP_REF_MAX      1024  /* the longest ref name */
+#define HTTP_RP_COMMANDS_MAX 10000 /* the most commands in one push */
+
+struct http_rp_command {
+    char old_oid[65], new_oid[65]; /* lower hex, 40 or 64 digits */
+    char ref[HTTP_RP_REF_MAX + 1];
+    size_t ref_len;
+    bool create; /* old is the zero id */
+    bool delete; /* new is the zero id */
+};
+
+struct http_rp {
+    uint8_t state;
+    uint8_t oid_len; /* 40 or 64, from the first id read; 0 before */
+    uint8_t len_have;
+    char len[4];
+    uint16_t pkt_len, have;
+    uint32_t commands;
+    uint64_t consumed; /* body bytes read so far (to the flush at most) */
+    /* From the first command's capabilities: how to report. */
+    bool report_status, side_band, side_band_64k;
+    const char *error; /* for BAD: what was wrong */
+    char line[HTTP_RP_LINE_MAX];
+};
+
+enum http_rp_result {
+    HTTP_RP_MORE,    /* all of the bytes are read; more are needed */
+    HTTP_RP_COMMAND, /* a command is in *cmd; feed the rest again */
+    HTTP_RP_END,     /* the flush that ends the list was read (with no command
+                        at all: an empty push, git's probe) */
+    HTTP_RP_BAD,     /* not a command list egressd reads (see error); stays BAD */
+};
+
+void http_rp_init(struct http_rp *r);
+/* Read p[0..n) of the request body (its framing already taken off), up
+ * to the next event: a command (in *cmd), the end of the list or BAD.
+ * *used says how many bytes were read (the rest is to be fed again;
+ * nothing past the flush is read).  Shallow lines before the commands
+ * are skipped; a signed push is BAD.  No allocation. */
+enum http_rp_result http_rp_feed(struct http_rp *r, const uint8_t *p, size_t n, size_t *used,
+                                 struct http_rp_command *cmd);
+/* Whether s[0..len) is a full ref name a push may update (refs/...). */
+bool http_rp_ref_ok(const char *s, size_t len);
+/* The answer to a push that is refused: report-status ("unpack ok", then
+ * "ng REF REASON" for each of cmds[0..n) with reasons[i], printable ASCII
+ * of at most 200 bytes kept), in side-band channel 1 when the client
+ * asked for side-band(-64k); what git prints as "! [remote rejected] REF
+ * (REASON)".  The body of a 200 with Content-Type
+ * application/x-git-receive-pack-result, into out[0..cap); its length,
+ * or 0 when it does not fit. */
+size_t http_rp_report(const struct http_rp *r, const struct http_rp_command *cmds,
+                      const char *const *reasons, size_t n, char *out, size_t cap);
+
 /* WebSocket framing (RFC 6455 section 5.2): walks a stream of frames as
  * it streams by, without changing it, to find where each frame ends. */
 struct http_ws_frames {

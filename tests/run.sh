@@ -225,6 +225,7 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
         case $name in
             sni*)   seeds=("$CLIENTHELLO_DIR"/*.bin) ;;
             policy) seeds=(deploy/policies/*.allow tests/fuzz/seeds/policy/*) ;;
+            receivepack) seeds=("$DATA_DIR"/git-push/*.bin) ;;
             host)   read -ra seeds < <(host_seeds) ;;
             *)      seeds=(tests/fuzz/seeds/"$name"/*) ;;
         esac
