@@ -169,3 +169,52 @@ bool policy_glob_match(const char *g, size_t gl, const char *p, size_t pl)
         gi = segment_end(g, gl, gi) + 1;
     return gi > gl;
 }
+
+/* A byte a ref glob may hold besides '/' and '*' (git's refname rules:
+ * printable ASCII but SP ~ ^ : ? [ \). */
+static bool ref_byte(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && strchr("~^:?*[\\", c) == NULL;
+}
+
+const char *policy_ref_glob_check(const char *g, size_t len, size_t *at)
+{
+    *at = 0;
+    if (len < 6 || memcmp(g, "refs/", 5) != 0)
+        return "a ref glob starts with 'refs/' (refs/heads/agent/**)";
+    if (len > POLICY_GLOB_MAX)
+        return "a ref glob of at most 512 bytes";
+    for (size_t i = 5; i <= len;) {
+        const char *slash = memchr(g + i, '/', len - i);
+        size_t end = slash != NULL ? (size_t)(slash - g) : len;
+        *at = i;
+        if (end == i)
+            return "an empty segment can never match a ref";
+        if (g[i] == '.')
+            return "a segment starting with '.' can never match a ref";
+        if (end - i >= 2 && memmem(g + i, end - i, "**", 2) != NULL && end - i != 2)
+            return "'**' must be a whole segment ('/**/'), matching any number of segments";
+        for (size_t k = i; k < end; k++) {
+            *at = k;
+            if (g[k] != '*' && !ref_byte((unsigned char)g[k]))
+                return "a byte a ref cannot hold (SP ~ ^ : ? [ \\ or a control byte)";
+            if (k + 1 < end &&
+                ((g[k] == '.' && g[k + 1] == '.') || (g[k] == '@' && g[k + 1] == '{')))
+                return "'..' or '@{' can never be in a ref";
+        }
+        i = end + 1;
+    }
+    return NULL;
+}
+
+bool policy_ref_glob_match(const char *g, size_t gl, const char *r, size_t rl)
+{
+    char gb[POLICY_GLOB_MAX + 2], rb[POLICY_GLOB_MAX * 2 + 2];
+
+    if (gl > POLICY_GLOB_MAX || rl >= sizeof(rb) - 1)
+        return false;
+    gb[0] = rb[0] = '/';
+    memcpy(gb + 1, g, gl);
+    memcpy(rb + 1, r, rl);
+    return policy_glob_match(gb, gl + 1, rb, rl + 1);
+}

@@ -271,16 +271,26 @@ static void index_injects(struct ruleset *rs)
     free(pos);
 }
 
-/* rs->req_hosts: the host-keyed allow rules with request options. */
+/* i onto list (*n entries, grown 16 at a time). */
+static void list_add(uint32_t **list, size_t *n, size_t i)
+{
+    if (*n % 16 == 0)
+        *list = xrealloc(*list, (*n + 16) * sizeof(uint32_t));
+    (*list)[(*n)++] = (uint32_t)i;
+}
+
+/* rs->req_hosts: the host-keyed allow rules with request options;
+ * rs->push_rules: the allow rules with `git-push`. */
 static void index_req_hosts(struct ruleset *rs)
 {
     for (size_t i = 0; i < rs->n_rules; i++) {
         const struct rule *r = &rs->rules[i];
-        if (r->deny || r->req == NULL || r->req->host == NULL)
+        if (r->deny || r->req == NULL)
             continue;
-        if (rs->n_req_hosts % 16 == 0)
-            rs->req_hosts = xrealloc(rs->req_hosts, (rs->n_req_hosts + 16) * sizeof(uint32_t));
-        rs->req_hosts[rs->n_req_hosts++] = (uint32_t)i;
+        if (r->req->host != NULL)
+            list_add(&rs->req_hosts, &rs->n_req_hosts, i);
+        if (r->req->n_refs > 0)
+            list_add(&rs->push_rules, &rs->n_push_rules, i);
     }
 }
 

@@ -327,6 +327,7 @@ struct policy_binding *policy_binding_new(struct policy *p, const char *preset,
     b->policy = policy_ref(p);
     b->preset = rs;
     b->n_injects = rs->n_injects + b->extras.n_injects;
+    b->n_push = rs->n_push_rules + b->extras.n_push_rules;
     if (diag->n > errors) {
         policy_binding_free(b);
         return NULL;
@@ -379,6 +380,27 @@ static void some_requests(struct policy_verdict *v, const struct policy_binding 
     }
 }
 
+/* The name phase's part of `git-push` rules, on a verdict that is not a
+ * deny: v->push when one matches host and port; and a request that
+ * cannot be read (a tunnel that is not intercepted: no method) is denied
+ * as push_not_allowed, for it could carry a push. */
+static void push_phase(struct policy_verdict *v, const struct policy_binding *b,
+                       const struct policy_host *host, uint16_t port,
+                       const struct policy_request *req, int64_t now)
+{
+    const struct rule *r = push_rule_for(b, host, port, now);
+
+    if (r == NULL)
+        return;
+    v->push = true;
+    if (req != NULL && req->method == NULL) {
+        struct hit h = {r->file, r->line, false, false};
+        verdict(v, b, true, POLICY_R_PUSH_NOT_ALLOWED, &h);
+        v->push = v->decision != POLICY_DENY;
+        v->inject = v->inject && v->push;
+    }
+}
+
 enum policy_decision decide_name(const struct policy_binding *b, const struct policy_host *host,
                                  uint16_t port, const struct policy_request *req, int64_t now,
                                  struct policy_verdict *v)
@@ -409,6 +431,8 @@ enum policy_decision decide_name(const struct policy_binding *b, const struct po
     if (!m.inject && !extras_seen && b->extras.n_injects > 0 && v->decision != POLICY_DENY)
         m.inject = ruleset_inject_match(&b->extras, host, port, now);
     v->inject = m.inject && v->decision != POLICY_DENY;
+    if (b->n_push > 0 && v->decision != POLICY_DENY)
+        push_phase(v, b, host, port, req, now);
     return v->decision;
 }
 
@@ -635,6 +659,7 @@ const char *policy_reason_str(enum policy_reason r)
     case POLICY_R_BAD_HOST: return "bad_host";
     case POLICY_R_METHOD_NOT_ALLOWED: return "method_not_allowed";
     case POLICY_R_PATH_NOT_ALLOWED: return "path_not_allowed";
+    case POLICY_R_PUSH_NOT_ALLOWED: return "push_not_allowed";
     }
     return "not_allowed";
 }

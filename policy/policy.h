@@ -88,6 +88,9 @@ enum policy_reason {
      * and none of them admits it: */
     POLICY_R_METHOD_NOT_ALLOWED, /* "method_not_allowed": a rule admits its path, not its method */
     POLICY_R_PATH_NOT_ALLOWED,   /* "path_not_allowed": no rule admits its path */
+    /* A git push (or a tunnel that could carry one unread) to a host a
+     * `git-push` rule holds, to a ref none of them admits: */
+    POLICY_R_PUSH_NOT_ALLOWED, /* "push_not_allowed" */
 };
 
 /* Where a rule was written: "FILE:LINE" (file is the preset's file name, or
@@ -110,6 +113,9 @@ struct policy_verdict {
      * must be decided on its own (with req); a tunnel whose requests
      * cannot be read is decided with an empty request (denied). */
     bool requests;
+    /* An active `git-push` rule matches host and port (never with
+     * POLICY_DENY): a push to it must be read (policy_decide_push). */
+    bool push;
     /* Address phase only, when the GeoIP databases are given: */
     char country[3]; /* ISO 3166-1 alpha-2, "" when unknown */
     uint32_t asn;    /* 0 when unknown */
@@ -277,6 +283,24 @@ struct policy_request {
  * them.  Regex and '*' rules have none: a tunnel they alone allow cannot
  * be intercepted.  Pure. */
 const char *policy_binding_request_host(const struct policy_binding *b, size_t i);
+
+/* One command of a git push (its ref, and whether it deletes it) to
+ * host:port, decided by the binding's `git-push` rules for that host: none
+ * matching, it is allowed (v->rule NULL); else allowed when one of them
+ * admits the ref (a REFGLOB matches it; a deletion not under `no-delete`),
+ * with v->rule that one; else denied as push_not_allowed naming the first
+ * of them (would_deny in report mode).  Pure. */
+enum policy_decision policy_decide_push(const struct policy_binding *b,
+                                        const struct policy_host *host, uint16_t port,
+                                        const char *ref, size_t ref_len, bool deletes, int64_t now,
+                                        struct policy_verdict *v);
+
+/* Why ref glob g[0..len) is refused (*at the offset of the cause), or
+ * NULL: "refs/" then segments of printable ASCII a ref may hold, "*"
+ * within one, "**" as a whole one; matched as path globs are.  Pure. */
+const char *policy_ref_glob_check(const char *g, size_t len, size_t *at);
+/* Does ref r[0..rl) match checked ref glob g[0..gl)?  Pure. */
+bool policy_ref_glob_match(const char *g, size_t gl, const char *r, size_t rl);
 
 /* The longest `paths` glob. */
 #define POLICY_GLOB_MAX 512

@@ -38,6 +38,9 @@ enum ports_kind {
 struct reqrule {
     uint16_t methods; /* bit i: POLICY_METHODS[i]; 0: any method */
     uint16_t n_paths; /* 0: any path */
+    uint16_t n_refs;  /* git-push: the ref globs; 0: the rule says nothing of pushes */
+    bool no_delete;   /* git-push ... no-delete */
+    const struct glob_text *refs;
     /* The rule's host as written ("x", "*.x", ".x") for a host-keyed
      * rule: what a sandbox CA may sign for it; NULL for a regex or '*'. */
     const char *host;
@@ -197,6 +200,9 @@ struct ruleset {
     /* The host-keyed allow rules with request options, in rule order. */
     uint32_t *req_hosts;
     size_t n_req_hosts;
+    /* The allow rules with `git-push`, in rule order. */
+    uint32_t *push_rules;
+    size_t n_push_rules;
 };
 
 struct policy {
@@ -215,6 +221,7 @@ struct policy_binding {
     const struct ruleset *preset;
     struct ruleset extras;
     size_t n_injects; /* preset's and extras' together: 0 skips all inject work */
+    size_t n_push;    /* git-push rules, likewise */
     struct pool pool;
 };
 
@@ -312,6 +319,9 @@ enum reqrule_answer {
     REQ_PATH_REFUSED,   /* its path is not */
 };
 enum reqrule_answer reqrule_judge(const struct reqrule *q, const struct policy_request *rq);
+/* The first active `git-push` rule of b matching host and port, or NULL. */
+const struct rule *push_rule_for(const struct policy_binding *b, const struct policy_host *host,
+                                 uint16_t port, int64_t now);
 /* The request options of rule r as a `read-only` preset makes them:
  * r->req itself when it names methods, else a copy (in the pool) with
  * GET, HEAD and OPTIONS. */

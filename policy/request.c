@@ -114,3 +114,67 @@ const char *policy_binding_request_host(const struct policy_binding *b, size_t i
     }
     return i < rs->n_req_hosts ? rs->rules[rs->req_hosts[i]].req->host : NULL;
 }
+
+/* The first active git-push rule of rs (host-keyed, as the parser has
+ * them) matching host and port that admits a push of ref (when ref is
+ * NULL: any). */
+static const struct rule *push_in(const struct ruleset *rs, const struct policy_host *host,
+                                  uint16_t port, int64_t now, const char *ref, size_t len,
+                                  bool deletes);
+
+const struct rule *push_rule_for(const struct policy_binding *b, const struct policy_host *host,
+                                 uint16_t port, int64_t now)
+{
+    const struct rule *r = push_in(b->preset, host, port, now, NULL, 0, false);
+    return r != NULL ? r : push_in(&b->extras, host, port, now, NULL, 0, false);
+}
+
+/* Does git-push rule r admit an update of ref (deleting it or not)? */
+static bool push_admitted(const struct rule *r, const char *ref, size_t len, bool deletes)
+{
+    if (deletes && r->req->no_delete)
+        return false;
+    for (size_t i = 0; i < r->req->n_refs; i++)
+        if (policy_ref_glob_match(r->req->refs[i].s, r->req->refs[i].len, ref, len))
+            return true;
+    return false;
+}
+
+static const struct rule *push_in(const struct ruleset *rs, const struct policy_host *host,
+                                  uint16_t port, int64_t now, const char *ref, size_t len,
+                                  bool deletes)
+{
+    for (size_t i = 0; i < rs->n_push_rules; i++) {
+        const struct rule *r = &rs->rules[rs->push_rules[i]];
+        if (rule_matches_host(r, host, port, now) &&
+            (ref == NULL || push_admitted(r, ref, len, deletes)))
+            return r;
+    }
+    return NULL;
+}
+
+enum policy_decision policy_decide_push(const struct policy_binding *b,
+                                        const struct policy_host *host, uint16_t port,
+                                        const char *ref, size_t ref_len, bool deletes, int64_t now,
+                                        struct policy_verdict *v)
+{
+    const struct rule *first = push_rule_for(b, host, port, now), *ok = NULL;
+
+    memset(v, 0, sizeof(*v));
+    v->decision = POLICY_ALLOW;
+    v->reason = POLICY_R_ALLOWED;
+    if (first == NULL)
+        return v->decision; /* no git-push rule holds this host */
+    ok = push_in(b->preset, host, port, now, ref, ref_len, deletes);
+    if (ok == NULL)
+        ok = push_in(&b->extras, host, port, now, ref, ref_len, deletes);
+    v->push = true;
+    if (ok != NULL) {
+        v->rule = (struct policy_rule_ref){ok->file, ok->line};
+        return v->decision;
+    }
+    v->decision = b->preset->report ? POLICY_WOULD_DENY : POLICY_DENY;
+    v->reason = POLICY_R_PUSH_NOT_ALLOWED;
+    v->rule = (struct policy_rule_ref){first->file, first->line};
+    return v->decision;
+}

@@ -9,7 +9,8 @@
  *            | "include" NAME | "read-only"
  *   rule     = target *( "raw" | "private-ok" | "until" TIME | inject
  *                      | "methods" METHOD *( "," METHOD )
- *                      | "paths" GLOB *( "," GLOB ) )
+ *                      | "paths" GLOB *( "," GLOB )
+ *                      | "git-push" REFGLOB *( "," REFGLOB ) | "no-delete" )
  *   target   = host [":" ports] | "ip" cidr [":" ports]
  *   inject   = "inject" ( "x-api-key" | "bearer" | "basic" | "header" FIELD )
  *              "secret" SECRET
@@ -531,8 +532,8 @@ static bool inject_compatible(struct line *l, const struct rule *r, unsigned inj
  * pool: where each was written (0: not given). */
 struct req_words {
     struct reqrule q;
-    struct glob_text globs[MAX_PATHS];
-    unsigned methods_col, paths_col;
+    struct glob_text globs[MAX_PATHS], refs[MAX_PATHS];
+    unsigned methods_col, paths_col, push_col, no_delete_col;
 };
 
 /* The comma-separated items of the token after tok[*i] (the option's
@@ -606,6 +607,26 @@ static bool glob_item(struct line *l, const struct token *t, struct req_words *w
     return true;
 }
 
+static bool ref_item(struct line *l, const struct token *t, struct req_words *w)
+{
+    size_t at;
+    char msg[320];
+    const char *why = policy_ref_glob_check(t->s, t->len, &at);
+
+    if (why != NULL) {
+        snprintf(msg, sizeof(msg), "ref glob '%.*s': %s", (int)(t->len < 60 ? t->len : 60), t->s,
+                 why);
+        problem(l, t->col + (unsigned)at, msg);
+        return false;
+    }
+    if (w->q.n_refs == MAX_PATHS) {
+        problem(l, t->col, "more than 64 ref globs in one rule");
+        return false;
+    }
+    w->refs[w->q.n_refs++] = (struct glob_text){pool_strndup(l->ctx->pool, t->s, t->len), t->len};
+    return true;
+}
+
 /* Does rule r name port p in a list? */
 static bool lists_port(const struct rule *r, uint16_t p)
 {
@@ -619,11 +640,21 @@ static bool lists_port(const struct rule *r, uint16_t p)
  * against the rule, then put in the pool. */
 static bool attach_request_words(struct line *l, struct rule *r, struct req_words *w)
 {
-    unsigned col = w->methods_col ? w->methods_col : w->paths_col;
-    const char *word = w->methods_col ? "methods" : "paths";
+    unsigned col = w->methods_col ? w->methods_col : w->paths_col ? w->paths_col : w->push_col;
+    const char *word = w->methods_col ? "methods" : w->paths_col ? "paths" : "git-push";
     char msg[200];
     const char *why = NULL;
 
+    if (w->no_delete_col != 0 && w->push_col == 0) {
+        problem(l, w->no_delete_col, "'no-delete' goes with 'git-push REFGLOB' on the same rule");
+        return false;
+    }
+    if (w->push_col != 0 && !rule_host_keyed(r) && r->kind != RK_IP) {
+        problem(l, w->push_col,
+                "'git-push' needs a host name, '*.NAME' or '.NAME' (egressd must intercept the "
+                "host to read a push), not a regular expression or '*'");
+        return false;
+    }
     if (col == 0)
         return true;
     if (r->raw)
@@ -640,30 +671,42 @@ static bool attach_request_words(struct line *l, struct rule *r, struct req_word
     }
     struct reqrule *q = pool_alloc(l->ctx->pool, sizeof(*q));
     struct glob_text *g = pool_alloc(l->ctx->pool, w->q.n_paths * sizeof(*g) + 1);
+    struct glob_text *refs = pool_alloc(l->ctx->pool, w->q.n_refs * sizeof(*refs) + 1);
     memcpy(g, w->globs, w->q.n_paths * sizeof(*g));
+    memcpy(refs, w->refs, w->q.n_refs * sizeof(*refs));
     *q = w->q;
     q->paths = g;
+    q->refs = refs;
+    q->no_delete = w->no_delete_col != 0;
     q->host = rule_host_keyed(r) ? rule_host_text(l->ctx->pool, r) : NULL;
     r->req = q;
     return true;
 }
 
-/* `methods LIST` or `paths LIST` at tok[*i], once per rule. */
+/* `methods LIST`, `paths LIST`, `git-push LIST` or `no-delete` at
+ * tok[*i], each once per rule. */
 static bool parse_request_word(struct line *l, size_t *i, struct req_words *w)
 {
     const struct token *t = &l->tok[*i];
-    bool methods = tok_is(t, "methods");
-    unsigned *col = methods ? &w->methods_col : &w->paths_col;
+    char msg[80];
+    unsigned *col = tok_is(t, "methods")    ? &w->methods_col
+                    : tok_is(t, "paths")    ? &w->paths_col
+                    : tok_is(t, "git-push") ? &w->push_col
+                                            : &w->no_delete_col;
 
     if (*col != 0) {
-        problem(l, t->col,
-                methods ? "'methods' given twice in one rule" : "'paths' given twice in one rule");
+        snprintf(msg, sizeof(msg), "'%.*s' given twice in one rule", (int)t->len, t->s);
+        problem(l, t->col, msg);
         return false;
     }
     *col = t->col;
-    return methods
-               ? parse_list(l, i, "a method list after 'methods' (GET,HEAD)", method_item, w)
-               : parse_list(l, i, "a path glob list after 'paths' (/repos/acme/**)", glob_item, w);
+    if (col == &w->no_delete_col)
+        return true;
+    if (col == &w->methods_col)
+        return parse_list(l, i, "a method list after 'methods' (GET,HEAD)", method_item, w);
+    if (col == &w->paths_col)
+        return parse_list(l, i, "a path glob list after 'paths' (/repos/acme/**)", glob_item, w);
+    return parse_list(l, i, "a ref glob list after 'git-push' (refs/heads/agent/**)", ref_item, w);
 }
 
 static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
@@ -692,16 +735,19 @@ static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
             inject_col = t->col;
             if (!parse_inject(l, &i, r))
                 return false;
-        } else if ((tok_is(t, "methods") || tok_is(t, "paths")) && !r->deny) {
+        } else if ((tok_is(t, "methods") || tok_is(t, "paths") || tok_is(t, "git-push") ||
+                    tok_is(t, "no-delete")) &&
+                   !r->deny) {
             if (!parse_request_word(l, &i, &w))
                 return false;
         } else {
             const char *what =
                 r->deny ? "'until' or end of line (after a deny rule)"
                 : l->ctx->extras
-                    ? "'raw', 'inject', 'methods', 'paths', 'until' or end of line (in a "
-                      "sandbox's lines)"
-                    : "'raw', 'private-ok', 'inject', 'methods', 'paths', 'until' or end of line";
+                    ? "'raw', 'inject', 'methods', 'paths', 'git-push', 'until' or end of line (in "
+                      "a sandbox's lines)"
+                    : "'raw', 'private-ok', 'inject', 'methods', 'paths', 'git-push', 'until' or "
+                      "end of line";
             expected(l, t, t->col, what);
             return false;
         }
@@ -817,7 +863,7 @@ static bool unknown_directive(struct line *l)
 
     if (l->n < 2 || tok_is(t1, "raw") || tok_is(t1, "private-ok") || tok_is(t1, "until") ||
         tok_is(t1, "inject") || tok_is(t1, "methods") || tok_is(t1, "paths") ||
-        t0->len >= sizeof(a))
+        tok_is(t1, "git-push") || t0->len >= sizeof(a))
         return false;
     for (const char *c = ".:*~["; *c != '\0'; c++)
         if (memchr(t0->s, *c, t0->len) != NULL)
@@ -920,5 +966,6 @@ void ruleset_free(struct ruleset *rs)
     free(rs->named_ports);
     free(rs->injects);
     free(rs->req_hosts);
+    free(rs->push_rules);
     memset(rs, 0, sizeof(*rs));
 }

@@ -27,6 +27,7 @@ enum px_reason {
     PX_R_BAD_HOST = POLICY_R_BAD_HOST,
     PX_R_METHOD_NOT_ALLOWED = POLICY_R_METHOD_NOT_ALLOWED,
     PX_R_PATH_NOT_ALLOWED = POLICY_R_PATH_NOT_ALLOWED,
+    PX_R_PUSH_NOT_ALLOWED = POLICY_R_PUSH_NOT_ALLOWED,
     PX_R_SNI_MISMATCH, /* the ClientHello names another host than CONNECT */
     PX_R_NO_SNI,       /* no server_name, and no `ip` rule allows the literal */
     PX_R_NOT_TLS,      /* a CONNECT (not `raw`) or TLS port that did not open with a hello */
@@ -84,7 +85,7 @@ static inline const char *px_end_str(enum px_end e)
  * a revocation by a rule): only then do the log and the answer name one. */
 static inline bool px_reason_has_rule(enum px_reason r)
 {
-    return r <= PX_R_PATH_NOT_ALLOWED || r == PX_R_REVOKED;
+    return r <= PX_R_PUSH_NOT_ALLOWED || r == PX_R_REVOKED;
 }
 
 static inline const char *px_mode_str(enum px_mode m)
@@ -105,6 +106,7 @@ static inline const char *px_reason_str(enum px_reason r)
         [PX_R_BAD_HOST] = "bad_host",
         [PX_R_METHOD_NOT_ALLOWED] = "method_not_allowed",
         [PX_R_PATH_NOT_ALLOWED] = "path_not_allowed",
+        [PX_R_PUSH_NOT_ALLOWED] = "push_not_allowed",
         [PX_R_SNI_MISMATCH] = "sni_mismatch",
         [PX_R_NO_SNI] = "no_sni",
         [PX_R_NOT_TLS] = "not_tls",

@@ -238,8 +238,8 @@ static void test_refusals(void)
          "p.allow:1:28: expected a secret name ([a-z0-9][a-z0-9_-]{0,62}), found "
          "'abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwx...'"},
         {"x.com inject bearer secret s extra",
-         "p.allow:1:30: expected 'raw', 'private-ok', 'inject', 'methods', 'paths', 'until' or end "
-         "of line, found 'extra'"},
+         "p.allow:1:30: expected 'raw', 'private-ok', 'inject', 'methods', 'paths', 'git-push', "
+         "'until' or end of line, found 'extra'"},
     };
     check_refusals(r, sizeof(r) / sizeof(r[0]));
 
@@ -269,7 +269,7 @@ static void test_refusals(void)
     struct policy_binding *b = policy_binding_new(p, "p", bad, 2, "sandbox 7", &d);
     ok(b == NULL && d.n == 2 &&
            strcmp(d.lines[0], "sandbox 7:1:30: expected 'raw', 'inject', 'methods', 'paths', "
-                              "'until' or end of line (in a sandbox's lines), found "
+                              "'git-push', 'until' or end of line (in a sandbox's lines), found "
                               "'private-ok'") == 0 &&
            strcmp(d.lines[1], "sandbox 7:2:3: 'inject' needs a host name, '*.NAME' or '.NAME', "
                               "not '*'") == 0,

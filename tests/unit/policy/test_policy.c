@@ -467,7 +467,7 @@ static void test_binding(void)
            strstr(d.lines[1], "sandbox 7:2:1: 'mode' is not allowed") &&
            strstr(d.lines[2], "sandbox 7:3:1: 'include' is not allowed") &&
            strstr(d.lines[3], "sandbox 7:4:11: expected 'raw', 'inject', 'methods', 'paths', "
-                              "'until' or end of line") &&
+                              "'git-push', 'until' or end of line") &&
            strstr(d.lines[4], "sandbox 7:5:1: expected a host name"),
        "binding: each error names its line and column");
     for (size_t i = 0; i < d.n; i++)
@@ -557,8 +557,8 @@ static void test_errors(void)
         {"dney github.com\n", "p.allow:1:1: unknown directive 'dney'; did you mean 'deny'?"},
         {"inclde base\n", "p.allow:1:1: unknown directive 'inclde'; did you mean 'include'?"},
         {"github.com frobnicate\n", "p.allow:1:12: expected 'raw', 'private-ok', 'inject', "
-                                    "'methods', 'paths', 'until' or end of line, found "
-                                    "'frobnicate'"},
+                                    "'methods', 'paths', 'git-push', 'until' or end of line, "
+                                    "found 'frobnicate'"},
         {"github.com until tomorrow\n", "p.allow:1:18: expected an RFC 3339 time"},
         {"github.com until\n", "p.allow:1:17: expected an RFC 3339 time after 'until'"},
         {"deny github.com raw\n",

@@ -4,8 +4,9 @@
  * (allow, method_not_allowed, path_not_allowed, report mode's
  * would_deny) and which rule is named; that allows add up across the
  * preset, its includes and a binding's lines; that a deny still wins;
- * the name phase's `requests` flag for a tunnel; and every refusal of
- * the syntax with its place.
+ * the name phase's `requests` flag for a tunnel; `git-push` rules
+ * (policy_decide_push, the name phase's `push` flag, an unread tunnel
+ * denied); and every refusal of the syntax with its place.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -189,9 +190,109 @@ static void refusals(void)
     policy_unref(pol);
 }
 
+/* "allow allowed p.allow:1", "deny push_not_allowed p.allow:2", ... for
+ * a push of ref (deleting it or not) to host:443 under b. */
+static const char *push(const struct policy_binding *b, const char *host, const char *ref,
+                        bool deletes)
+{
+    static char out[160];
+    struct policy_host h;
+    struct policy_verdict v;
+
+    if (policy_host_normalize(host, strlen(host), &h) != POLICY_HOST_OK)
+        abort();
+    policy_decide_push(b, &h, 443, ref, strlen(ref), deletes, NOW, &v);
+    snprintf(out, sizeof(out), "%s %s %s:%u", policy_decision_str(v.decision),
+             policy_reason_str(v.reason), v.rule.file ? v.rule.file : "-", v.rule.line);
+    return out;
+}
+
+/* One check: push(...) gives want. */
+static void push_is(const struct policy_binding *b, const char *host, const char *ref, bool del,
+                    const char *want)
+{
+    const char *got = push(b, host, ref, del);
+    ok(strcmp(got, want) == 0, "push %s%s to %s -> %s (got %s)", del ? "delete " : "", ref, host,
+       want, got);
+}
+
+static void git_push(void)
+{
+    struct policy_diag d = {0};
+    const char *p[] = {
+        "p",
+        "github.com inject basic secret github\n"                               /* 1 */
+        "github.com git-push refs/heads/agent/**,refs/tags/agent-* no-delete\n" /* 2 */
+        "gitlab.com git-push refs/heads/*\n"                                    /* 3 */
+        "other.com\n",                                                          /* 4 */
+        "rep", "mode report\ngit.test git-push refs/heads/agent/**\n", NULL};
+    struct policy *pol = load(&d, p);
+    ok(pol != NULL && d.n == 0, "a preset with git-push rules loads (%zu errors)", d.n);
+    if (pol == NULL) {
+        policy_diag_free(&d);
+        return;
+    }
+    const char *extra[] = {"github.com git-push refs/heads/grant/x"};
+    struct policy_binding *b = bind(pol, "p", extra, 1), *rep = bind(pol, "rep", NULL, 0);
+
+    push_is(b, "github.com", "refs/heads/agent/x", false, "allow allowed p.allow:2");
+    push_is(b, "github.com", "refs/heads/agent/a/b/c", false, "allow allowed p.allow:2");
+    push_is(b, "github.com", "refs/tags/agent-1", false, "allow allowed p.allow:2");
+    push_is(b, "github.com", "refs/heads/main", false, "deny push_not_allowed p.allow:2");
+    push_is(b, "github.com", "refs/heads/agentx", false, "deny push_not_allowed p.allow:2");
+    push_is(b, "github.com", "refs/heads/agent/x", true, "deny push_not_allowed p.allow:2");
+    push_is(b, "github.com", "refs/heads/grant/x", false, "allow allowed sandbox 101:1");
+    push_is(b, "github.com", "refs/heads/grant/x", true, "allow allowed sandbox 101:1");
+    push_is(b, "gitlab.com", "refs/heads/main", true, "allow allowed p.allow:3");
+    push_is(b, "gitlab.com", "refs/heads/a/b", false, "deny push_not_allowed p.allow:3");
+    push_is(b, "other.com", "refs/heads/main", false, "allow allowed -:0");
+    push_is(rep, "git.test", "refs/heads/main", false, "would_deny push_not_allowed rep.allow:2");
+    /* the name phase: pushes to the host must be read */
+    is(b, "github.com", 443, NULL, NULL, "allow allowed p.allow:1");
+    struct policy_host h;
+    struct policy_verdict v;
+    policy_host_normalize("github.com", 10, &h);
+    policy_decide_request(b, &h, 443, NULL, NULL, 0, NOW, &v);
+    ok(v.push && v.inject, "github.com: the name phase says push (and inject)");
+    policy_host_normalize("other.com", 9, &h);
+    policy_decide_request(b, &h, 443, NULL, NULL, 0, NOW, &v);
+    ok(!v.push, "other.com: no git-push rule, no push flag");
+    is(b, "github.com", 443, "GET", "/acme/x.git/info/refs", "allow allowed p.allow:1");
+    struct policy_request unread = {0};
+    policy_host_normalize("github.com", 10, &h);
+    policy_decide_request(b, &h, 443, &unread, NULL, 0, NOW, &v);
+    ok(v.decision == POLICY_DENY && v.reason == POLICY_R_PUSH_NOT_ALLOWED && v.rule.line == 2,
+       "a tunnel that is not read (no method) could carry a push: denied push_not_allowed, rule 2");
+    policy_binding_free(b);
+    policy_binding_free(rep);
+    policy_unref(pol);
+
+    static const struct {
+        const char *text, *want;
+    } r[] = {
+        {"a.test git-push main", "p.allow:1:17: ref glob 'main': a ref glob starts with 'refs/'"},
+        {"a.test git-push refs/heads/a..b", "p.allow:1:29: ref glob 'refs/heads/a..b': '..'"},
+        {"a.test git-push refs/heads//x", "p.allow:1:28: ref glob 'refs/heads//x': an empty"},
+        {"a.test git-push refs/heads/a**", "p.allow:1:28: ref glob 'refs/heads/a**': '**' must"},
+        {"a.test git-push refs/heads/a b", "p.allow:1:30: expected 'raw', 'private-ok'"},
+        {"a.test no-delete", "p.allow:1:8: 'no-delete' goes with 'git-push REFGLOB'"},
+        {"~a\\.test git-push refs/heads/x", "p.allow:1:10: 'git-push' needs a host name"},
+        {"a.test:22 git-push refs/heads/x",
+         "p.allow:1:11: 'git-push' does not go on a rule for port 22"},
+        {"a.test git-push refs/heads/x git-push refs/heads/y",
+         "p.allow:1:30: 'git-push' given twice"},
+    };
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        const char *got = refusal(r[i].text);
+        ok(strncmp(got, r[i].want, strlen(r[i].want)) == 0, "refused: '%s' -> %s (got: %s)",
+           r[i].text, r[i].want, got);
+    }
+}
+
 int main(void)
 {
     semantics();
     refusals();
+    git_push();
     return tap_done();
 }
