@@ -184,6 +184,26 @@ void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const ch
     px_conn_flush_close(c);
 }
 
+void px_conn_deny_reply(struct px_conn *c, enum px_reason r, unsigned status, const char *type,
+                        const char *body, size_t len)
+{
+    char rule[512];
+    const char *rt;
+
+    set_denied(c, r);
+    rt = px_conn_rule_text(c, rule, sizeof(rule));
+    c->rq.status = status;
+    evbuffer_add_printf(bufferevent_get_output(c->cli),
+                        "HTTP/1.1 %u %s\r\nX-Egress-Deny: %s%s%s\r\nContent-Type: %s\r\n"
+                        "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: close\r\n"
+                        "\r\n",
+                        status, status_text(status), px_reason_str(r), rt ? "; rule=" : "",
+                        rt ? rt : "", type, len);
+    evbuffer_add(bufferevent_get_output(c->cli), body, len);
+    c->bytes_down += len;
+    px_conn_flush_close(c);
+}
+
 void px_conn_reply(struct px_conn *c, unsigned status, const char *type, const char *body,
                    size_t len)
 {

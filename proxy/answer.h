@@ -25,6 +25,13 @@ void px_conn_end_denied(struct px_conn *c, enum px_reason r, const struct policy
  * 9209 Proxy-Status error.  Closes. */
 void px_conn_fail(struct px_conn *c, unsigned status, enum px_reason r, const char *detail);
 
+/* Deny the current request with `r` (and the verdict's rule) in an
+ * answer of the client's own protocol: `status` with X-Egress-Deny and
+ * body[0..len) of content type `type` (git's refusal of a push:
+ * pushcheck.c); then close.  Closes. */
+void px_conn_deny_reply(struct px_conn *c, enum px_reason r, unsigned status, const char *type,
+                        const char *body, size_t len);
+
 /* Answer a request egressd serves itself (a sandbox's refresh of a login:
  * tokenep.c) with `status` and body[0..len) of content type `type`, then
  * close.  Closes. */

@@ -187,6 +187,7 @@ struct px_exchange {
     bool req_done, resp_head_done;
     bool head_started;          /* a byte of the next request head is in: header timeout runs */
     bool upgrade;               /* the request asks for WebSocket, which is served (upgrade.c) */
+    bool receive_pack;          /* the request is a git push (pushcheck.h) */
     char path[PX_LOG_PATH_MAX]; /* the request's path, without its query, for the log line */
     struct px_asked asked;      /* the request as the policy judges it */
 };
@@ -233,10 +234,11 @@ struct px_conn {
     /* The ClientHello being read (allocated only while reading it). */
     struct sni_parser *hello;
 
-    struct px_exchange *ex;  /* NULL for a tunnel (see above) */
-    struct px_intercept *ic; /* NULL unless intercepted */
-    struct px_upgrade *ws;   /* NULL unless upgraded to WebSocket (upgrade.c) */
-    char *raw_host;          /* the host as asked for, for the log when it is bad; or NULL */
+    struct px_exchange *ex;    /* NULL for a tunnel (see above) */
+    struct px_intercept *ic;   /* NULL unless intercepted */
+    struct px_upgrade *ws;     /* NULL unless upgraded to WebSocket (upgrade.c) */
+    struct px_pushcheck *push; /* NULL unless a git push is being read (pushcheck.c) */
+    char *raw_host;            /* the host as asked for, for the log when it is bad; or NULL */
 
     /* Counters for the log line and the metrics. */
     uint64_t bytes_up, bytes_down;

@@ -180,6 +180,8 @@ static void print_rule(const char *label, const struct policy_verdict *v)
         printf(" [inject]");
     if (v->requests)
         printf(" [per request: give --method and --path]");
+    if (v->push)
+        printf(" [git-push rules: pushes are read]");
     if (v->country[0] != '\0')
         printf(" country %s", v->country);
     if (v->asn != 0)

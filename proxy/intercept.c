@@ -72,7 +72,7 @@ bool px_intercept_wanted(const struct px_conn *c)
     if ((c->mode != PX_MODE_CONNECT && c->mode != PX_MODE_TLS) || c->sb == NULL ||
         c->sb->ca == NULL || c->rq.v.raw)
         return false;
-    if (c->rq.v.requests) /* request rules: every request judged inside, if the CA may sign */
+    if (c->rq.v.requests || c->rq.v.push) /* request rules: each request judged inside */
         return ca_authority_permits(c->sb->ca, c->rq.host.text);
     if (!c->rq.v.inject)
         return false;
@@ -586,7 +586,7 @@ static void forward(struct px_conn *c)
     if (used != 0)
         explicit_bzero(scratch, sizeof(scratch)); /* (untouched when nothing was added) */
     if (sent)
-        px_exchange_start(c);
+        px_request_send(c);
 }
 
 void px_intercept_on_status(struct px_conn *c, unsigned status)

@@ -190,7 +190,7 @@ static bool tunnel_requests_pass(struct px_conn *c, int64_t now)
 {
     const struct policy_request *rq = px_conn_asked(c);
 
-    if (!c->rq.v.requests || reads_requests(c) || rq == NULL)
+    if (!(c->rq.v.requests || c->rq.v.push) || reads_requests(c) || rq == NULL)
         return true;
     policy_decide_request(c->pb, &c->rq.host, c->rq.port, rq, NULL, 0, now, &c->rq.v);
     c->rq.decision = c->rq.v.decision;

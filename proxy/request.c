@@ -18,6 +18,7 @@
 #include "hello.h"
 #include "intercept.h"
 #include "judge.h"
+#include "pushcheck.h"
 #include "request.h"
 
 #define FORMAT_SLACK 1024 /* what http_format_request adds: Host, Connection */
@@ -166,6 +167,15 @@ void px_request_reset(struct px_conn *c)
     c->bytes_up = c->bytes_down = 0;
     c->ex->resp_head_done = false;
     c->ex->upgrade = false;
+    c->ex->receive_pack = false;
+}
+
+void px_request_send(struct px_conn *c)
+{
+    if (c->ex->receive_pack && c->rq.v.push)
+        px_pushcheck_start(c);
+    else
+        px_exchange_start(c);
 }
 
 /* The first len bytes at p as a string in dst (cut to fit). */
@@ -318,9 +328,11 @@ static void on_request(struct px_conn *c, const struct http_request *req)
     keep_path(c, req);
     if (!take_target(c, req))
         return;
-    if (c->mode != PX_MODE_CONNECT)
+    if (c->mode != PX_MODE_CONNECT) {
         px_asked_make(&c->ex->asked, c->rq.method, strlen(c->rq.method),
                       req->form == HTTP_FORM_ASTERISK ? NULL : req->path.p, req->path.len);
+        c->ex->receive_pack = px_pushcheck_wanted(c, req);
+    }
     if (c->mode == PX_MODE_INTERCEPT) {
         /* The head stays in the input: the credentials are added once
          * the request is judged (intercept.c). */
@@ -333,7 +345,7 @@ static void on_request(struct px_conn *c, const struct http_request *req)
         return;
     keep_upstream_if_same(c);
     px_conn_judge(c, auth, auth_len,
-                  c->mode == PX_MODE_CONNECT ? px_hello_connect_ready : px_exchange_start);
+                  c->mode == PX_MODE_CONNECT ? px_hello_connect_ready : px_request_send);
 }
 
 void px_request_on_head(struct px_conn *c)

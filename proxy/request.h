@@ -13,6 +13,10 @@ void px_request_on_head(struct px_conn *c);
 /* HEAD's timer: between requests nothing is owed (the connection just
  * closes); in the middle of a head, a 408.  Closes. */
 void px_request_on_head_timeout(struct px_conn *c);
+/* The judged request's head is ready (c->ex->pending): a git push to a
+ * host a git-push rule holds is read first (pushcheck.h), any other goes
+ * to the exchange.  May close. */
+void px_request_send(struct px_conn *c);
 /* Forget the last request (c->rq, the byte counts) for the next one. */
 void px_request_reset(struct px_conn *c);
 
