@@ -18,8 +18,9 @@
 # stays within 20 minutes on 2 cores; half that for sandboxctl's harnesses;
 # 0 skips fuzzing, and says so),
 # DATA_DIR (default tests/data of this tree: the third-party test data, see
-# tests/data/README.md), CLIENTHELLO_DIR (default $DATA_DIR/clienthello) and
-# MMDB_DIR (default $DATA_DIR/mmdb).
+# tests/data/README.md), CLIENTHELLO_DIR (default $DATA_DIR/clienthello),
+# MMDB_DIR (default $DATA_DIR/mmdb) and GIT_PUSH_DIR (default
+# $DATA_DIR/git-push).
 # Each check prints one line; logs of every step are in build/test-logs/.
 set -u
 
@@ -33,6 +34,7 @@ failed=0
 
 export CLIENTHELLO_DIR=${CLIENTHELLO_DIR:-$DATA_DIR/clienthello}
 export MMDB_DIR=${MMDB_DIR:-$DATA_DIR/mmdb}
+export GIT_PUSH_DIR=${GIT_PUSH_DIR:-$DATA_DIR/git-push}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Nothing under test may use this machine's certificate or proxy settings.
@@ -225,7 +227,7 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
         case $name in
             sni*)   seeds=("$CLIENTHELLO_DIR"/*.bin) ;;
             policy) seeds=(deploy/policies/*.allow tests/fuzz/seeds/policy/*) ;;
-            receivepack) seeds=("$DATA_DIR"/git-push/*.bin) ;;
+            receivepack) seeds=("$GIT_PUSH_DIR"/*.bin) ;;
             host)   read -ra seeds < <(host_seeds) ;;
             *)      seeds=(tests/fuzz/seeds/"$name"/*) ;;
         esac
