@@ -39,14 +39,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def body(self):
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            data = b""
+            parts = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip(), 16)
                 if size == 0:
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                         pass
-                    return data
-                data += self.rfile.read(size)
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
                 self.rfile.readline()
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
