@@ -59,7 +59,9 @@ static int hex_digit(char c)
  * hex digits) at s[0..len). */
 static bool oid_ok(struct http_rp *r, const char *s, size_t len)
 {
-    if (r->oid_len == 0 && (len == OID_SHA1 || len == OID_SHA256))
+    if (len != OID_SHA1 && len != OID_SHA256)
+        return false; /* (an empty one too, before the length is known) */
+    if (r->oid_len == 0)
         r->oid_len = (uint8_t)len;
     if (len != r->oid_len)
         return false;

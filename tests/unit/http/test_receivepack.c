@@ -320,6 +320,8 @@ static const struct bad_case bad_cases[] = {
     {"a shallow line after a command", GOOD, "shallow " A40, "0000", 1, BAD_CMD},
     {"two zero ids", Z40 " " Z40 " refs/heads/a|x", NULL, "0000", 0, "a command with two zero ids"},
     {"two fields only", A40 " " B40 "|x", NULL, "0000", 0, BAD_CMD},
+    {"an empty old id (a line starting with SP)", " " B40 " refs/heads/a|x", NULL, "0000", 0,
+     BAD_OID},
 };
 
 /* Append payload s as a pkt-line to b, '|' written as NUL. */
