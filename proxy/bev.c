@@ -15,6 +15,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/bufferevent_struct.h>
 #include <event2/event.h>
+#include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,15 @@ bool px_bev_write_last(struct bufferevent *bev)
         return false; /* an error shows in the next write */
     event_del(&bev->ev_write);
     return true;
+}
+
+void px_bev_shut(struct bufferevent *bev)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+    if (ssl != NULL)
+        (void)SSL_shutdown(ssl); /* one record straight to the socket; a failure changes nothing */
+    shutdown(bufferevent_getfd(bev), SHUT_WR);
 }
 
 /* libevent's own readv relies on this too. */

@@ -38,6 +38,11 @@ void px_bev_write_now(struct bufferevent *bev);
  * (MSG_MORE holds the bytes for it).  False: libevent writes the rest. */
 #define PX_BEV_LAST_MAX (16 * 1024)
 bool px_bev_write_last(struct bufferevent *bev);
+/* End our side of bev's connection, its output being out: a TLS
+ * bufferevent first sends its close_notify (so that a response its close
+ * delimits is whole to the client, not a truncation), then
+ * shutdown(SHUT_WR). */
+void px_bev_shut(struct bufferevent *bev);
 /* Read what bev's socket holds now (up to 64 KiB) into its input. */
 void px_bev_read_now(struct bufferevent *bev);
 

@@ -443,7 +443,7 @@ static void on_flush_read(struct bufferevent *bev, void *arg)
 static void on_flush_written(struct bufferevent *bev, void *arg)
 {
     (void)arg;
-    shutdown(bufferevent_getfd(bev), SHUT_WR);
+    px_bev_shut(bev);
 }
 
 static void on_flush_event(struct bufferevent *bev, short what, void *arg)
@@ -489,7 +489,7 @@ void px_conn_flush_close(struct px_conn *c)
     bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
     bufferevent_enable(c->cli, EV_READ | EV_WRITE);
     if (px_bev_write_last(c->cli)) /* the answer and the FIN in one segment */
-        shutdown(bufferevent_getfd(c->cli), SHUT_WR);
+        px_bev_shut(c->cli);
 }
 
 /* ------------------------------------------------------------ a new one */

@@ -8,19 +8,27 @@
 # the access-log line name the reason and the rule.  Allows add up; a
 # preset's `read-only` applies to a sandbox's own lines too; a tunnel to a
 # host that only such rules allow is refused (its requests cannot be read
-# there); and `egressctl explain --method --path` says what egressd does,
-# case by case.  TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
+# there), unless its sandbox has a CA: then it is intercepted, each request
+# judged inside, and an answer its origin ends by closing arrives whole
+# (close_notify); and `egressctl explain --method --path` says what egressd
+# does, case by case.  TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
 egd_host 127.0.0.31 rules.test
 egd_host 127.0.0.30 both.test
 egd_host 127.0.0.29 ro.test
+egd_host 127.0.0.24 close.test
 egd_allow 'rules.test:8000,4443 methods GET,HEAD paths /repos/acme/**,/hello' \
     'both.test:8000 methods GET' \
-    'both.test:8000 methods POST paths /w/**'
+    'both.test:8000 methods POST paths /w/**' 'close.test:4444 methods GET'
 printf '%s\n' 'read-only' 'ro.test:8000' >"$T/policies/ro.allow"
 egd_origin a.test b.test rules.test both.test ro.test || bail "the origins start"
+# An origin that ends its answer by closing (HTTP/1.0, no length): openssl's.
+egd_cert close.test || bail "close.test's certificate"
+openssl s_server -quiet -www -accept 127.0.0.24:4444 -cert "$T/certs/close.test.pem" \
+    -key "$T/certs/close.test.key" >"$T/s_server.out" 2>&1 &
+EGD_PIDS+=($!)
 egd_start "upstream-ca-file $EGD_CA" || bail "egressd starts and answers /healthz"
 RULE=$(egd_rule rules.test)
 R=$T/resp
@@ -208,6 +216,33 @@ expect "HTTPS, intercepted: GET /repos/acme/%2e%2e/other is refused" \
 expect "HTTPS, intercepted: GET /repos/other is refused" "$(sbreq GET /repos/other)" \
     "403 path_not_allowed; rule=$RULE"
 ok "$([ "$(origin_saw /repos/other)" -eq 0 ] && echo 0 || echo 1)" "  neither reached the origin"
+# A strict TLS client (GnuTLS, as git's libcurl is, and Python with
+# suppress_ragged_eofs off) takes a close without close_notify as a cut.
+closeout=$(egd_python - "$EGD_PROXY" "$SB" "$T/sbca.pem" 2>&1 <<'PY'
+import socket, ssl, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), source_address=(sys.argv[2], 0), timeout=10)
+s.sendall(b"CONNECT close.test:4444 HTTP/1.1\r\nHost: close.test:4444\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+ctx = ssl.create_default_context(cafile=sys.argv[3])
+t = ctx.wrap_socket(s, server_hostname="close.test", suppress_ragged_eofs=False)
+t.sendall(b"GET / HTTP/1.0\r\nHost: close.test\r\n\r\n")
+body = b""
+try:
+    while True:
+        d = t.recv(65536)
+        if not d:
+            break
+        body += d
+    print("whole" if b"s_server" in body else "short")
+except ssl.SSLError as e:
+    print("cut:", e.__class__.__name__)
+PY
+)
+check "HTTPS, intercepted: an answer the origin ends by closing arrives whole, ended by egressd's close_notify ($closeout)" \
+    test "$closeout" = whole
 st=$(egd_env curl -q -sS --cacert "$EGD_CA" -m 10 --interface "$SB" -x "$P" -o /dev/null \
     -w '%{http_code}' "https://a.test:$EGD_HTTPS_PORT/hello" 2>/dev/null)
 expect "HTTPS to a host without request rules stays an opaque tunnel (the origin's own certificate)" \
