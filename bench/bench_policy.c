@@ -1,7 +1,7 @@
 /*
  * bench_policy.c - decision speed and load cost of a large generated policy.
  *
- *   bench_policy [-r RULES] [-x REGEXES] [-n DECISIONS] [-s SEED]
+ *   bench_policy [-r RULES] [-x REGEXES] [-q REQUEST-RULES] [-n DECISIONS] [-s SEED]
  *
  * Generates one preset of RULES rules (default 100 000): REGEXES of them
  * (default 1 000) are `~` regexes, the rest are split between exact hosts,
@@ -10,7 +10,12 @@
  *   - load: parse + compile time (median of 5 loads) and heap bytes per rule;
  *   - name-phase decisions, timed one by one, median / p90 / p99 ns, for
  *     hosts that hit exact rules, wildcard rules, miss every hash rule but
- *     match a regex, and miss everything (every regex tried).
+ *     match a regex, and miss everything (every regex tried);
+ *   - request decisions (policy_decide_request, method and path) in a
+ *     second preset of REQUEST-RULES rules (default 1 000), two per host,
+ *     each with `methods` and three `paths` globs: a request the first
+ *     rule admits, one only the second admits, one refused for its method
+ *     and one for its path.
  * Nothing is read from disk: the text is built in memory.
  */
 #include <malloc.h>
@@ -104,13 +109,83 @@ static void gen_rule(struct text *t, long i, long n_regex)
     }
 }
 
-static struct policy *load(const struct text *t, double *ms, size_t *bytes)
+/* Rule i of the request-rule preset: two rules per host "hN.req.test". */
+static void gen_req_rule(struct text *t, long i)
+{
+    long h = i / 2;
+    if (i % 2 == 0)
+        add(t, "h%ld.req.test methods GET,HEAD paths /org%ld/**,/api/v1/*/items,/static/*.js\n", h,
+            h);
+    else
+        add(t, "h%ld.req.test methods POST,PUT paths /org%ld/*/issues,/upload/**,/api/v2/**\n", h,
+            h);
+}
+
+/* One request decision to time: method and path for host k. */
+struct req_kind {
+    const char *name, *method, *want;
+    void (*path)(char *buf, size_t size, long h);
+};
+
+static void path_first(char *buf, size_t size, long h)
+{
+    snprintf(buf, size, "/org%ld/repo/src/main.c", h);
+}
+
+static void path_second(char *buf, size_t size, long h)
+{
+    snprintf(buf, size, "/org%ld/repo/issues", h);
+}
+
+static void path_elsewhere(char *buf, size_t size, long h)
+{
+    snprintf(buf, size, "/elsewhere%ld/deep/path/a/b/c/d", h);
+}
+
+/* Time request decisions in preset "req" (n_hosts hosts): each alone,
+ * sorted ns into ns; wrong counts answers other than want. */
+static void time_requests(struct policy *p, const struct req_kind *k, long n, long n_hosts,
+                          double *ns, double timer, long *wrong)
+{
+    struct policy_diag d = {0};
+    struct policy_binding *b = policy_binding_new(p, "req", NULL, 0, "bench", &d);
+    struct policy_host *hosts = malloc(sizeof(*hosts) * (size_t)n);
+    char(*paths)[96] = malloc(sizeof(*paths) * (size_t)n), buf[128];
+    struct policy_verdict v;
+
+    for (long i = 0; i < n; i++) {
+        long h = (i * 7919) % n_hosts;
+        snprintf(buf, sizeof(buf), "h%ld.req.test", h);
+        if (policy_host_normalize(buf, strlen(buf), &hosts[i]) != POLICY_HOST_OK)
+            abort();
+        k->path(paths[i], sizeof(paths[i]), h);
+    }
+    for (long i = 0; i < n; i++) {
+        struct policy_request rq = {k->method, strlen(k->method), paths[i], strlen(paths[i])};
+        double t0 = ticks();
+        policy_decide_request(b, &hosts[i], 443, &rq, NULL, 0, NOW, &v);
+        ns[i] = (ticks() - t0) * tick_ns - timer;
+        char got[64];
+        snprintf(got, sizeof(got), "%s %s", policy_decision_str(v.decision),
+                 policy_reason_str(v.reason));
+        if (strcmp(got, k->want) != 0)
+            (*wrong)++;
+    }
+    qsort(ns, (size_t)n, sizeof(double), cmp_double);
+    policy_binding_free(b);
+    policy_diag_free(&d);
+    free(hosts);
+    free(paths);
+}
+
+static struct policy *load(const struct text *t, const struct text *req, double *ms, size_t *bytes)
 {
     struct policy_diag d = {0};
     struct mallinfo2 before = mallinfo2();
     double t0 = now_ns();
     struct policy_builder *b = policy_builder_new();
     policy_builder_add_preset(b, "big", "big.allow", t->s, t->len);
+    policy_builder_add_preset(b, "req", "req.allow", req->s, req->len);
     struct policy *p = policy_builder_finish(b, &d);
     *ms = (now_ns() - t0) / 1e6;
     *bytes = mallinfo2().uordblks - before.uordblks + (mallinfo2().hblkhd - before.hblkhd);
@@ -215,36 +290,40 @@ static void host_miss(char *buf, size_t size, long k, long rules, long n_regex)
 
 int main(int argc, char **argv)
 {
-    long rules = 100000, n_regex = 1000, n = 200000;
+    long rules = 100000, n_regex = 1000, n = 200000, n_req = 1000;
     unsigned seed = 1;
     int o;
-    while ((o = getopt(argc, argv, "r:x:n:s:")) != -1) {
+    while ((o = getopt(argc, argv, "r:x:q:n:s:")) != -1) {
         switch (o) {
         case 'r': rules = atol(optarg); break;
+        case 'q': n_req = atol(optarg); break;
         case 'x': n_regex = atol(optarg); break;
         case 'n': n = atol(optarg); break;
         case 's': seed = (unsigned)atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: bench_policy [-r RULES] [-x REGEXES] [-n DECISIONS]\n");
+            fprintf(stderr, "usage: bench_policy [-r RULES] [-x REGEXES] [-q REQUEST-RULES] "
+                            "[-n DECISIONS]\n");
             return 2;
         }
     }
-    if (rules < 20 || n_regex < 1 || n_regex >= rules / 2 || n < 100) {
-        fprintf(stderr,
-                "bench_policy: need RULES >= 20, 1 <= REGEXES < RULES/2, DECISIONS >= 100\n");
+    if (rules < 20 || n_regex < 1 || n_regex >= rules / 2 || n < 100 || n_req < 2) {
+        fprintf(stderr, "bench_policy: need RULES >= 20, 1 <= REGEXES < RULES/2, REQUEST-RULES "
+                        ">= 2, DECISIONS >= 100\n");
         return 2;
     }
     srand(seed);
-    struct text t = {0};
+    struct text t = {0}, rt = {0};
     for (long i = 0; i < rules; i++)
         gen_rule(&t, i, n_regex);
+    for (long i = 0; i < n_req; i++)
+        gen_req_rule(&rt, i);
 
     double load_ms[5];
     size_t bytes = 0;
     struct policy *p = NULL;
     for (int r = 0; r < 5; r++) {
         policy_unref(p);
-        p = load(&t, &load_ms[r], &bytes);
+        p = load(&t, &rt, &load_ms[r], &bytes);
         if (p == NULL)
             return 1;
     }
@@ -286,6 +365,21 @@ int main(int argc, char **argv)
                ns[m * 99 / 100], wrong);
         rc |= wrong != 0;
     }
+    static const struct req_kind req_kinds[] = {
+        {"admitted by the first rule", "GET", "allow allowed", path_first},
+        {"admitted by the second rule", "POST", "allow allowed", path_second},
+        {"refused: method", "DELETE", "deny method_not_allowed", path_first},
+        {"refused: path", "GET", "deny path_not_allowed", path_elsewhere},
+    };
+    printf("request decisions (%ld rules with methods and paths, two per host; ns each):\n", n_req);
+    printf("  %-32s %8s %8s %8s %8s %8s\n", "kind", "n", "median", "p90", "p99", "wrong");
+    for (size_t k = 0; k < sizeof(req_kinds) / sizeof(req_kinds[0]); k++) {
+        long wrong = 0;
+        time_requests(p, &req_kinds[k], n, n_req / 2, ns, timer, &wrong);
+        printf("  %-32s %8ld %8.0f %8.0f %8.0f %8ld\n", req_kinds[k].name, n, ns[n / 2],
+               ns[n * 9 / 10], ns[n * 99 / 100], wrong);
+        rc |= wrong != 0;
+    }
     printf("memory: %.0f ns per dependent load, random over 16 MiB (the floor for a decision\n"
            "        whose rule is not in cache)\n",
            memory_latency(16u << 20));
@@ -294,5 +388,6 @@ int main(int argc, char **argv)
     free(hosts);
     free(ns);
     free(t.s);
+    free(rt.s);
     return rc;
 }

@@ -119,12 +119,15 @@ static void note_rules(const struct ruleset *rs, const struct crule *c, uint32_t
             ((c->flags & CR_UNTIL) && !active(&rs->rules[c->rule], now)))
             continue;
         m->inject |= (c->flags & CR_INJECT) != 0;
+        bool deny = (c->flags & CR_DENY) != 0;
+        if (deny ? m->deny.file != NULL : m->pass.file != NULL)
+            continue; /* one of its kind decides already */
         struct hit h = {rs->files[c->file], c->line, (c->flags & CR_RAW) != 0,
                         (c->flags & CR_PRIVATE_OK) != 0};
-        if (!(c->flags & CR_DENY))
-            note_allow(m, &h, c->req ? rs->rules[c->rule].req : NULL);
-        else if (m->deny.file == NULL)
+        if (deny)
             m->deny = h;
+        else
+            note_allow(m, &h, c->req ? rs->rules[c->rule].req : NULL);
     }
 }
 
