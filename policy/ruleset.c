@@ -587,44 +587,39 @@ static bool method_item(struct line *l, const struct token *t, struct req_words 
     return false;
 }
 
-static bool glob_item(struct line *l, const struct token *t, struct req_words *w)
+/* One glob of a `paths` or `git-push` list (`what` says which: "path" or
+ * "ref"), checked by check, onto list[*n] (at most MAX_PATHS). */
+static bool one_glob(struct line *l, const struct token *t, const char *what,
+                     const char *(*check)(const char *, size_t, size_t *), struct glob_text *list,
+                     uint16_t *n)
 {
     size_t at;
     char msg[320];
-    const char *why = policy_glob_check(t->s, t->len, &at);
+    const char *why = check(t->s, t->len, &at);
 
     if (why != NULL) {
-        snprintf(msg, sizeof(msg), "path glob '%.*s': %s", (int)(t->len < 60 ? t->len : 60), t->s,
-                 why);
+        snprintf(msg, sizeof(msg), "%s glob '%.*s': %s", what, (int)(t->len < 60 ? t->len : 60),
+                 t->s, why);
         problem(l, t->col + (unsigned)at, msg);
         return false;
     }
-    if (w->q.n_paths == MAX_PATHS) {
-        problem(l, t->col, "more than 64 path globs in one rule");
+    if (*n == MAX_PATHS) {
+        snprintf(msg, sizeof(msg), "more than 64 %s globs in one rule", what);
+        problem(l, t->col, msg);
         return false;
     }
-    w->globs[w->q.n_paths++] = (struct glob_text){pool_strndup(l->ctx->pool, t->s, t->len), t->len};
+    list[(*n)++] = (struct glob_text){pool_strndup(l->ctx->pool, t->s, t->len), t->len};
     return true;
+}
+
+static bool glob_item(struct line *l, const struct token *t, struct req_words *w)
+{
+    return one_glob(l, t, "path", policy_glob_check, w->globs, &w->q.n_paths);
 }
 
 static bool ref_item(struct line *l, const struct token *t, struct req_words *w)
 {
-    size_t at;
-    char msg[320];
-    const char *why = policy_ref_glob_check(t->s, t->len, &at);
-
-    if (why != NULL) {
-        snprintf(msg, sizeof(msg), "ref glob '%.*s': %s", (int)(t->len < 60 ? t->len : 60), t->s,
-                 why);
-        problem(l, t->col + (unsigned)at, msg);
-        return false;
-    }
-    if (w->q.n_refs == MAX_PATHS) {
-        problem(l, t->col, "more than 64 ref globs in one rule");
-        return false;
-    }
-    w->refs[w->q.n_refs++] = (struct glob_text){pool_strndup(l->ctx->pool, t->s, t->len), t->len};
-    return true;
+    return one_glob(l, t, "ref", policy_ref_glob_check, w->refs, &w->q.n_refs);
 }
 
 /* Does rule r name port p in a list? */

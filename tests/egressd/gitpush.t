@@ -10,6 +10,7 @@
 # the sandbox's placeholder, and the push rule holds there too.  TAP on
 # stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-more.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
 egd_host 127.0.0.27 git.test
@@ -29,23 +30,12 @@ git init -q --bare -b main "$SRV/repo.git" && git -C "$SRV/repo.git" config http
     git init -q -b main "$T/seed" && git -C "$T/seed" commit -q --allow-empty -m first &&
     git -C "$T/seed" push -q "$SRV/repo.git" main || bail "the origin's repository"
 MAIN0=$(git -C "$SRV/repo.git" rev-parse main)
-"$EGD_PY" -u "$EGD_DIR/gitsrv.py" --listen 127.0.0.27:8000 --root "$SRV" >"$T/gitsrv.out" 2>&1 &
-EGD_PIDS+=($!)
-for ((i = 0; i < 100; i++)); do
-    grep -q '^ready' "$T/gitsrv.out" 2>/dev/null && break
-    sleep 0.05
-done
-grep -q '^ready' "$T/gitsrv.out" || bail "the git server starts ($(cat "$T/gitsrv.out"))"
+egm_server "$T/gitsrv.out" "$EGD_PY" -u "$EGD_DIR/gitsrv.py" --listen 127.0.0.27:8000 \
+    --root "$SRV" || bail "the git server starts"
 egd_cert git.test || bail "git.test's certificate"
-"$EGD_PY" -u "$EGD_DIR/gitsrv.py" --listen 127.0.0.27:4443 --root "$SRV" \
-    --tls "$T/certs/git.test.pem" "$T/certs/git.test.key" --log "$T/gitsrv-tls.log" \
-    >"$T/gitsrv-tls.out" 2>&1 &
-EGD_PIDS+=($!)
-for ((i = 0; i < 100; i++)); do
-    grep -q '^ready' "$T/gitsrv-tls.out" 2>/dev/null && break
-    sleep 0.05
-done
-grep -q '^ready' "$T/gitsrv-tls.out" || bail "the git server starts on TLS ($(cat "$T/gitsrv-tls.out"))"
+egm_server "$T/gitsrv-tls.out" "$EGD_PY" -u "$EGD_DIR/gitsrv.py" --listen 127.0.0.27:4443 \
+    --root "$SRV" --tls "$T/certs/git.test.pem" "$T/certs/git.test.key" \
+    --log "$T/gitsrv-tls.log" || bail "the git server starts on TLS"
 egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || bail "egressd starts and answers /healthz"
 URL=http://git.test:8000/git/repo.git
 G=(git -c "http.proxy=http://$EGD_PROXY")

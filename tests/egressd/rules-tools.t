@@ -7,19 +7,14 @@
 # its own address.  TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own
 # netns.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-more.sh"
 egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
 egd_host 127.0.0.26 reg.test
 egd_allow 'reg.test:8000 methods GET,HEAD'
 RULE_LINE=$(awk '/^reg\.test:8000 methods/ { print "test.allow:" NR; exit }' "$T/policies/test.allow")
-"$EGD_PY" -S -u "$EGD_DIR/npmreg.py" --listen 127.0.0.26:8000 --log "$T/reg.log" --name reg.test \
-    >"$T/reg.out" 2>&1 &
-EGD_PIDS+=($!)
-for ((i = 0; i < 100; i++)); do
-    grep -q '^ready' "$T/reg.out" 2>/dev/null && break
-    sleep 0.05
-done
-grep -q '^ready' "$T/reg.out" || bail "the registry starts ($(cat "$T/reg.out"))"
+egm_server "$T/reg.out" "$EGD_PY" -S -u "$EGD_DIR/npmreg.py" --listen 127.0.0.26:8000 \
+    --log "$T/reg.log" --name reg.test || bail "the registry starts"
 egd_start || bail "egressd starts and answers /healthz"
 REG=http://reg.test:8000/
 
