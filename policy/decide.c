@@ -6,11 +6,11 @@
  *
  *   any deny wins  >  then any would_deny  >  else allow
  *
- * and, for a request, on its method and path (policy_decide_request): a
- * host that only rules with `methods`/`paths` allow is allowed for the
- * requests one of them admits;
  * so a name that answers with a private address beside public ones is
- * trusted with neither, whatever order the addresses come in.
+ * trusted with neither, whatever order the addresses come in.  For a
+ * request (policy_decide_request) the name phase also weighs its method
+ * and path: a host that only rules with `methods`/`paths` allow is allowed
+ * for the requests one of them admits.
  */
 #include <string.h>
 

@@ -269,11 +269,11 @@ struct policy_request {
     size_t path_len;
 };
 
-/* The methods a `methods` option may name, in this order; `read-only` is
- * GET, HEAD and OPTIONS. */
+/* The methods a `methods` option may name, in this order, NULL-terminated;
+ * `read-only` is GET, HEAD and OPTIONS. */
 #define POLICY_METHODS                                                                             \
     {                                                                                              \
-        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"                        \
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", NULL                  \
     }
 
 /* The host (as written: "x", "*.x", ".x") of the i-th host-keyed allow

@@ -310,8 +310,6 @@ const struct rule *ruleset_match_ip(const struct ruleset *rs, const uint32_t *id
 int reqrule_method(const char *s, size_t len);
 /* The method s[0..len) was probably meant to be ("get" -> "GET"), or NULL. */
 const char *reqrule_method_near(const char *s, size_t len);
-/* "GET,HEAD" for a method mask, into buf; returns buf. */
-const char *reqrule_methods_text(uint16_t methods, char *buf, size_t size);
 /* What rule options q (NULL: none) say of request rq. */
 enum reqrule_answer {
     REQ_ADMITTED,

@@ -10,8 +10,9 @@
 
 #include "policy_int.h"
 
+/* POLICY_METHODS, NULL-terminated (policy_nearest_word takes it so). */
 static const char *const method_names[] = POLICY_METHODS;
-#define N_METHODS (sizeof(method_names) / sizeof(method_names[0]))
+#define N_METHODS (sizeof(method_names) / sizeof(method_names[0]) - 1)
 
 /* `read-only`: GET, HEAD, OPTIONS. */
 #define READ_ONLY_METHODS ((1u << 0) | (1u << 1) | (1u << 6))
@@ -26,25 +27,13 @@ int reqrule_method(const char *s, size_t len)
 
 const char *reqrule_method_near(const char *s, size_t len)
 {
-    static const char *const list[N_METHODS + 1] = POLICY_METHODS; /* NULL-terminated */
     char up[16];
 
     if (len >= sizeof(up))
         return NULL;
     for (size_t i = 0; i < len; i++)
         up[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 32) : s[i];
-    return policy_nearest_word(up, len, list);
-}
-
-const char *reqrule_methods_text(uint16_t methods, char *buf, size_t size)
-{
-    size_t o = 0;
-
-    buf[0] = '\0';
-    for (size_t i = 0; i < N_METHODS && o < size; i++)
-        if (methods & (1u << i))
-            o += (size_t)snprintf(buf + o, size - o, "%s%s", o ? "," : "", method_names[i]);
-    return buf;
+    return policy_nearest_word(up, len, method_names);
 }
 
 /* Is rq's method one of q's? */

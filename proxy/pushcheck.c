@@ -62,14 +62,13 @@ struct px_pushcheck {
     struct http_rp_command cmd;    /* the one being read */
 };
 
-bool px_pushcheck_wanted(const struct px_conn *c, const struct http_request *req)
+bool px_pushcheck_wanted(const struct http_request *req)
 {
     static const char tail[] = "/git-receive-pack";
     const struct http_header *ct = http_find(req->headers, req->n_headers, "content-type");
     const char *q = memchr(req->path.p, '?', req->path.len);
     size_t n = q != NULL ? (size_t)(q - req->path.p) : req->path.len;
 
-    (void)c;
     if (req->method.len != 4 || memcmp(req->method.p, "POST", 4) != 0)
         return false;
     if (n >= sizeof(tail) - 1 &&

@@ -331,7 +331,7 @@ static void on_request(struct px_conn *c, const struct http_request *req)
     if (c->mode != PX_MODE_CONNECT) {
         px_asked_make(&c->ex->asked, c->rq.method, strlen(c->rq.method),
                       req->form == HTTP_FORM_ASTERISK ? NULL : req->path.p, req->path.len);
-        c->ex->receive_pack = px_pushcheck_wanted(c, req);
+        c->ex->receive_pack = px_pushcheck_wanted(req);
     }
     if (c->mode == PX_MODE_INTERCEPT) {
         /* The head stays in the input: the credentials are added once
