@@ -22,6 +22,7 @@ egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
 
 FLOOD=20000         # denials made while a follower does not read
 FLOOD_RATE=20000    # a second: the ring (1024) lasts 50 ms, so the nudge is needed
+FLOOD_AHEAD=350     # how far the flood may run ahead of f1: < the ring, 350 x 611 B < the cap
 RSS_BOUND_KIB=6144  # how much more egressd may hold after them
 FOLLOW_MAX=32       # PX_FEED_MAX
 LATENCY_MAX_MS=1000 # a denial reaches a follower within a second
@@ -334,11 +335,30 @@ for i in $(seq 3 "$FOLLOW_MAX"); do unfollow "c$i"; done
 
 # --- a follower that does not read, a flood of denials
 # flood N PREFIX: N denied DNS questions (names of ~200 bytes) from 501, up
-# to 64 unanswered at a time, at most FLOOD_RATE a second; prints {"sent",
-# "answered", "seconds"}.
+# to 64 unanswered at a time, at most FLOOD_RATE a second, and never more
+# than FLOOD_AHEAD beyond what follower f1 has received of this flood (as
+# $T/f1.out shows it); prints {"sent", "answered", "seconds", "stalls"}.
+# Held to f1 so, f1 can neither fall out of the ring (1024) nor past its
+# unsent cap (PX_FEED_OUT_CAP) on a busy machine: "f1 gets every one" is
+# then true whatever the scheduler does, and a flood that runs ahead of f1
+# by more than a look (PX_DENIALS_NUDGE_EVERY, 256) still needs the nudge
+# to go fast.  A follower that does not read is not held to (slow below).
 FLOOD_PY='
-import json, socket, struct, sys, time
+import json, os, socket, struct, sys, time
 n, prefix, server, port, rate = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+follower, ahead = sys.argv[6], int(sys.argv[7])
+fd = os.open(follower, os.O_RDONLY)
+os.lseek(fd, 0, os.SEEK_END)
+mark, got, tail = b"\"host\":\"" + prefix.encode(), 0, b""
+def received():
+    global got, tail
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            return got
+        b = tail + b
+        got += b.count(mark)
+        tail = b[-(len(mark) - 1):]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("127.0.0.5", 0))
 s.settimeout(1.0)
@@ -346,9 +366,16 @@ def query(i):
     labels = ["%s%d" % (prefix, i), "a" * 60, "b" * 60, "c" * 60, "evil", "test"]
     q = b"".join(bytes([len(l)]) + l.encode() for l in labels) + b"\0"
     return struct.pack(">HHHHHH", i & 0xffff, 0x0100, 1, 0, 0, 0) + q + struct.pack(">HH", 1, 1)
-t0, sent, answered, window = time.monotonic(), 0, 0, 64
+t0, sent, answered, window, stalls, moved = time.monotonic(), 0, 0, 64, 0, time.monotonic()
 while answered < n:
-    while sent < n and sent - answered < window and sent < rate * (time.monotonic() - t0) + window:
+    if sent - received() >= ahead:
+        if time.monotonic() - moved > 10:
+            break # f1 stopped getting them: the check below says so
+        stalls += 1
+        time.sleep(0.001)
+        continue
+    moved = time.monotonic()
+    while sent < n and sent - answered < window and sent - got < ahead and sent < rate * (time.monotonic() - t0) + window:
         s.sendto(query(sent), (server, port))
         sent += 1
     if sent == answered:
@@ -359,9 +386,9 @@ while answered < n:
         answered += 1
     except socket.timeout:
         break
-print(json.dumps({"sent": sent, "answered": answered, "seconds": round(time.monotonic() - t0, 2)}))
+print(json.dumps({"sent": sent, "answered": answered, "seconds": round(time.monotonic() - t0, 2), "stalls": stalls}))
 '
-flood() { py -c "$FLOOD_PY" "$1" "$2" "$DNS" "$DNS_PORT" "$FLOOD_RATE"; }
+flood() { py -c "$FLOOD_PY" "$1" "$2" "$DNS" "$DNS_PORT" "$FLOOD_RATE" "$T/f1.out" "$FLOOD_AHEAD"; }
 # The slow follower: SO_RCVBUF 4 KiB, reads the stream's head, then stops
 # reading until the file $T/go exists; then reads until nothing has come
 # for 2 s.  Prints {"denials", "lost": [N...], "first", "last"}.
