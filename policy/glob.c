@@ -218,3 +218,22 @@ bool policy_ref_glob_match(const char *g, size_t gl, const char *r, size_t rl)
     memcpy(rb + 1, r, rl);
     return policy_glob_match(gb, gl + 1, rb, rl + 1);
 }
+
+bool policy_glob_narrowest(const char *p, size_t pl, char *g, size_t size, size_t *gl)
+{
+    size_t seg = 0, cut = 0, at;
+
+    if (pl == 0 || p[0] != '/' || pl >= size)
+        return false;
+    for (size_t i = 1; i <= pl && cut == 0; i++)
+        if ((i == pl || p[i] == '/') && ++seg == POLICY_GLOB_NARROW_SEGMENTS && i + 1 < pl)
+            cut = i;
+    *gl = cut != 0 ? cut + 3 : pl;
+    if (*gl >= size)
+        return false;
+    memcpy(g, p, cut != 0 ? cut : pl);
+    if (cut != 0)
+        memcpy(g + cut, "/**", 3);
+    g[*gl] = '\0';
+    return policy_glob_check(g, *gl, &at) == NULL;
+}

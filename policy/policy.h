@@ -313,6 +313,18 @@ const char *policy_glob_check(const char *g, size_t len, size_t *at);
 /* Does the normalized path p[0..pl) match checked glob g[0..gl)?  Pure. */
 bool policy_glob_match(const char *g, size_t gl, const char *p, size_t pl);
 
+/* Segments a narrowest glob (policy_glob_narrowest) keeps before "**". */
+#define POLICY_GLOB_NARROW_SEGMENTS 2
+
+/* The narrowest glob that names normalized path p[0..pl) the way `learn`
+ * and an access request's proposed grant write it: its first
+ * POLICY_GLOB_NARROW_SEGMENTS segments and a "**" segment when it has
+ * more, else the path itself: "/repos/acme/x/pulls" gives "/repos/acme"
+ * and a "**" segment, "/v1/messages" itself.  Into g (size bytes),
+ * its length in *gl.  False when it does not fit or would not load
+ * (policy_glob_check).  Pure. */
+bool policy_glob_narrowest(const char *p, size_t pl, char *g, size_t size, size_t *gl);
+
 /* ------------------------------------------------------------ deciding */
 
 /* The one decision on a destination, for every caller that judges one

@@ -14,8 +14,6 @@
 #include "learn.h"
 #include "policy.h"
 
-/* Segments a learned path glob keeps before its "**" segment. */
-#define PREFIX_SEGMENTS 2
 /* Most path globs a learned line lists; more and it lists none. */
 #define PATHS_MAX 16
 
@@ -49,25 +47,16 @@ static json_t *child(json_t *o, const char *key)
     return c;
 }
 
-/* The glob a learned line lists for path p (not normalized yet): its
- * first PREFIX_SEGMENTS segments and a "**" segment, or the whole path when it has
- * no more; into g (size > 8).  False when the path does not normalize or
- * the glob would not load (then the line lists no paths). */
+/* The glob a learned line lists for path p (not normalized yet):
+ * policy_glob_narrowest's, into g.  False when the path does not
+ * normalize or the glob would not load (then the line lists no paths). */
 static bool path_glob(const char *p, char *g, size_t size)
 {
-    size_t n, at, seg = 0, cut = 0;
+    char norm[1024];
+    size_t n, gl;
 
-    if (http_path_normalize(p, strlen(p), g, size - 4, &n) != HTTP_PATH_OK)
-        return false;
-    for (size_t i = 1; i <= n && cut == 0; i++)
-        if (i == n || g[i] == '/')
-            if (++seg == PREFIX_SEGMENTS && i < n && i + 1 < n)
-                cut = i;
-    if (cut != 0) {
-        memcpy(g + cut, "/**", 4);
-        n = cut + 3;
-    }
-    return policy_glob_check(g, n, &at) == NULL;
+    return http_path_normalize(p, strlen(p), norm, sizeof(norm), &n) == HTTP_PATH_OK &&
+           policy_glob_narrowest(norm, n, g, size, &gl);
 }
 
 /* One would_deny line l that an allow line can lift, under key (the

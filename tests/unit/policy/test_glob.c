@@ -4,7 +4,10 @@
  * whole segments (at the start, middle and end, several of them), trailing
  * slashes, and two pathological globs that must still finish;
  * policy_glob_check() refusing each kind of glob no normalized path can
- * match (with where), and accepting the ones that can.
+ * match (with where), and accepting the ones that can;
+ * policy_glob_narrowest() on short and long paths, and that the glob it
+ * gives matches its path, a sibling under the prefix, and not a path
+ * beside the prefix.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -181,6 +184,50 @@ static void test_accepted(void)
     ok(accepted("/.../.a/a./-_~"), "dots that are not dot segments, unreserved bytes");
 }
 
+/* policy_glob_narrowest(p) is want (NULL: refused). */
+static bool narrowest(const char *p, const char *want)
+{
+    char g[64];
+    size_t gl = 0;
+    bool got = policy_glob_narrowest(p, strlen(p), g, sizeof(g), &gl);
+
+    if (!got || want == NULL)
+        return got == (want != NULL);
+    if (gl != strlen(g) || strcmp(g, want) != 0)
+        diag("narrowest %s: got %s", p, g);
+    return gl == strlen(g) && strcmp(g, want) == 0;
+}
+
+static void test_narrowest(void)
+{
+    static const char *const paths[] = {
+        "/repos/acme/widget/pulls/1", "/v1/messages", "/a", "/", "/a/b/", "/a/b/c",
+        "/@acme/pkg/-/pkg-1.0.tgz"};
+    char g[64];
+    size_t gl;
+
+    ok(narrowest("/repos/acme/widget/pulls/1", "/repos/acme/**"),
+       "a long path: its first two segments and '**'");
+    ok(narrowest("/v1/messages", "/v1/messages"), "two segments: the path itself");
+    ok(narrowest("/a", "/a"), "one segment: the path itself");
+    ok(narrowest("/", "/"), "\"/\": itself");
+    ok(narrowest("/a/b/", "/a/b/"), "two segments and a trailing '/': itself");
+    ok(narrowest("/a/b/c", "/a/b/**"), "three segments: the first two and '**'");
+    ok(narrowest("a/b", NULL), "not a path (no leading '/'): refused");
+    ok(narrowest("/a/?/b", NULL), "a path whose glob would not load: refused");
+    ok(!policy_glob_narrowest("/abcdefghij/abcdefghij", 22, g, 20, &gl), "too long for g: refused");
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        bool got = policy_glob_narrowest(paths[i], strlen(paths[i]), g, sizeof(g), &gl);
+        ok(got && policy_glob_match(g, gl, paths[i], strlen(paths[i])),
+           "the narrowest glob of %s (%s) matches it", paths[i], got ? g : "-");
+    }
+    ok(narrowest("/repos/acme/widget", "/repos/acme/**") &&
+           match("/repos/acme/**", "/repos/acme/other/x") &&
+           !match("/repos/acme/**", "/repos/acmex/widget") &&
+           !match("/repos/acme/**", "/repos/other/widget"),
+       "it covers a sibling under the prefix, not a path beside it");
+}
+
 int main(void)
 {
     test_exact();
@@ -189,5 +236,6 @@ int main(void)
     test_pathological();
     test_refused();
     test_accepted();
+    test_narrowest();
     return tap_done();
 }
