@@ -13,7 +13,9 @@
 
 static const char access_usage[] =
     "usage: sandboxctl access request NAME HOST[:PORTS] --why TEXT [--for DURATION]\n"
+    "                 [--methods M[,M...]] [--paths GLOB[,GLOB...]] [--whole-host]\n"
     "       sandboxctl access list [NAME] [--all]\n"
+    "       sandboxctl access show ID\n"
     "       sandboxctl access approve ID [--for DURATION]\n"
     "       sandboxctl access deny ID\n"
     "       sandboxctl denials NAME\n";
@@ -40,24 +42,74 @@ static const char *asked_for(const json_t *r, char *buf, size_t len)
     return buf;
 }
 
+/* What request r would let through: "HOST[ methods M][ paths P]" into
+ * buf. */
+static const char *scope(json_t *r, char *buf, size_t len)
+{
+    const char *m = sbx_printable_get(r, "methods"), *p = sbx_printable_get(r, "paths");
+
+    snprintf(buf, len, "%s%s%s%s%s", str(r, "host"), m ? " methods " : "", m ? m : "",
+             p ? " paths " : "", p ? p : "");
+    return buf;
+}
+
+/* A denial as one line: "TS METHOD HOST:PORT PATH (REASON)". */
+static void print_denial_line(const char *indent, json_t *d)
+{
+    printf("%s%s %s %s:%d%s%s (%s)\n", indent, str(d, "ts"), str(d, "method"), str(d, "host"),
+           (int)json_integer_value(json_object_get(d, "port")),
+           json_is_string(json_object_get(d, "path")) ? " " : "",
+           json_is_string(json_object_get(d, "path")) ? str(d, "path") : "", str(d, "reason"));
+}
+
 static void print_request(json_t *r)
 {
-    char d[32];
+    char d[32], what[1200];
 
     if (strcmp(str(r, "status"), "approved") == 0)
         printf("request %s: %s may reach %s until %s (%s)\n", str(r, "id"), str(r, "name"),
-               str(r, "host"), str(r, "until"), str(r, "by"));
+               scope(r, what, sizeof what), str(r, "until"), str(r, "by"));
     else if (strcmp(str(r, "status"), "denied") == 0)
-        printf("request %s: %s denied %s (%s)\n", str(r, "id"), str(r, "name"), str(r, "host"),
-               str(r, "by"));
+        printf("request %s: %s denied %s (%s)\n", str(r, "id"), str(r, "name"),
+               scope(r, what, sizeof what), str(r, "by"));
     else
         printf("request %s: %s asks for %s for %s: pending; an administrator decides with "
                "`sandboxctl access approve %s` or `sandboxctl access deny %s`%s\n",
-               str(r, "id"), str(r, "name"), str(r, "host"), asked_for(r, d, sizeof d),
+               str(r, "id"), str(r, "name"), scope(r, what, sizeof what), asked_for(r, d, sizeof d),
                str(r, "id"), str(r, "id"),
                json_is_true(json_object_get(r, "owner_may_approve"))
                    ? " (its owner may also approve it through MCP)"
                    : "");
+    if (json_is_object(json_object_get(r, "denial"))) {
+        printf("  asked for %s; narrowed to the request egressd denied:\n", str(r, "asked"));
+        print_denial_line("    ", json_object_get(r, "denial"));
+    }
+    if (json_is_string(json_object_get(r, "guest_ca")))
+        printf("  the guest's CA: %s\n", str(r, "guest_ca"));
+}
+
+/* access show: the request, its policy line, and which recent denials it
+ * would let pass. */
+static void print_show(json_t *r)
+{
+    json_t *pass = json_object_get(r, "would_pass"), *d;
+    size_t i;
+
+    print_request(r);
+    printf("  adds the rule: %s\n", str(r, "rule"));
+    if (!json_is_array(pass)) {
+        printf("  which denials it lifts is not known: %s\n", str(r, "denials_error"));
+        return;
+    }
+    printf("  of the sandbox's %d recent denials, it would let %zu pass%s\n",
+           (int)json_integer_value(json_object_get(r, "recent")), json_array_size(pass),
+           json_array_size(pass) ? ":" : "");
+    json_array_foreach(pass, i, d)
+    {
+        print_denial_line("    ", d);
+        if (json_is_true(json_object_get(d, "requests_judged")))
+            printf("      (a tunnel: egressd will read it and judge each request inside)\n");
+    }
 }
 
 static void print_list(json_t *o)
@@ -118,22 +170,26 @@ static int run(struct sbx *s, int json, sbx_op_fn op, json_t *args, void (*human
 }
 
 /* Splits argv (after the subcommand) into positional words and the options
- * --for D, --why T, --all and --json.  Returns how many positional words
- * went into pos (at most npos), or -1 on a usage error. */
+ * --for D, --why T, --methods M, --paths P, --all, --whole-host and --json.  Returns how many
+ * positional words went into pos (at most npos), or -1 on a usage error. */
 static int split_args(int argc, char **argv, const char **pos, int npos, json_t *args, int *json)
 {
     int n = 0;
 
     for (int i = 0; i < argc; i++) {
-        const char *key = strcmp(argv[i], "--for") == 0   ? "duration"
-                          : strcmp(argv[i], "--why") == 0 ? "why"
-                                                          : NULL;
+        const char *key = strcmp(argv[i], "--for") == 0       ? "duration"
+                          : strcmp(argv[i], "--why") == 0     ? "why"
+                          : strcmp(argv[i], "--methods") == 0 ? "methods"
+                          : strcmp(argv[i], "--paths") == 0   ? "paths"
+                                                              : NULL;
         if (key) {
             if (i + 1 >= argc || json_object_get(args, key))
                 return -1;
             json_object_set_new(args, key, json_string(argv[++i]));
         } else if (strcmp(argv[i], "--all") == 0) {
             json_object_set_new(args, "all", json_true());
+        } else if (strcmp(argv[i], "--whole-host") == 0) {
+            json_object_set_new(args, "whole_host", json_true());
         } else if (strcmp(argv[i], "--json") == 0) {
             *json = 1;
         } else if (argv[i][0] == '-' || n == npos) {
@@ -153,7 +209,7 @@ int sbx_cli_access(struct sbx *s, int json, int argc, char **argv)
 
     if (argc < 2 || n < 0) {
         json_decref(args);
-        return usage(argc < 2 ? "access: expected request, list, approve or deny"
+        return usage(argc < 2 ? "access: expected request, list, show, approve or deny"
                               : "access: bad arguments");
     }
     if (strcmp(sub, "request") == 0 && n == 2) {
@@ -166,13 +222,17 @@ int sbx_cli_access(struct sbx *s, int json, int argc, char **argv)
             json_object_set_new(args, "name", json_string(pos[0]));
         return run(s, json, sbx_op_access_list, args, print_list);
     }
+    if (strcmp(sub, "show") == 0 && n == 1) {
+        json_object_set_new(args, "id", json_string(pos[0]));
+        return run(s, json, sbx_op_access_show, args, print_show);
+    }
     if ((strcmp(sub, "approve") == 0 || strcmp(sub, "deny") == 0) && n == 1) {
         json_object_set_new(args, "id", json_string(pos[0]));
         return run(s, json, sub[0] == 'a' ? sbx_op_access_approve : sbx_op_access_deny, args,
                    print_request);
     }
     json_decref(args);
-    return usage("access: expected request NAME HOST, list [NAME], approve ID or deny ID");
+    return usage("access: expected request NAME HOST, list [NAME], show ID, approve ID or deny ID");
 }
 
 int sbx_cli_denials(struct sbx *s, int json, int argc, char **argv)

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 
 #include "egress.h"
+#include "grant.h"
 
 /* A credentials answer holds a CA certificate (a few KiB with many bound
  * hosts) and a placeholder per secret; every other answer is far smaller. */
@@ -32,11 +33,10 @@ json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m)
         json_array_append_new(allow, json_string(m->allow[i]));
     /* A grant lapses in egressd by itself: "until" is a policy rule's. */
     for (int i = 0; i < m->ngrants; i++) {
-        char line[SBX_ALLOW_MAX + 40], until[32];
+        char line[SBX_ALLOW_MAX + SBX_GRANT_METHODS_MAX + SBX_GRANT_PATHS_MAX + 64];
 
-        sbx_time_format(m->grants[i].until, until, sizeof until);
-        snprintf(line, sizeof line, "%s until %s", m->grants[i].allow, until);
-        json_array_append_new(allow, json_string(line));
+        if (sbx_grant_line(&m->grants[i], true, line, sizeof line) >= 0)
+            json_array_append_new(allow, json_string(line));
     }
     b = json_pack("{s:s,s:s,s:s,s:[s],s:s,s:o,s:s}", "id", id, "name", name, "owner", m->owner,
                   "addresses", m->address, "policy", m->policy, "allow", allow, "expires", expires);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "grant.h"
 #include "meta.h"
 #include "printable.h"
 
@@ -13,6 +14,9 @@
 #define HEADER       "Sandbox managed by sandboxctl: change it with sandboxctl, not by hand."
 #define LINE_MAX_LEN 10000
 #define TIME_MAX     ((time_t)253402300799) /* 9999-12-31T23:59:59Z */
+/* The parts of a grant's scope in the grants line (meta.h). */
+#define GRANT_METHODS "|methods="
+#define GRANT_PATHS   "|paths="
 
 /* The keys of the block, in the order the encoder writes them. */
 enum key {
@@ -211,6 +215,28 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
     return -1;
 }
 
+/* Whether g's methods and paths are in the canonical form the encoder
+ * writes (grant.h), and its line loads as egressd would load it. */
+static int grant_scope_check(const struct sbx_grant *g, char *err, size_t errlen)
+{
+    char methods[SBX_GRANT_METHODS_MAX], paths[SBX_GRANT_PATHS_MAX], why[400];
+
+    if (g->methods[0] == '\0' && g->paths[0] == '\0')
+        return 0;
+    snprintf(methods, sizeof methods, "%s", g->methods);
+    snprintf(paths, sizeof paths, "%s", g->paths);
+    if (sbx_grant_scope_normalize(methods, paths, why, sizeof why) ||
+        strcmp(methods, g->methods) != 0)
+        return fail(err, errlen, "grant '%.300s': %s", g->allow,
+                    strcmp(methods, g->methods) != 0
+                        ? "methods not written as sandboxctl writes them (upper case, each once, "
+                          "in GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS,TRACE order)"
+                        : why);
+    if (sbx_grant_check(g, why, sizeof why))
+        return fail(err, errlen, "grant '%.300s': %s", g->allow, why);
+    return 0;
+}
+
 static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
 {
     if (!sbx_meta_valid_owner(m->owner))
@@ -244,6 +270,8 @@ static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
         if (m->grants[i].until < 0 || m->grants[i].until > TIME_MAX)
             return fail(err, errlen, "grant '%.300s' lapses outside 1970..9999",
                         m->grants[i].allow);
+        if (grant_scope_check(&m->grants[i], err, errlen))
+            return -1;
     }
     /* What sbx_time_parse() reads back: four-digit years from 1970 on. */
     if (m->created < 0 || m->created > TIME_MAX || m->expires < 0 || m->expires > TIME_MAX)
@@ -288,8 +316,10 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
         char until[32];
 
         sbx_time_format(m->grants[i].until, until, sizeof until);
-        n = snprintf(buf + used, len - used, "%s %s@%s", i ? "" : "\ngrants:", m->grants[i].allow,
-                     until);
+        n = snprintf(buf + used, len - used, "%s %s%s%s%s%s@%s",
+                     i ? "" : "\ngrants:", m->grants[i].allow,
+                     m->grants[i].methods[0] ? GRANT_METHODS : "", m->grants[i].methods,
+                     m->grants[i].paths[0] ? GRANT_PATHS : "", m->grants[i].paths, until);
         if (n < 0 || (size_t)n >= len - used)
             return fail(err, errlen, "description longer than %zu bytes (too many grants)", len);
         used += (size_t)n;
@@ -353,11 +383,49 @@ static int decode_secrets(struct sbx_meta *m, const char *v, char *why, size_t w
     return 0;
 }
 
-/* Split "grants: HOST@TIME ..." into m->grants (check_values() checks the
- * entries). */
+/* Split the scope of a grant, word = "ENTRY[|methods=M][|paths=G]" (its
+ * time cut off), into g: each part once, in that order.  0 or -1 with why. */
+static int decode_scope(struct sbx_grant *g, char *word, char *why, size_t whylen)
+{
+    char *bar = strchr(word, '|'), *paths = NULL;
+    size_t n;
+
+    if (bar != NULL) {
+        *bar = '\0';
+        paths = strncmp(bar + 1, GRANT_PATHS + 1, strlen(GRANT_PATHS) - 1) == 0 ? bar : NULL;
+        if (paths == NULL) {
+            if (strncmp(bar + 1, GRANT_METHODS + 1, strlen(GRANT_METHODS) - 1) != 0)
+                return fail(why, whylen,
+                            "grant '%.300s': '|%.40s' is neither methods= nor paths=", word,
+                            bar + 1);
+            char *m = bar + strlen(GRANT_METHODS);
+            paths = strchr(m, '|');
+            n = paths ? (size_t)(paths - m) : strlen(m);
+            if (n == 0 || n >= sizeof g->methods)
+                return fail(why, whylen, "grant '%.300s': methods= empty or too long", word);
+            memcpy(g->methods, m, n);
+            g->methods[n] = '\0';
+        }
+        if (paths != NULL) {
+            if (strncmp(paths + 1, GRANT_PATHS + 1, strlen(GRANT_PATHS) - 1) != 0)
+                return fail(why, whylen, "grant '%.300s': '|%.40s' is not paths=", word, paths + 1);
+            n = strlen(paths + strlen(GRANT_PATHS));
+            if (n == 0 || n >= sizeof g->paths)
+                return fail(why, whylen, "grant '%.300s': paths= empty or too long", word);
+            memcpy(g->paths, paths + strlen(GRANT_PATHS), n + 1);
+        }
+    }
+    if (strlen(word) >= sizeof g->allow)
+        return fail(why, whylen, "grant '%.300s' is not HOST[:PORTS]", word);
+    memcpy(g->allow, word, strlen(word) + 1);
+    return 0;
+}
+
+/* Split "grants: GRANT@TIME ..." into m->grants (check_values() checks the
+ * entries and their scopes). */
 static int decode_grants(struct sbx_meta *m, const char *v, char *why, size_t whylen)
 {
-    char word[SBX_ALLOW_MAX + 32], *at;
+    char word[SBX_ALLOW_MAX + SBX_GRANT_METHODS_MAX + SBX_GRANT_PATHS_MAX + 64], *at;
     const char *w;
     size_t n;
 
@@ -371,14 +439,18 @@ static int decode_grants(struct sbx_meta *m, const char *v, char *why, size_t wh
         memcpy(word, w, n);
         word[n] = '\0';
         at = strrchr(word, '@');
-        if (!at || (size_t)(at - word) >= sizeof g->allow)
-            return fail(why, whylen, "grant '%.300s' is not HOST[:PORTS]@YYYY-MM-DDTHH:MM:SSZ",
+        if (!at)
+            return fail(why, whylen,
+                        "grant '%.300s' is not HOST[:PORTS][|methods=M][|paths=G]@"
+                        "YYYY-MM-DDTHH:MM:SSZ",
                         word);
         *at = '\0';
+        memset(g, 0, sizeof *g);
         if (sbx_time_parse(at + 1, &g->until))
             return fail(why, whylen, "grant '%.300s': '%.40s' is not YYYY-MM-DDTHH:MM:SSZ", word,
                         at + 1);
-        memcpy(g->allow, word, (size_t)(at - word) + 1);
+        if (decode_scope(g, word, why, whylen))
+            return -1;
         m->ngrants++;
     }
     return 0;

@@ -15,16 +15,19 @@
  *     allow: pypi.org files.pythonhosted.org
  *     secrets: anthropic github
  *     grants: crates.io:443@2026-11-30T09:00:00Z
+ * api.github.com:443|methods=GET|paths=/repos/acme,/user@2026-11-30T10:00:00Z
  *
  * The secrets line (credential injection, docs/credentials.md) is written
  * only for a sandbox that has secrets; its names go into the binding, so
  * whoever may edit the description may also give the sandbox a secret, as
  * they may widen its allow list: the description is the binding's source.
  * The grants line holds the approved access requests (ops_access.c): each
- * an allow entry and the time it lapses, HOST[:PORTS]@TIME; the binding
- * carries it as the policy line "HOST[:PORTS] until TIME", so egressd
- * stops allowing it at that time by itself.  Written only when there are
- * some.
+ * an allow entry, the requests it admits when it says (grant.h), and the
+ * time it lapses, HOST[:PORTS][|methods=M,M][|paths=G,G]@TIME (split at
+ * the last '@': a path glob may hold one); the binding carries it as the
+ * policy line "HOST[:PORTS] [methods M,M] [paths G,G] until TIME", so
+ * egressd stops allowing it at that time by itself.  Written only when
+ * there are some.
  * The decoder treats the description as hostile (anyone with
  * VM.Config.Options may edit it): every value is checked as strictly as the
  * encoder writes it, a repeated key is an error, unknown keys are ignored.
@@ -42,9 +45,15 @@
 #define SBX_SECRET_NAME_MAX  64   /* a secret's name (63) and its NUL */
 #define SBX_META_MAX_GRANTS  16
 
-/* One approved access request: an allow entry and the time it lapses. */
+#define SBX_GRANT_METHODS_MAX 64  /* "GET,HEAD,...,TRACE" (45) and its NUL */
+#define SBX_GRANT_PATHS_MAX   520 /* path globs, comma-separated (grant.h) */
+
+/* One approved access request: an allow entry, the requests it admits
+ * (grant.h; "" for any) and the time it lapses. */
 struct sbx_grant {
     char allow[SBX_ALLOW_MAX];
+    char methods[SBX_GRANT_METHODS_MAX];
+    char paths[SBX_GRANT_PATHS_MAX];
     time_t until;
 };
 

@@ -56,13 +56,20 @@
  *              -> {name, onto, from, commit, old, how ("fast-forward",
  *                  "merge", "nothing"), review, applied (bool)}
  *   access_request  name, host (HOST[:PORTS], access.h), why, duration
- *              (optional, default 1h, at most access-max)
- *              -> the request: {id, name, vmid, owner, host, seconds, why,
- *                 requested, status ("pending"|"approved"), owner_may_approve
- *                 (bool), and when granted at once (access-auto) decided, by,
- *                 until}; the same pending request again gives the first
+ *              (optional, default 1h, at most access-max), methods and
+ *              paths (optional, grant.h), whole_host (bool: not narrowed)
+ *              -> the request: {id, name, vmid, owner, host, methods,
+ *                 paths, asked, denial, seconds, why, requested, status
+ *                 ("pending"|"approved"), owner_may_approve (bool), and
+ *                 when granted at once (access-auto) decided, by, until,
+ *                 guest_ca}, with what it changes: rule (its policy line)
+ *                 and would_pass ([denial], see access_show); the same
+ *                 pending request again gives the first
  *   access_list  name (optional), all (bool: decided ones too)
  *              -> {requests: [request]}
+ *   access_show  id -> the request, with rule and would_pass: the
+ *              sandbox's recent denials its grant lets pass (or
+ *              denials_error when egressd could not say)
  *   access_approve  id, duration (optional: the one asked), as_owner (bool:
  *              only hosts of access-owner-approves) -> the request, approved
  *   access_deny  id, as_owner (bool: by the sandbox's owner; any host)
@@ -98,6 +105,7 @@ int sbx_op_fetch_changes(struct sbx *s, json_t *args, json_t **out, char *err, s
 int sbx_op_apply(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_access_request(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_access_list(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
+int sbx_op_access_show(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_access_approve(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_access_deny(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
 int sbx_op_denials(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen);
@@ -111,5 +119,15 @@ int sbx_op_denials(struct sbx *s, json_t *args, json_t **out, char *err, size_t 
 int sbx_access_seconds(const struct sbx *s, const char *duration, long *seconds, char *err,
                        size_t errlen);
 bool sbx_access_owner_may(const struct sbx *s, const char *entry);
+
+/* Bring the credentials in vm's guest (metadata m) up to what egressd
+ * gives it now (ops_sync.c): "current", "installed" (its CA had changed:
+ * the inject or request-rule hosts of its binding or preset changed), or
+ * "skipped" with why.  sync does it for every guest; a grant that makes
+ * egressd read a host's requests does it for its own. */
+struct sbx_vm;
+struct sbx_meta;
+const char *sbx_sync_guest_credentials(struct sbx *s, const struct sbx_vm *vm,
+                                       const struct sbx_meta *m, char *why, size_t len);
 
 #endif

@@ -9,10 +9,22 @@
  * `reap` read back) and pushed to every egressd in its binding as
  * "HOST until TIME", so that it lapses by itself.
  *
+ * A grant may say which requests it admits (grant.h): methods and path
+ * globs.  A request that says neither is narrowed to the sandbox's newest
+ * denial its entry covers (sbx_grant_narrowest: that host and port, that
+ * method, the path's first segments), unless it asks for the whole host;
+ * what it asked for stays in "asked".  Before deciding, `access show`
+ * computes what a grant changes: its policy line, and which of the
+ * sandbox's recent denials it would let pass, judged by egressd's own
+ * decision function (sbx_grant_would_pass).
+ *
  * Requests wait in STATE_DIR/access.json, changed only under
  * STATE_DIR/access.lock:
  *   [{"id": "3f9a0c1b", "name": "agent-1", "vmid": 101, "owner": "alice",
- *     "host": "crates.io:443", "seconds": 7200, "why": "...",
+ *     "host": "crates.io:443", "methods": "GET" (optional), "paths":
+ *     "/api/v1" (optional), "asked": "crates.io" (when narrowed), "denial":
+ *     {ts, method, host, port, path, reason} (the one it was narrowed
+ *     to), "seconds": 7200, "why": "...",
  *     "requested": TIME, "status": "pending" | "approved" | "denied",
  *     "owner_may_approve": BOOL, and once decided: "decided": TIME,
  *     "by": "admin" | "owner" | "access-auto PATTERN", "until": TIME}]
@@ -29,6 +41,7 @@
 
 #include "access.h"
 #include "egress.h"
+#include "grant.h"
 #include "guard.h"
 #include "ops.h"
 #include "printable.h"
@@ -172,9 +185,38 @@ static json_t *store_find(struct store *st, const char *id)
 /* ------------------------------------------------------------ grants */
 
 struct grant {
-    const char *entry;
-    time_t until, now;
+    struct sbx_grant g;
+    time_t now;
 };
+
+/* Do a and b allow the same (their times aside)? */
+static bool same_scope(const struct sbx_grant *a, const struct sbx_grant *b)
+{
+    return strcmp(a->allow, b->allow) == 0 && strcmp(a->methods, b->methods) == 0 &&
+           strcmp(a->paths, b->paths) == 0;
+}
+
+/* The grant request r asks for (its until 0), from the store: checked
+ * as the description's are, for the store is a file someone can edit. */
+static int grant_of(const json_t *r, struct sbx_grant *g, char *err, size_t errlen)
+{
+    const char *host = json_string_value(json_object_get(r, "host"));
+    const char *methods = json_string_value(json_object_get(r, "methods"));
+    const char *paths = json_string_value(json_object_get(r, "paths"));
+
+    memset(g, 0, sizeof *g);
+    if (!host || strlen(host) >= sizeof g->allow ||
+        (methods && strlen(methods) >= sizeof g->methods) ||
+        (paths && strlen(paths) >= sizeof g->paths)) {
+        snprintf(err, errlen, "access request %.40s: its host, methods or paths are broken",
+                 json_string_value(json_object_get(r, "id")));
+        return -1;
+    }
+    snprintf(g->allow, sizeof g->allow, "%s", host);
+    snprintf(g->methods, sizeof g->methods, "%s", methods ? methods : "");
+    snprintf(g->paths, sizeof g->paths, "%s", paths ? paths : "");
+    return 0;
+}
 
 /* An sbx_vm_edit_meta edit: drops lapsed grants, then adds g's (or
  * lengthens the same entry's). */
@@ -188,9 +230,9 @@ static int add_grant(struct sbx_meta *m, void *arg, char *err, size_t errlen)
             m->grants[n++] = m->grants[i];
     m->ngrants = n;
     for (int i = 0; i < m->ngrants; i++) {
-        if (strcmp(m->grants[i].allow, g->entry) == 0) {
-            if (m->grants[i].until < g->until)
-                m->grants[i].until = g->until;
+        if (same_scope(&m->grants[i], &g->g)) {
+            if (m->grants[i].until < g->g.until)
+                m->grants[i].until = g->g.until;
             return 0;
         }
     }
@@ -201,8 +243,7 @@ static int add_grant(struct sbx_meta *m, void *arg, char *err, size_t errlen)
                  SBX_META_MAX_GRANTS);
         return -1;
     }
-    snprintf(m->grants[m->ngrants].allow, sizeof m->grants[0].allow, "%s", g->entry);
-    m->grants[m->ngrants++].until = g->until;
+    m->grants[m->ngrants++] = g->g;
     return 0;
 }
 
@@ -224,22 +265,26 @@ static int request_vm(struct sbx *s, const json_t *r, struct sbx_vm *vm, char *e
     return 0;
 }
 
-/* Grants request r for seconds: the description, then every egressd.
- * Marks r approved by `by`. */
+/* Grants request r for seconds: the description, then every egressd,
+ * then (a grant that says methods or paths: egressd reads its requests)
+ * the guest's CA, which must now permit the host.  Marks r approved by
+ * `by`. */
 static int grant(struct sbx *s, json_t *r, long seconds, const char *by, char *err, size_t errlen)
 {
-    struct grant g = {json_string_value(json_object_get(r, "host")), 0, time(NULL)};
+    struct grant g = {.now = time(NULL)};
     struct sbx_vm vm;
     struct sbx_meta m;
     char until[32], now[32], why[1024];
     json_t *binding;
     int rc;
 
-    g.until = g.now + seconds;
+    if (grant_of(r, &g.g, err, errlen) || sbx_grant_check(&g.g, err, errlen))
+        return -1;
+    g.g.until = g.now + seconds;
     if (request_vm(s, r, &vm, err, errlen) ||
         sbx_vm_edit_meta(s, &vm, add_grant, &g, &m, err, errlen))
         return -1;
-    sbx_time_format(g.until, until, sizeof until);
+    sbx_time_format(g.g.until, until, sizeof until);
     sbx_time_format(g.now, now, sizeof now);
     json_object_set_new(r, "status", json_string(STATUS_APPROVED));
     json_object_set_new(r, "decided", json_string(now));
@@ -253,6 +298,12 @@ static int grant(struct sbx *s, json_t *r, long seconds, const char *by, char *e
                  "granted in VM %d's description until %s, but egressd was not told (%s): run "
                  "sandboxctl sync",
                  vm.vmid, until, why);
+    else if (g.g.methods[0] || g.g.paths[0]) {
+        const char *ca = sbx_sync_guest_credentials(s, &vm, &m, why, sizeof why);
+        json_object_set_new(r, "guest_ca",
+                            strcmp(ca, "skipped") == 0 ? json_sprintf("skipped: %s", why)
+                                                       : json_string(ca));
+    }
     return rc;
 }
 
@@ -336,11 +387,15 @@ static int new_id(char id[9], char *err, size_t errlen)
     return 0;
 }
 
-/* The store's pending request of vm for entry, and how many vm has.  A
+/* The store's pending request of vm for grant g, and how many vm has.  A
  * VM is its VMID and its name: a destroyed sandbox's VMID may be a new
  * one's, whose requests are its own. */
-static json_t *pending_for(struct store *st, const struct sbx_vm *vm, const char *entry, int *count)
+static json_t *pending_for(struct store *st, const struct sbx_vm *vm, const struct sbx_grant *g,
+                           int *count)
 {
+    struct sbx_grant rg;
+    char why[256];
+
     json_t *r, *same = NULL;
     size_t i;
 
@@ -352,7 +407,7 @@ static json_t *pending_for(struct store *st, const struct sbx_vm *vm, const char
             strcmp(name, vm->name) != 0 || !is_status(r, STATUS_PENDING))
             continue;
         (*count)++;
-        if (strcmp(json_string_value(json_object_get(r, "host")), entry) == 0)
+        if (grant_of(r, &rg, why, sizeof why) == 0 && same_scope(&rg, g))
             same = r;
     }
     return same;
@@ -377,31 +432,96 @@ static int vm_owner(struct sbx *s, const struct sbx_vm *vm, char *owner, char *e
 
 /* --------------------------------------------------------- operations */
 
+/* What a request asks for: the grant (until 0), and when it was
+ * narrowed, what was asked and the denial it was narrowed to. */
+struct asked {
+    struct sbx_grant g;
+    const char *entry; /* as asked, normalized */
+    json_t *denial;    /* borrowed; NULL when not narrowed */
+};
+
 /* A new request record for vm (status pending). */
 static json_t *request_new(const char *id, const struct sbx_vm *vm, const char *owner,
-                           const char *entry, long seconds, const char *why, int owner_may)
+                           const struct asked *a, long seconds, const char *why, int owner_may)
 {
     char now[32];
+    json_t *r;
 
     sbx_time_format(time(NULL), now, sizeof now);
-    return json_pack("{s:s,s:s,s:i,s:s,s:s,s:I,s:s,s:s,s:s,s:b}", "id", id, "name", vm->name,
-                     "vmid", vm->vmid, "owner", owner, "host", entry, "seconds",
-                     (json_int_t)seconds, "why", why, "requested", now, "status", STATUS_PENDING,
-                     "owner_may_approve", owner_may);
+    r = json_pack("{s:s,s:s,s:i,s:s,s:s,s:I,s:s,s:s,s:s,s:b}", "id", id, "name", vm->name, "vmid",
+                  vm->vmid, "owner", owner, "host", a->g.allow, "seconds", (json_int_t)seconds,
+                  "why", why, "requested", now, "status", STATUS_PENDING, "owner_may_approve",
+                  owner_may);
+    if (a->g.methods[0])
+        json_object_set_new(r, "methods", json_string(a->g.methods));
+    if (a->g.paths[0])
+        json_object_set_new(r, "paths", json_string(a->g.paths));
+    if (a->denial != NULL) {
+        static const char *const keep[] = {"ts", "method", "host", "port", "path", "reason", NULL};
+        json_t *d = json_object();
+        for (size_t i = 0; keep[i] != NULL; i++)
+            if (json_object_get(a->denial, keep[i]))
+                json_object_set(d, keep[i], json_object_get(a->denial, keep[i]));
+        json_object_set_new(r, "asked", json_string(a->entry));
+        json_object_set_new(r, "denial", d);
+    }
+    return r;
+}
+
+/* The newest of denials (egressd's, newest first) that entry covers and
+ * a grant can lift, narrowed into a->g; false when there is none. */
+static bool narrow(json_t *denials, const char *entry, struct asked *a)
+{
+    json_t *d;
+    size_t i;
+
+    json_array_foreach(denials, i, d)
+    {
+        struct sbx_grant g;
+        if (sbx_grant_narrowest(d, &g) && sbx_access_covers(entry, g.allow)) {
+            a->g = g;
+            a->denial = d;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* What grant g (until: until, or now + seconds when 0) changes, into r:
+ * "rule", its policy line, and "would_pass", the denials it lets pass
+ * (or "denials_error"). */
+static void describe(json_t *r, const struct sbx_grant *g, time_t until, long seconds,
+                     json_t *denials, const char *denials_err)
+{
+    struct sbx_grant at = *g;
+    char line[SBX_ALLOW_MAX + SBX_GRANT_METHODS_MAX + SBX_GRANT_PATHS_MAX + 64], why[512];
+    json_t *pass = NULL;
+
+    at.until = until ? until : time(NULL) + seconds;
+    if (sbx_grant_line(&at, true, line, sizeof line) >= 0)
+        json_object_set_new(r, "rule", json_string(line));
+    if (denials != NULL && (pass = sbx_grant_would_pass(g, denials, why, sizeof why)) == NULL)
+        denials_err = why;
+    if (pass != NULL) {
+        json_object_set_new(r, "would_pass", pass);
+        json_object_set_new(r, "recent", json_integer((json_int_t)json_array_size(denials)));
+    } else {
+        json_object_set_new(r, "denials_error", json_string(denials_err ? denials_err : "-"));
+    }
 }
 
 /* Files the request (or finds the same one pending) and grants it at once
  * when access-auto covers it.  Store held. */
 static int request_file(struct sbx *s, struct store *st, const struct sbx_vm *vm, const char *owner,
-                        const char *entry, long seconds, const char *why, json_t **out, char *err,
-                        size_t errlen)
+                        const struct asked *a, long seconds, const char *why, json_t **out,
+                        char *err, size_t errlen)
 {
-    const char *autop = sbx_access_match((const char *const *)s->cfg.access_auto, entry);
+    const char *autop = sbx_access_match((const char *const *)s->cfg.access_auto, a->g.allow);
     char id[9], by[SBX_ALLOW_MAX + 16];
     json_t *r;
     int count, rc;
 
-    r = pending_for(st, vm, entry, &count);
+    r = pending_for(st, vm, &a->g, &count);
     if (r && !autop) {
         *out = json_deep_copy(r);
         return 0;
@@ -420,7 +540,7 @@ static int request_file(struct sbx *s, struct store *st, const struct sbx_vm *vm
     }
     if (new_id(id, err, errlen))
         return -1;
-    r = request_new(id, vm, owner, entry, seconds, why, sbx_access_owner_may(s, entry));
+    r = request_new(id, vm, owner, a, seconds, why, sbx_access_owner_may(s, a->g.allow));
     json_array_append_new(st->requests, r);
     snprintf(by, sizeof by, "access-auto %s", autop ? autop : "");
     rc = autop ? grant(s, r, seconds, by, err, errlen) : 0;
@@ -431,22 +551,69 @@ static int request_file(struct sbx *s, struct store *st, const struct sbx_vm *vm
     return rc;
 }
 
+/* The optional string member key of args into buf (size bytes; "" when
+ * absent): 0, or -1 with err when it is not a string or too long. */
+static int scope_arg(json_t *args, const char *key, char *buf, size_t size, char *err,
+                     size_t errlen)
+{
+    json_t *v = json_object_get(args, key);
+
+    buf[0] = '\0';
+    if (v == NULL)
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= size) {
+        snprintf(err, errlen, "%s: expected a non-empty string of less than %zu bytes (%s)", key,
+                 size, strcmp(key, "methods") == 0 ? "GET,HEAD" : "/repos/acme/**,/user");
+        return -1;
+    }
+    snprintf(buf, size, "%s", json_string_value(v));
+    return 0;
+}
+
+/* What args ask for (a->g, with entry as asked): the methods and paths
+ * they name; or, naming neither and not whole_host, the narrowest grant
+ * of the sandbox's newest denial that entry covers (egressd asked; when
+ * it cannot say, or no denial fits, the entry as asked).  0 or -1 with err
+ * when a method or path is not one egressd would load. */
+static int asked_for(struct sbx *s, const struct sbx_vm *vm, json_t *args, const char *entry,
+                     int whole, struct asked *a, json_t **denials, char *err, size_t errlen)
+{
+    char why[512];
+
+    memset(a, 0, sizeof *a);
+    a->entry = entry;
+    snprintf(a->g.allow, sizeof a->g.allow, "%s", entry);
+    if (scope_arg(args, "methods", a->g.methods, sizeof a->g.methods, err, errlen) ||
+        scope_arg(args, "paths", a->g.paths, sizeof a->g.paths, err, errlen) ||
+        sbx_grant_scope_normalize(a->g.methods, a->g.paths, err, errlen))
+        return -1;
+    if (sbx_egress_denials(&s->cfg, vm->vmid, denials, why, sizeof why))
+        *denials = NULL;
+    if (!whole && !a->g.methods[0] && !a->g.paths[0] && *denials != NULL)
+        narrow(*denials, entry, a);
+    return sbx_grant_check(&a->g, err, errlen);
+}
+
 int sbx_op_access_request(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"name", "host", "duration", "why", NULL};
+    static const char *const keys[] = {"name",    "host",  "duration",   "why",
+                                       "methods", "paths", "whole_host", NULL};
     const char *name, *host, *why;
     char entry[SBX_ALLOW_MAX], owner[65];
     struct sbx_vm vm;
     struct store st;
+    struct asked a;
+    json_t *denials = NULL;
     long seconds;
-    int rc;
+    int rc, whole;
 
     *out = NULL;
     if (sbx_args_check(args, keys, err, errlen) ||
         !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
         !(host = sbx_args_string(args, "host", 1, err, errlen)) ||
         !(why = sbx_args_string(args, "why", 1, err, errlen)) || why_valid(why, err, errlen) ||
-        duration_arg(s, args, DEFAULT_DURATION, &seconds, err, errlen))
+        duration_arg(s, args, DEFAULT_DURATION, &seconds, err, errlen) ||
+        (whole = bool_arg(args, "whole_host", err, errlen)) < 0)
         return -1;
     snprintf(entry, sizeof entry, "%s", host);
     if (strlen(host) >= sizeof entry || !sbx_access_normalize(entry)) {
@@ -459,11 +626,18 @@ int sbx_op_access_request(struct sbx *s, json_t *args, json_t **out, char *err, 
         return -1;
     }
     if (sbx_vm_find(s, name, &vm, err, errlen) || vm_owner(s, &vm, owner, err, errlen) ||
-        store_open(s, &st, err, errlen))
+        asked_for(s, &vm, args, entry, whole, &a, &denials, err, errlen) ||
+        store_open(s, &st, err, errlen)) {
+        json_decref(denials);
         return -1;
+    }
     store_prune(&st, time(NULL));
-    rc = request_file(s, &st, &vm, owner, entry, seconds, why, out, err, errlen);
+    rc = request_file(s, &st, &vm, owner, &a, seconds, why, out, err, errlen);
     store_close(&st);
+    if (rc == 0)
+        describe(*out, &a.g, time_of(*out, "until"), seconds, denials,
+                 "egressd could not say which requests were denied");
+    json_decref(denials);
     return rc;
 }
 
@@ -502,6 +676,41 @@ int sbx_op_access_list(struct sbx *s, json_t *args, json_t **out, char *err, siz
     }
     store_close(&st);
     *out = json_pack("{s:o}", "requests", list);
+    return 0;
+}
+
+int sbx_op_access_show(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"id", NULL};
+    const char *id;
+    struct store st;
+    struct sbx_grant g;
+    json_t *r, *denials = NULL;
+    char why[512];
+
+    *out = NULL;
+    if (sbx_args_check(args, keys, err, errlen) ||
+        !(id = sbx_args_string(args, "id", 1, err, errlen)) || store_open(s, &st, err, errlen))
+        return -1;
+    store_prune(&st, time(NULL));
+    r = store_find(&st, id);
+    r = r && in_scope(s, r) ? json_deep_copy(r) : NULL;
+    store_close(&st);
+    if (r == NULL) {
+        snprintf(err, errlen, "no access request '%.40s' (sandboxctl access list --all)", id);
+        return -1;
+    }
+    if (grant_of(r, &g, err, errlen)) {
+        json_decref(r);
+        return -1;
+    }
+    if (sbx_egress_denials(&s->cfg, (int)json_integer_value(json_object_get(r, "vmid")), &denials,
+                           why, sizeof why))
+        denials = NULL;
+    describe(r, &g, time_of(r, "until"), (long)json_integer_value(json_object_get(r, "seconds")),
+             denials, why);
+    json_decref(denials);
+    *out = r;
     return 0;
 }
 

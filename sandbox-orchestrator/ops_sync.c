@@ -63,12 +63,9 @@ static int guest_has_ca(struct sbx *s, const struct sbx_vm *vm, const struct sbx
     return same;
 }
 
-/* Bring the credentials in vm's guest (metadata m) up to what egressd
- * gives it now: "current", "installed" (its CA had changed: a binding's
- * or a preset's inject or request-rule hosts changed), or "skipped" with
- * why. */
-static const char *guest_credentials(struct sbx *s, const struct sbx_vm *vm,
-                                     const struct sbx_meta *m, char *why, size_t len)
+/* See ops.h. */
+const char *sbx_sync_guest_credentials(struct sbx *s, const struct sbx_vm *vm,
+                                       const struct sbx_meta *m, char *why, size_t len)
 {
     struct sbx_creds cr;
     json_t *answer = NULL;
@@ -84,10 +81,14 @@ static const char *guest_credentials(struct sbx *s, const struct sbx_vm *vm,
     json_decref(answer);
     if (rc)
         return result;
+    /* A CA file that cannot be read (a guest that never had one: the
+     * binding gained its first request-rule host after the create) is
+     * installed as a stale one is; installing is idempotent, and when the
+     * agent is the trouble the install says so. */
     int has = guest_has_ca(s, vm, &cr, why, len);
     if (has == 1)
         result = "current";
-    else if (has == 0 && sbx_creds_install(s, vm->node, vm->vmid, &cr, why, len) == 0)
+    else if (sbx_creds_install(s, vm->node, vm->vmid, &cr, why, len) == 0)
         result = "installed";
     sbx_creds_free(&cr);
     return result;
@@ -159,8 +160,9 @@ static json_t *credentials_entry(struct sbx *s, const struct sbx_vm *vm, const s
                                  json_t *creating)
 {
     char why[512] = "its create is in progress (the create installs its credentials)";
-    const char *result =
-        is_creating(creating, vm->vmid) ? "skipped" : guest_credentials(s, vm, m, why, sizeof why);
+    const char *result = is_creating(creating, vm->vmid)
+                             ? "skipped"
+                             : sbx_sync_guest_credentials(s, vm, m, why, sizeof why);
 
     if (strcmp(result, "skipped") == 0)
         return json_pack("{s:i,s:s,s:s,s:s}", "vmid", vm->vmid, "name", vm->name, "result", result,

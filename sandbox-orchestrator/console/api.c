@@ -41,6 +41,7 @@
 #include "accesslog.h"
 #include "bindings.h"
 #include "egress.h"
+#include "grant.h"
 #include "internal.h"
 #include "pve.h"
 #include "sbx.h"
@@ -296,22 +297,6 @@ static enum MHD_Result explain(struct sbx_request *r)
                                   (int)p, "egressd", answers));
 }
 
-/* Whether the allow entry grant (normalized) would let denial d through:
- * a denial for want of a rule (not_allowed) whose host and port the
- * entry covers, as egressd reads an allow line. */
-static bool lets_pass(const char *grant, json_t *d)
-{
-    const char *host = json_string_value(json_object_get(d, "host"));
-    const char *reason = json_string_value(json_object_get(d, "reason"));
-    json_int_t port = json_integer_value(json_object_get(d, "port"));
-    char req[300];
-
-    if (!host || !reason || strcmp(reason, "not_allowed") != 0 || port <= 0)
-        return false;
-    return sbx_tally_host_port(d, req, sizeof req) && sbx_access_normalize(req) &&
-           sbx_access_covers(grant, req);
-}
-
 /* GET /api/grant/preview: what POST /api/grant with the same name, host
  * and duration would change, before anyone applies it. */
 static enum MHD_Result grant_preview(struct sbx_request *r)
@@ -320,8 +305,8 @@ static enum MHD_Result grant_preview(struct sbx_request *r)
     const struct sbx_config *c = &r->con->s->cfg;
     char err[1024], entry[300], until[32];
     long seconds;
-    json_t *denials = NULL, *d, *pass;
-    size_t i;
+    json_t *denials = NULL, *pass;
+    struct sbx_grant g = {0};
 
     if (!name || !host || !duration)
         return sbx_web_error(r, 400, "expected ?name=SANDBOX&host=HOST[:PORTS]&duration=D");
@@ -335,8 +320,13 @@ static enum MHD_Result grant_preview(struct sbx_request *r)
         return sbx_web_error(r, op_status(err), err);
     if (sbx_egress_denials(c, vmid, &denials, err, sizeof err))
         return sbx_web_error(r, 502, err);
-    pass = json_array();
-    json_array_foreach(denials, i, d) if (lets_pass(entry, d)) json_array_append(pass, d);
+    /* what egressd's decision says of each, with the grant (grant.h) */
+    snprintf(g.allow, sizeof g.allow, "%s", entry);
+    pass = sbx_grant_would_pass(&g, denials, err, sizeof err);
+    if (pass == NULL) {
+        json_decref(denials);
+        return sbx_web_error(r, 400, err);
+    }
     sbx_time_format(time(NULL) + seconds, until, sizeof until);
     char line[400];
     snprintf(line, sizeof line, "%s until %s", entry, until);

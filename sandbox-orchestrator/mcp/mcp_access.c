@@ -20,6 +20,8 @@
 
 #include "mcp_internal.h"
 
+/* The most denials the owner's question lists. */
+#define QUESTION_DENIALS 5
 /* How long the owner has to answer before the request stays pending. */
 #define OWNER_ANSWER_MS (5 * 60 * 1000)
 
@@ -40,18 +42,52 @@ static void duration_text(long long seconds, char *buf, size_t len)
         snprintf(buf, len, "%llds", seconds);
 }
 
-/* The question for the owner, from the request r. */
+/* The question for the owner, from the request r: what it asks, and
+ * what granting it changes, computed (ops_access.c): the rule it adds and
+ * the sandbox's recent denials it would let pass (the first few). */
 static void question(const json_t *r, char *buf, size_t len)
 {
-    char d[32];
+    json_t *pass = json_object_get(r, "would_pass"), *d;
+    char dur[32];
+    size_t used, i;
 
-    duration_text((long long)json_integer_value(json_object_get(r, "seconds")), d, sizeof d);
-    snprintf(buf, len,
-             "The sandbox %s asks to reach %s for %s. The reason its assistant gave: \"%s\". "
-             "Allow it?",
-             json_string_value(json_object_get(r, "name")),
-             json_string_value(json_object_get(r, "host")), d,
-             json_string_value(json_object_get(r, "why")));
+    duration_text((long long)json_integer_value(json_object_get(r, "seconds")), dur, sizeof dur);
+    used = (size_t)snprintf(
+        buf, len,
+        "The sandbox %s asks to reach %s%s%s%s%s for %s. The reason its assistant gave: \"%s\". "
+        "It adds the rule \"%s\".",
+        json_string_value(json_object_get(r, "name")),
+        json_string_value(json_object_get(r, "host")),
+        json_object_get(r, "methods") ? " with methods " : "",
+        json_object_get(r, "methods") ? json_string_value(json_object_get(r, "methods")) : "",
+        json_object_get(r, "paths") ? " on paths " : "",
+        json_object_get(r, "paths") ? json_string_value(json_object_get(r, "paths")) : "", dur,
+        json_string_value(json_object_get(r, "why")),
+        json_object_get(r, "rule") ? json_string_value(json_object_get(r, "rule")) : "?");
+    if (json_is_array(pass) && used < len)
+        used += (size_t)snprintf(buf + used, len - used,
+                                 " Of its %d recent denials, it would let %zu pass%s",
+                                 (int)json_integer_value(json_object_get(r, "recent")),
+                                 json_array_size(pass), json_array_size(pass) ? ":" : ".");
+    json_array_foreach(pass, i, d)
+    {
+        if (used >= len || i == QUESTION_DENIALS)
+            break;
+        const char *path = json_string_value(json_object_get(d, "path"));
+        used +=
+            (size_t)snprintf(buf + used, len - used, "%s %s %s:%d%s", i ? ";" : "",
+                             json_is_string(json_object_get(d, "method"))
+                                 ? json_string_value(json_object_get(d, "method"))
+                                 : "-",
+                             json_string_value(json_object_get(d, "host")),
+                             (int)json_integer_value(json_object_get(d, "port")), path ? path : "");
+    }
+    if (json_array_size(pass) > QUESTION_DENIALS && used < len)
+        used += (size_t)snprintf(buf + used, len - used, "; and %zu more",
+                                 json_array_size(pass) - QUESTION_DENIALS);
+    if (used < len)
+        snprintf(buf + used, len - used, "%s Allow it?",
+                 json_array_size(pass) && i <= QUESTION_DENIALS ? "." : "");
 }
 
 /* Asks the owner about the pending request *r and applies the answer: on
@@ -61,7 +97,7 @@ static void ask_owner(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, 
                       const char **note)
 {
     const struct sbx_mcp_ops *ops = srv->cfg.ops;
-    char msg[1024], err[1024];
+    char msg[2048], err[1024];
     json_t *schema = json_loads(owner_schema, 0, NULL), *content = NULL, *args, *out = NULL;
     int action, approve;
 

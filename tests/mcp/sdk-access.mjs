@@ -58,6 +58,9 @@ const tools = await client.listTools();
 const ra = tools.tools.find((t) => t.name === 'request_access');
 check(ra && ra.inputSchema.required.includes('why') && ra.inputSchema.properties.host,
   `${mode}: request_access is offered, with host and why required`, ra);
+check(ra && ra.inputSchema.properties.methods?.type === 'string' &&
+  ra.inputSchema.properties.paths?.type === 'string' && ra.inputSchema.properties.whole_host?.type === 'boolean',
+  `${mode}: and with methods, paths and whole_host to say what requests it needs`, ra);
 
 let r = await call('create_server', { name, size: 'small', policy: 'p' });
 check(r.isError === false, `${mode}: create_server ${name} (policy p)`, r);
@@ -78,6 +81,12 @@ check(asked.length === 1 && asked[0].message.includes('b.test:8000') &&
   asked[0].message.includes('the crate mirror for the build') && asked[0].message.includes('30m') &&
   asked[0].requestedSchema?.properties?.approve?.type === 'boolean',
 `${mode}: request_access b.test:8000 asks the human (elicitation/create) with host, reason and time`, asked);
+check(r.structuredContent?.methods === 'GET' && r.structuredContent?.paths === '/' &&
+  r.structuredContent?.asked === 'b.test:8000' && r.structuredContent?.denial?.path === '/',
+`${mode}: naming no methods or paths, it is narrowed to the denied request (GET /)`, r);
+check(asked.length === 1 && asked[0].message.includes('It adds the rule "b.test:8000 methods GET paths / until ') &&
+  /it would let [1-9][0-9]* pass: GET b\.test:8000\//.test(asked[0].message),
+`${mode}: the human is shown what approving changes: the rule, and the denied GET it lifts`, asked);
 check(r.isError === false && r.structuredContent?.status === 'approved' && r.structuredContent?.by === 'owner' &&
   typeof r.structuredContent?.until === 'string' && r.structuredContent?.note === 'approved by the owner',
 `${mode}: the owner's yes approves it (by owner, until ...)`, r);

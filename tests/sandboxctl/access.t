@@ -5,9 +5,13 @@
 # decides, and reaches it once an administrator approves, on both egressd,
 # by a grant that is in its Proxmox description and its binding; a grant
 # lapses in egressd by itself; access-auto grants at once only what its
-# patterns cover; deny, list, and every bad input gets its error and
-# changes nothing.  Sandboxes on 127.0.0.40-49, origins a.test and b.test
-# (127.0.0.16, .17, port 8000), in a network namespace of its own; the
+# patterns cover; a request that names no methods or paths is narrowed to
+# the denied request (its method, its path's first two segments), `access
+# show` computes the rule it adds and which denials it lifts, and the
+# grant admits that and nothing more; deny, list, and every bad input gets
+# its error and changes nothing.  Sandboxes on 127.0.0.40-49, origins
+# a.test, b.test and c.test (127.0.0.16, .17, .18, port 8000), in a
+# network namespace of its own; the
 # whole of it against the simulator of each schema, PVE 8.4 and 9.1.
 set -u
 if [ -z "${SBX_IN_NETNS:-}" ]; then
@@ -26,8 +30,8 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy
 ORIGIN_PID=
 ORIGIN_OUT=$(mktemp "${TMPDIR:-/tmp}/access-origin.XXXXXX")
 trap '[ -n "$ORIGIN_PID" ] && kill "$ORIGIN_PID" 2>/dev/null; rm -f "$ORIGIN_OUT"; sbx_stop_all quiet' EXIT
-sbx_origins "$ORIGIN_OUT" a.test=127.0.0.16 b.test=127.0.0.17
-ok $? "the origins a.test and b.test listen"
+sbx_origins "$ORIGIN_OUT" a.test=127.0.0.16 b.test=127.0.0.17 c.test=127.0.0.18
+ok $? "the origins a.test, b.test and c.test listen"
 ORIGIN_PID=$SBX_ORIGIN_PID
 
 # suite VERSION: every check against the simulator of PVE VERSION's schema.
@@ -46,13 +50,14 @@ config() {
 }
 config </dev/null
 
-# via N ADDR HOST: the status of GET http://HOST:8000/ through egressd N
-# from ADDR (000 when there was none).
+# via N ADDR HOST [PATH [CURL ARGS...]]: the status of GET (or what the
+# curl arguments make it) http://HOST:8000PATH through egressd N from
+# ADDR (000 when there was none).
 via() {
     local proxy
     eval "proxy=\$SBX_EGD$1_PROXY"
     curl -q -sS -m 10 --interface "$2" -x "http://$proxy" -o /dev/null -w '%{http_code}' \
-        "http://$3:8000/" 2>/dev/null || true
+        "${@:5}" "http://$3:8000${4:-/}" 2>/dev/null || true
 }
 
 # description VMID: the VM's Proxmox description.
@@ -95,13 +100,13 @@ check "  and names it as egressd keeps it, a\\027[31mRED\\027[0m.test" \
     grep -qF 'a\027[31mRED\027[0m.test:0' "$T/denials.out"
 
 # --- request, and nothing changes while it waits
-out=$(sbx --json access request s1 b.test:8000 --for 30m --why "the crate mirror" 2>&1)
-ok $? "access request s1 b.test:8000 --for 30m ($(tr -d "\n" <<<"$out" | head -c 200))"
+out=$(sbx --json access request s1 b.test:8000 --whole-host --for 30m --why "the crate mirror" 2>&1)
+ok $? "access request s1 b.test:8000 --whole-host --for 30m ($(tr -d "\n" <<<"$out" | head -c 200))"
 id=$(json_get "$out" 'j["id"]' 2>/dev/null)
-check "  pending, 1800 s, not one the owner may approve (no access-owner-approves)" test "$(json_get "$out" 'j["status"] == "pending" and j["seconds"] == 1800 and j["owner_may_approve"] is False and j["owner"] == "alice" and j["vmid"] == '"$s1"'' 2>&1)" = True
-out=$(sbx --json access request s1 B.TEST.:8000 --why "again" 2>&1)
+check "  pending, 1800 s, not one the owner may approve (no access-owner-approves), the whole host" test "$(json_get "$out" 'j["status"] == "pending" and j["seconds"] == 1800 and j["owner_may_approve"] is False and j["owner"] == "alice" and j["vmid"] == '"$s1"' and "methods" not in j and "paths" not in j and "denial" not in j' 2>&1)" = True
+out=$(sbx --json access request s1 B.TEST.:8000 --whole-host --why "again" 2>&1)
 check "  the same host again (B.TEST.:8000) is the same request $id" test "$(json_get "$out" 'j["id"]' 2>/dev/null)" = "$id"
-out=$(sbx access request s1 b.test:8000 --why "x" 2>&1)
+out=$(sbx access request s1 b.test:8000 --whole-host --why "x" 2>&1)
 check "  the human form says how an administrator decides it" grep -q "sandboxctl access approve $id" <<<"$out"
 check "while it waits s1 is still refused b.test (403)" test "$(via 1 "$a1" b.test)" = 403
 check "  and the description holds no grant" bash -c '! grep -q "^grants:" <<<"$1"' _ "$(description "$s1")"
@@ -162,7 +167,7 @@ while [ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \< "$soon" ] || [ "$(date -u +%Y-%m-%dT
 sleep 0.5
 check "  and is refused once it lapsed, with no one telling egressd (403)" test "$(via 1 "$a1" b.test)" = 403
 check "  on egressd 2 too (403)" test "$(via 2 "$a1" b.test)" = 403
-out=$(sbx --json access request s1 b.test:8000 --for 10m --why "once more" 2>&1)
+out=$(sbx --json access request s1 b.test:8000 --whole-host --for 10m --why "once more" 2>&1)
 id3=$(json_get "$out" 'j["id"]' 2>/dev/null)
 sbx access approve "$id3" >/dev/null
 check "a new grant of the same host replaces the lapsed one in the description" test "$(grep -c 'b.test:8000@' <<<"$(description "$s1")")" = 1
@@ -176,15 +181,13 @@ a2=$(json_get "$out" 'j["address"]' 2>/dev/null)
 check "s2 is refused b.test before it asks (403)" test "$(via 1 "$a2" b.test)" = 403
 out=$(sbx --json access request s2 b.test:8000 --why "the registry" 2>&1)
 ok $? "access request s2 b.test:8000 ($(tr -d "\n" <<<"$out" | head -c 200))"
-check "  granted at once, for the default 1h, by access-auto .b.test:8000" test "$(json_get "$out" 'j["status"] == "approved" and j["by"] == "access-auto .b.test:8000" and j["seconds"] == 3600' 2>&1)" = True
+check "  granted at once, for the default 1h, by access-auto .b.test:8000, narrowed to the denied GET /" test "$(json_get "$out" 'j["status"] == "approved" and j["by"] == "access-auto .b.test:8000" and j["seconds"] == 3600 and j["methods"] == "GET" and j["paths"] == "/"' 2>&1)" = True
 check "  s2 reaches b.test at once (200)" test "$(via 1 "$a2" b.test)" = 200
 out=$(sbx --json access request s2 b.test --why "default ports" 2>&1)
 check "b.test without a port (443 and 80) is not covered by .b.test:8000: pending" test "$(json_get "$out" 'j["status"]' 2>&1)" = pending
 out=$(sbx --json access request s2 '*.a.test:443' --why "subdomains" 2>&1)
 check "*.a.test:443 is not covered by a.test:443: pending" test "$(json_get "$out" 'j["status"]' 2>&1)" = pending
 
-# --- bad input: an error naming the cause, nothing filed
-cp "$T/state/access.json" "$T/access.before"
 bad() { # TEXT WANT ARGS...: exit 1 and WANT in the message
     local text=$1 want=$2 out rc
     shift 2
@@ -192,6 +195,50 @@ bad() { # TEXT WANT ARGS...: exit 1 and WANT in the message
     rc=$?
     ok "$([ $rc -eq 1 ] && grep -qF -- "$want" <<<"$out"; echo $?)" "$text: exit 1, '$want' ($(head -c 160 <<<"$out"))"
 }
+# --- the narrowest grant: a request naming no methods or paths is
+# narrowed to the sandbox's newest denied request its host covers (that
+# method, the path's first two segments); access show computes the rule
+# and which denials it lifts with egressd's own decision; the grant admits
+# exactly that, as egressd then judges each request
+check "s1: POST c.test/repos/acme/widget/issues is refused (403)" test "$(via 1 "$a1" c.test /repos/acme/widget/issues -d x=1)" = 403
+check "  and GET c.test/repos/acme/widget/pulls, the newer one (403)" test "$(via 1 "$a1" c.test /repos/acme/widget/pulls?state=open)" = 403
+out=$(sbx --json access request s1 c.test:8000 --why "read the pulls" 2>&1)
+ok $? "access request s1 c.test:8000, no methods or paths ($(tr -d "\n" <<<"$out" | head -c 300))"
+idn=$(json_get "$out" 'j["id"]' 2>/dev/null)
+check "  narrowed to the denied GET: methods GET, paths /repos/acme/**, asked c.test:8000, the denial kept" test "$(json_get "$out" 'j["host"] == "c.test:8000" and j["methods"] == "GET" and j["paths"] == "/repos/acme/**" and j["asked"] == "c.test:8000" and j["denial"]["method"] == "GET" and j["denial"]["path"] == "/repos/acme/widget/pulls" and j["status"] == "pending"' 2>&1)" = True
+check "  it says the rule it adds and that it lifts the GET, not the POST" test "$(json_get "$out" 'j["rule"].startswith("c.test:8000 methods GET paths /repos/acme/** until ") and [(d["method"], d["path"]) for d in j["would_pass"]] == [("GET", "/repos/acme/widget/pulls")]' 2>&1)" = True
+out=$(sbx --json access show "$idn" 2>&1)
+ok $? "access show $idn"
+check "  the same rule, and of the recent denials only the GET would pass" test "$(json_get "$out" 'j["id"] == "'"$idn"'" and j["rule"].startswith("c.test:8000 methods GET paths /repos/acme/** until ") and [(d["method"], d["host"], d["path"], d["reason"]) for d in j["would_pass"]] == [("GET", "c.test", "/repos/acme/widget/pulls", "not_allowed")] and j["recent"] >= 3' 2>&1)" = True
+out=$(sbx access show "$idn" 2>&1)
+check "  the human form prints the rule and the denial it lifts" bash -c 'grep -qF "adds the rule: c.test:8000 methods GET paths /repos/acme/** until" <<<"$1" && grep -qE "it would let 1 pass:" <<<"$1" && grep -qE " GET c\.test:8000 /repos/acme/widget/pulls \(not_allowed\)" <<<"$1" && grep -qF "narrowed to the request egressd denied" <<<"$1"' _ "$out"
+out=$(sbx --json access approve "$idn" 2>&1)
+ok $? "access approve $idn ($(tr -d "\n" <<<"$out" | head -c 200))"
+untiln=$(json_get "$out" 'j["until"]' 2>/dev/null)
+check "  the description holds c.test:8000|methods=GET|paths=/repos/acme/**@$untiln" grep -qF "c.test:8000|methods=GET|paths=/repos/acme/**@$untiln" <<<"$(description "$s1")"
+check "  egressd 1's binding holds the line with methods and paths" test "$(egressd_state 1 '"c.test:8000 methods GET paths /repos/acme/** until '"$untiln"'" in b["'"$s1"'"]["allow"]' 2>&1)" = True
+check "  and egressd 2's" test "$(egressd_state 2 '"c.test:8000 methods GET paths /repos/acme/** until '"$untiln"'" in b["'"$s1"'"]["allow"]' 2>&1)" = True
+check "  the guest got the CA that now covers c.test (guest_ca: $(json_get "$out" 'j.get("guest_ca")' 2>&1))" test "$(json_get "$out" 'j.get("guest_ca") in ("installed", "current")' 2>&1)" = True
+check "s1: GET c.test/repos/acme/widget/pulls passes now (200)" test "$(via 1 "$a1" c.test /repos/acme/widget/pulls?state=open)" = 200
+check "  and GET c.test/repos/acme/other, under the same prefix (200)" test "$(via 2 "$a1" c.test /repos/acme/other)" = 200
+check "  POST c.test/repos/acme/widget/issues is still refused (403)" test "$(via 1 "$a1" c.test /repos/acme/widget/issues -d x=1)" = 403
+check "  GET c.test/repos/other is still refused (403)" test "$(via 1 "$a1" c.test /repos/other)" = 403
+check "  GET c.test/repos/acme/../other/x is refused, its path normalized (403)" test "$(via 1 "$a1" c.test /repos/acme/%2e%2e/other/x --path-as-is)" = 403
+out=$(sbx --json access request s1 c.test:8000 --methods post,Post --paths /repos/acme/widget/issues --why "file an issue" 2>&1)
+ok $? "access request with --methods post,Post --paths /repos/acme/widget/issues ($(tr -d "\n" <<<"$out" | head -c 200))"
+check "  as asked, the method written POST once, not narrowed" test "$(json_get "$out" 'j["methods"] == "POST" and j["paths"] == "/repos/acme/widget/issues" and "denial" not in j' 2>&1)" = True
+check "  it would lift the POST denials, not the GET ones" test "$(json_get "$out" 'len(j["would_pass"]) >= 1 and all(d["method"] == "POST" for d in j["would_pass"])' 2>&1)" = True
+out=$(sbx --json access request s1 c.test:8000 --whole-host --why "all of it" 2>&1)
+check "--whole-host: the host without methods or paths, lifting GET and POST denials alike" test "$(json_get "$out" '"methods" not in j and "paths" not in j and j["rule"].startswith("c.test:8000 until ") and {d["method"] for d in j["would_pass"]} >= {"GET", "POST"}' 2>&1)" = True
+cp "$T/state/access.json" "$T/access.scoped"
+bad "an unknown method" "methods: 'FETCH' is not one of" access request s1 c.test:8000 --methods GET,FETCH --why x
+bad "a path glob no path can match" "paths: '/a/../b'" access request s1 c.test:8000 --paths /a/../b --why x
+bad "paths on port 22: what egressd would refuse to load" "grant:1:" access request s1 c.test:22 --paths /x --why x
+bad "show an unknown id" "no access request 'feedbeef'" access show feedbeef
+check "  none of them filed a request" cmp -s "$T/state/access.json" "$T/access.scoped"
+
+# --- bad input: an error naming the cause, nothing filed
+cp "$T/state/access.json" "$T/access.before"
 bad "a host that is not one" "host: expected HOST" access request s2 'no host!' --why x
 bad "a regex host" "host: expected HOST" access request s2 '~.*' --why x
 bad "an IP address" "host: expected HOST" access request s2 127.0.0.17:8000 --why x

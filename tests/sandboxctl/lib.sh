@@ -33,7 +33,7 @@
 #
 # Both egressd have the presets of deploy/policies (balanced, locked, open)
 # and `p` (a.test:8000), default-policy locked, the hosts file's a.test
-# (127.0.0.16) and b.test (127.0.0.17), no resolver, an explicit proxy on a
+# (127.0.0.16), b.test (.17) and c.test (.18), no resolver, an explicit proxy on a
 # free loopback port ($SBX_EGD1_PROXY, $SBX_EGD2_PROXY).  Their admin APIs
 # are $SBX_EGD1_ADMIN (unix:PATH) and $SBX_EGD2_ADMIN (http://127.0.0.1:PORT,
 # token $SBX_EGD_TOKEN), the two `egressd-admin` lines of $CONF.
@@ -101,7 +101,7 @@ sbx_egressd_setup() {
     cp "$TOP"/deploy/policies/*.allow "$d/policies/"
     printf '%s\n' '# p: the preset most of the tests name; one origin of the test world.' \
         'a.test:8000' >"$d/policies/p.allow"
-    printf '127.0.0.16 a.test\n127.0.0.17 b.test\n' >"$d/hosts"
+    printf '127.0.0.16 a.test\n127.0.0.17 b.test\n127.0.0.18 c.test\n' >"$d/hosts"
     mapfile -t ports < <(sbx_ports 2)
     eval "SBX_EGD${n}_PROXY=127.0.0.1:${ports[0]}"
     if [ "$n" = 1 ]; then

@@ -2,8 +2,9 @@
 
     python3 -S -u origin.py NAME=ADDR [NAME=ADDR...]
 
-One HTTP server on port 8000 of each ADDR; GET answers 200 with the body
-"origin NAME\n", so a script can tell which origin a request reached.
+One HTTP server on port 8000 of each ADDR; GET and POST (its body read
+and dropped) answer 200 with the body "origin NAME\n", so a script can
+tell which origin a request reached.
 Prints "ready" once every server listens, then serves until killed.
 """
 import http.server
@@ -18,6 +19,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.do_GET()
 
     def log_message(self, *args):
         pass

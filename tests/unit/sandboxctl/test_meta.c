@@ -164,6 +164,56 @@ static void test_grants(void)
        "more than 16 grants are never written: %s", err);
 }
 
+/* Grants that say which requests they admit (grant.h): written as
+ * |methods= and |paths= parts, read back whole; a path glob with an '@'
+ * in it does not confuse the time. */
+static void test_scoped_grants(void)
+{
+    struct sbx_meta m = sample(), back;
+    char buf[SBX_DESC_MAX + 1], err[256];
+
+    m.ngrants = 3;
+    strcpy(m.grants[0].allow, "api.github.com:443");
+    strcpy(m.grants[0].methods, "GET,HEAD");
+    strcpy(m.grants[0].paths, "/repos/acme/**,/user");
+    m.grants[0].until = m.created + 3600;
+    strcpy(m.grants[1].allow, "registry.npmjs.org:443");
+    strcpy(m.grants[1].paths, "/@acme/**");
+    m.grants[1].until = m.created + 60;
+    strcpy(m.grants[2].allow, "example.org:80");
+    strcpy(m.grants[2].methods, "POST");
+    m.grants[2].until = m.created + 120;
+    int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
+    ok(n > 0 &&
+           strstr(buf, "\ngrants: api.github.com:443|methods=GET,HEAD|paths=/repos/acme/**,"
+                       "/user@2026-11-30T08:00:00Z registry.npmjs.org:443|paths=/@acme/**@"
+                       "2026-11-30T07:01:00Z example.org:80|methods=POST@2026-11-30T07:02:00Z\n"),
+       "scoped grants: HOST|methods=M|paths=G@TIME (%s)", n > 0 ? "ok" : err);
+    ok(n > 0 && sbx_meta_decode(buf, (size_t)n, &back, err, sizeof err) == SBX_META_OK &&
+           back.ngrants == 3 && strcmp(back.grants[0].methods, "GET,HEAD") == 0 &&
+           strcmp(back.grants[0].paths, "/repos/acme/**,/user") == 0 &&
+           strcmp(back.grants[1].allow, "registry.npmjs.org:443") == 0 &&
+           back.grants[1].methods[0] == '\0' && strcmp(back.grants[1].paths, "/@acme/**") == 0 &&
+           back.grants[1].until == m.created + 60 && strcmp(back.grants[2].methods, "POST") == 0 &&
+           back.grants[2].paths[0] == '\0',
+       "they read back whole, an '@' in a glob included (%s)", err);
+    strcpy(m.grants[2].methods, "post");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "upper case"),
+       "methods not in sandboxctl's form are never written: %s", err);
+    strcpy(m.grants[2].methods, "FETCH");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 &&
+           strstr(err, "'FETCH' is not one of"),
+       "an unknown method is never written: %s", err);
+    strcpy(m.grants[2].methods, "POST");
+    strcpy(m.grants[2].paths, "/a/../b");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "'..'"),
+       "a glob no path can match is never written: %s", err);
+    strcpy(m.grants[2].allow, "example.org:22");
+    strcpy(m.grants[2].paths, "/a");
+    ok(sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err) == -1 && strstr(err, "grant:1:"),
+       "a grant egressd would not load (paths on port 22) is never written: %s", err);
+}
+
 struct hostile {
     const char *what;
     const char *block; /* after the marker line */
@@ -246,7 +296,7 @@ static void test_hostile(void)
         {"a grant without its time",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\ngrants: crates.io\n",
-         "grant 'crates.io' is not HOST[:PORTS]@"},
+         "grant 'crates.io' is not HOST[:PORTS]"},
         {"a grant with a time that is none",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\ngrants: crates.io@tomorrow\n",
@@ -259,6 +309,26 @@ static void test_hostile(void)
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\ngrants: a.org:22,raw@2026-11-30T08:00:00Z\n",
          "grant 'a.org:22,raw' is not HOST"},
+        {"a grant with an unknown part",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a.org|raw=1@2026-11-30T08:00:00Z\n",
+         "is neither methods= nor paths="},
+        {"a grant with its parts the other way round",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a.org|paths=/a|methods=GET@2026-11-30T08:00:00Z\n",
+         "paths: '/a|methods=GET'"},
+        {"a grant with an empty methods part",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a.org|methods=|paths=/a@2026-11-30T08:00:00Z\n",
+         "methods= empty"},
+        {"a grant with a lower-case method",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a.org|methods=get@2026-11-30T08:00:00Z\n",
+         "upper case"},
+        {"a grant smuggling a rule option in its paths",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: a.org|paths=/a,raw@2026-11-30T08:00:00Z\n",
+         "paths: 'raw'"},
         {"two grants lines (the later one must not win)",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\ngrants: a.org@2026-11-30T08:00:00Z\ngrants: "
@@ -401,6 +471,7 @@ int main(void)
     test_no_allow();
     test_secrets();
     test_grants();
+    test_scoped_grants();
     test_surroundings();
     test_hostile();
     test_hostile_bytes();
