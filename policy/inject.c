@@ -31,13 +31,16 @@ static const struct policy_inject *nth(const struct ruleset *rs, size_t i)
     return rs->rules[rs->injects[i]].u.inject;
 }
 
-/* Append rs's inject rules matching h on port at now to out[*k..max),
- * counting every match in *k. */
+/* Append rs's inject rules matching h on port at now (and admitting req,
+ * unless NULL) to out[*k..max), counting every match in *k. */
 static void collect(const struct ruleset *rs, const struct policy_host *h, uint16_t port,
-                    int64_t now, const struct policy_inject **out, size_t max, size_t *k)
+                    const struct policy_request *req, int64_t now, const struct policy_inject **out,
+                    size_t max, size_t *k)
 {
     for (size_t i = 0; i < rs->n_injects; i++) {
-        if (!rule_matches_host(&rs->rules[rs->injects[i]], h, port, now))
+        const struct rule *r = &rs->rules[rs->injects[i]];
+        if (!rule_matches_host(r, h, port, now) ||
+            (req != NULL && reqrule_judge(r->req, req) != REQ_ADMITTED))
             continue;
         if (*k < max)
             out[*k] = nth(rs, i);
@@ -54,16 +57,23 @@ bool ruleset_inject_match(const struct ruleset *rs, const struct policy_host *h,
     return false;
 }
 
-size_t policy_injects_for(const struct policy_binding *b, const struct policy_host *host,
-                          uint16_t port, int64_t now, const struct policy_inject **out, size_t max)
+size_t policy_injects_for_request(const struct policy_binding *b, const struct policy_host *host,
+                                  uint16_t port, const struct policy_request *req, int64_t now,
+                                  const struct policy_inject **out, size_t max)
 {
     size_t k = 0;
 
     if (b->n_injects == 0 || host->kind != POLICY_HOST_NAME)
         return 0;
-    collect(b->preset, host, port, now, out, max, &k);
-    collect(&b->extras, host, port, now, out, max, &k);
+    collect(b->preset, host, port, req, now, out, max, &k);
+    collect(&b->extras, host, port, req, now, out, max, &k);
     return k;
+}
+
+size_t policy_injects_for(const struct policy_binding *b, const struct policy_host *host,
+                          uint16_t port, int64_t now, const struct policy_inject **out, size_t max)
+{
+    return policy_injects_for_request(b, host, port, NULL, now, out, max);
 }
 
 const struct policy_inject *policy_binding_inject(const struct policy_binding *b, size_t i)

@@ -249,6 +249,16 @@ const char *policy_inject_kind_str(enum policy_inject_kind k);
 size_t policy_injects_for(const struct policy_binding *b, const struct policy_host *host,
                           uint16_t port, int64_t now, const struct policy_inject **out, size_t max);
 
+/* policy_injects_for for one request (its method and normalized path,
+ * struct policy_request below): an inject rule with `methods` or `paths`
+ * is listed only when it admits req, so its secret goes into no other
+ * request to the host (a placeholder there is bound to no rule, and out
+ * of place).  req NULL lists every rule, as policy_injects_for.  Pure. */
+struct policy_request;
+size_t policy_injects_for_request(const struct policy_binding *b, const struct policy_host *host,
+                                  uint16_t port, const struct policy_request *req, int64_t now,
+                                  const struct policy_inject **out, size_t max);
+
 /* The i-th inject rule of binding b (active or not, any host), in the
  * order of policy_injects_for(); NULL past the end.  For the caller to
  * build what depends on every rule (the names a sandbox CA may sign, the

@@ -32,6 +32,7 @@
 #include "exchange.h"
 #include "gate.h"
 #include "intercept.h"
+#include "judge.h"
 #include "log.h"
 #include "logins.h"
 #include "metrics.h"
@@ -157,15 +158,16 @@ static void add_cred(struct cred_table *t, size_t i, struct http_view ph,
     t->secret[t->n++] = (uint8_t)i;
 }
 
-/* The table of c's sandbox for a request to host:port (NULL: none is
- * bound), with the current world's secrets. */
+/* The table of c's sandbox for its request (px_conn_asked) to host:port
+ * (NULL: none is bound), with the current world's secrets: an inject rule
+ * with `methods`/`paths` binds its secret only in a request it admits. */
 static void creds_of(const struct px_conn *c, const struct policy_host *host, uint16_t port,
                      struct cred_table *t)
 {
     const struct policy_inject *inj[INJECTS_MAX];
-    size_t n_inj =
-        host != NULL ? policy_injects_for(c->pb, host, port, (int64_t)time(NULL), inj, INJECTS_MAX)
-                     : 0;
+    size_t n_inj = host != NULL ? policy_injects_for_request(c->pb, host, port, px_conn_asked(c),
+                                                             (int64_t)time(NULL), inj, INJECTS_MAX)
+                                : 0;
 
     t->n = 0;
     for (size_t i = 0; c->sb != NULL && i < c->sb->n_secrets; i++) {

@@ -2,7 +2,8 @@
 # inject.t - credential injection (docs/credentials.md): the sandbox holds
 # placeholders, egressd terminates a CONNECT to a host whose `inject` rule
 # binds one of the sandbox's secrets, and adds the real value to the
-# request header the rule names, only for that host.  Checked with curl and
+# request header the rule names, only for that host (and, for a rule with
+# methods and paths, only in the requests it admits).  Checked with curl and
 # python's ssl against the test origins (tests/egressd/origin.py, which
 # logs every request head it gets): what the origin saw, what the client
 # got, the access log, and every denial of the contract.
@@ -21,6 +22,7 @@ egd_host 127.0.0.26 git.test   # basic, github
 egd_host 127.0.0.27 hdr.test   # header x-goog-api-key, gemini (not in sb1's binding)
 egd_host 127.0.0.24 wrong.test # key.test's address: its certificate is not for this name
 egd_host 127.0.0.28 self.test  # an origin whose certificate is self-signed
+egd_host 127.0.0.29 scope.test # bearer, github, only for GET /hello
 egd_allow "key.test:$P inject x-api-key secret anthropic" \
     "key.test:$P inject bearer secret anthropic" \
     "bear.test:$P inject bearer secret openai" \
@@ -49,13 +51,14 @@ ok "$(grep -q REAL "$T/check.out" && echo 1 || echo 0)" "... and the refusal doe
 sed 's/^/#   /' "$T/check.out" | head -n 3
 rm -f "$S/loose"
 
-egd_origin key.test bear.test git.test hdr.test a.test || egm_bail "the origins start"
+egd_origin key.test bear.test git.test hdr.test a.test scope.test || egm_bail "the origins start"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=self.test \
     -addext subjectAltName=DNS:self.test -keyout "$T/self.key" -out "$T/self.pem" >/dev/null 2>&1
 egm_server "$T/self.out" sh -c "echo ready; exec openssl s_server -quiet -accept 127.0.0.28:$P \
     -cert '$T/self.pem' -key '$T/self.key' -www" || egm_bail "the self-signed origin starts"
 egd_start "secret-dir $S" "upstream-ca-file $EGD_CA" || egm_bail "egressd starts with secret-dir"
-egd_put sb1 "{\"id\":\"sb1\",\"name\":\"box\",\"owner\":\"alice\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"anthropic\",\"openai\",\"github\"]}" \
+# (sb1's own lines: scope.test's rules hold for it alone)
+egd_put sb1 "{\"id\":\"sb1\",\"name\":\"box\",\"owner\":\"alice\",\"addresses\":[\"$SB\"],\"policy\":\"test\",\"secrets\":[\"anthropic\",\"openai\",\"github\"],\"allow\":[\"scope.test:$P inject bearer secret github methods GET paths /hello\",\"scope.test:$P methods POST\"]}" \
     >/dev/null || egm_bail "PUT sandbox sb1 with three secrets"
 egd_put sb2 "{\"id\":\"sb2\",\"addresses\":[\"$SB2\"],\"policy\":\"test\"}" >/dev/null ||
     egm_bail "PUT sandbox sb2"
@@ -134,6 +137,20 @@ ok "$([ "$(origin_saw "o['local'].startswith('127.0.0.24:') and $(hdr authorizat
 sbcurl -o /dev/null -H "x-api-key: my-own-key" "https://key.test:$P/hello"
 ok "$([ "$(origin_saw "$(hdr x-api-key) == 'my-own-key'")" = 1 ] && echo 0 || echo 1)" \
     "a header the client set to its own value passes untouched"
+
+# --- an inject rule with methods and paths binds its secret only in the
+# requests it admits: a POST that another rule allows gets no secret
+sbcurl -o /dev/null -H "Authorization: Bearer $PH_G" "https://scope.test:$P/hello"
+ok "$([ "$(origin_saw "o['local'].startswith('127.0.0.29:') and o['method'] == 'GET' and $(hdr authorization) == 'Bearer ghp_REAL_three'")" = 1 ] && echo 0 || echo 1)" \
+    "a rule 'inject ... methods GET paths /hello': a GET /hello gets the secret"
+code=$(sbcurl -o /dev/null -w '%{http_code}' -D "$T/scope.head" -X POST -d x=1 \
+    -H "Authorization: Bearer $PH_G" "https://scope.test:$P/hello")
+ok "$([ "$code" = 403 ] && grep -qi '^x-egress-deny: credential_host_mismatch' "$T/scope.head" && echo 0 || echo 1)" \
+    "  a POST /hello with the placeholder (another rule allows POST): 403 credential_host_mismatch ($code)"
+ok "$([ "$(origin_saw "o['local'].startswith('127.0.0.29:') and o['method'] == 'POST'")" = 0 ] && echo 0 || echo 1)" \
+    "  the origin never saw that POST, nor the secret in it"
+code=$(sbcurl -o /dev/null -w '%{http_code}' -X POST -d x=1 "https://scope.test:$P/hello")
+ok "$([ "$code" = 200 ] && echo 0 || echo 1)" "  a POST /hello without it passes, as the POST rule allows ($code)"
 
 # --- denials
 egd_log_mark

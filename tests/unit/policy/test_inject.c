@@ -561,6 +561,49 @@ static void test_any_port(void)
     policy_unref(p);
 }
 
+/* An inject rule with `methods`/`paths` binds its secret only in the
+ * requests it admits (policy_injects_for_request); without a request,
+ * every rule is listed, as policy_injects_for lists them. */
+static void test_request_scope(void)
+{
+    struct policy *p = load1("gh.example inject bearer secret gh methods GET paths /repos/acme/**\n"
+                             "gh.example methods POST\n"
+                             "api.example inject bearer secret api\n");
+    if (!ok(p != NULL, "a preset with a request-scoped inject rule loads"))
+        return;
+    struct policy_binding *b = bind(p, "p", NULL, 0);
+    struct policy_host gh = host_of("gh.example"), api = host_of("api.example");
+    const struct policy_inject *out[4];
+    static const struct {
+        const char *method, *path;
+        size_t want;
+        const char *what;
+    } cases[] = {
+        {"GET", "/repos/acme/x", 1, "a GET under /repos/acme: its rule binds the secret"},
+        {"POST", "/repos/acme/x", 0, "a POST (another rule allows it): no rule binds the secret"},
+        {"GET", "/user", 0, "a GET on another path: none"},
+        {"get", "/repos/acme/x", 0, "a method in lower case is another method: none"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct policy_request rq = {cases[i].method, strlen(cases[i].method), cases[i].path,
+                                    strlen(cases[i].path)};
+        size_t n = policy_injects_for_request(b, &gh, 443, &rq, NOW, out, 4);
+        ok(n == cases[i].want && (n == 0 || strcmp(out[0]->secret, "gh") == 0),
+           "injects_for_request %s %s: %zu (%s)", cases[i].method, cases[i].path, n, cases[i].what);
+    }
+    struct policy_request none = {0};
+    ok(policy_injects_for_request(b, &gh, 443, &none, NOW, out, 4) == 0,
+       "injects_for_request with neither method nor path (an unread tunnel): none");
+    ok(policy_injects_for_request(b, &gh, 443, NULL, NOW, out, 4) == 1 &&
+           policy_injects_for(b, &gh, 443, NOW, out, 4) == 1,
+       "no request (NULL): the rule is listed, as policy_injects_for lists it");
+    struct policy_request post = {"POST", 4, "/anything", 9};
+    ok(policy_injects_for_request(b, &api, 443, &post, NOW, out, 4) == 1,
+       "a rule without methods or paths binds its secret in every request");
+    policy_binding_free(b);
+    policy_unref(p);
+}
+
 int main(void)
 {
     test_forms();
@@ -568,5 +611,6 @@ int main(void)
     test_allows();
     test_order();
     test_any_port();
+    test_request_scope();
     return tap_done();
 }
