@@ -99,8 +99,9 @@ int sbx_grant_line(const struct sbx_grant *g, bool with_until, char *buf, size_t
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
-/* g's line compiled alone into a binding of preset PRESET, or NULL with
- * the policy library's first error in err.  *p holds the snapshot. */
+/* g's line compiled alone as the one line of a binding of the empty
+ * preset PRESET, or NULL with the policy library's first error in err.
+ * *p holds the snapshot. */
 static struct policy_binding *compile(const struct sbx_grant *g, struct policy **p, char *err,
                                       size_t errlen)
 {
@@ -116,11 +117,13 @@ static struct policy_binding *compile(const struct sbx_grant *g, struct policy *
         snprintf(err, errlen, "the grant's policy line is longer than %zu bytes", sizeof line);
         return NULL;
     }
-    line[n] = '\n';
-    policy_builder_add_preset(b, PRESET, "grant", line, (size_t)n + 1);
+    /* an empty preset, and the line as a sandbox's own line (a binding's
+     * extras): how egressd loads a binding's allow list */
+    const char *extra[] = {line};
+    policy_builder_add_preset(b, PRESET, "grant", "", 0);
     *p = policy_builder_finish(b, &diag);
     if (*p != NULL)
-        pb = policy_binding_new(*p, PRESET, NULL, 0, "grant", &diag);
+        pb = policy_binding_new(*p, PRESET, extra, 1, "grant", &diag);
     if (pb == NULL) {
         snprintf(err, errlen, "%s", diag.n ? diag.lines[0] : "the grant does not load");
         policy_unref(*p);

@@ -15,8 +15,8 @@
 #define LINE_MAX_LEN 10000
 #define TIME_MAX     ((time_t)253402300799) /* 9999-12-31T23:59:59Z */
 /* The parts of a grant's scope in the grants line (meta.h). */
-#define GRANT_METHODS "|methods="
-#define GRANT_PATHS   "|paths="
+#define GRANT_METHODS "methods="
+#define GRANT_PATHS   "paths="
 
 /* The keys of the block, in the order the encoder writes them. */
 enum key {
@@ -215,14 +215,26 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
     return -1;
 }
 
+/* Whether allow entry e loads as egressd loads a binding's line: a word
+ * such as `ip`, `deny` or `read-only` passes sbx_meta_valid_allow, and
+ * egressd would refuse the whole binding. */
+static bool loads(const char *e)
+{
+    struct sbx_grant g = {0};
+    char why[400];
+
+    snprintf(g.allow, sizeof g.allow, "%s", e);
+    return sbx_grant_check(&g, why, sizeof why) == 0;
+}
+
 /* Whether g's methods and paths are in the canonical form the encoder
- * writes (grant.h), and its line loads as egressd would load it. */
+ * writes (grant.h), and its line loads as egressd would load it (the
+ * entry alone too: a word such as `ip` or `deny` passes
+ * sbx_meta_valid_allow, and egressd would refuse the whole binding). */
 static int grant_scope_check(const struct sbx_grant *g, char *err, size_t errlen)
 {
     char methods[SBX_GRANT_METHODS_MAX], paths[SBX_GRANT_PATHS_MAX], why[400];
 
-    if (g->methods[0] == '\0' && g->paths[0] == '\0')
-        return 0;
     snprintf(methods, sizeof methods, "%s", g->methods);
     snprintf(paths, sizeof paths, "%s", g->paths);
     if (sbx_grant_scope_normalize(methods, paths, why, sizeof why) ||
@@ -248,7 +260,7 @@ static int check_values(const struct sbx_meta *m, char *err, size_t errlen)
     if (m->nallow < 0 || m->nallow > SBX_META_MAX_ALLOW)
         return fail(err, errlen, "more than %d allow entries", SBX_META_MAX_ALLOW);
     for (int i = 0; i < m->nallow; i++)
-        if (!sbx_meta_valid_allow(m->allow[i]))
+        if (!sbx_meta_valid_allow(m->allow[i]) || !loads(m->allow[i]))
             return fail(err, errlen, "allow '%.300s' is not HOST, *.HOST or .HOST with :PORTS",
                         m->allow[i]);
     if (m->nsecrets < 0 || m->nsecrets > SBX_META_MAX_SECRETS)
@@ -318,8 +330,8 @@ int sbx_meta_encode(const struct sbx_meta *m, char *buf, size_t len, char *err, 
         sbx_time_format(m->grants[i].until, until, sizeof until);
         n = snprintf(buf + used, len - used, "%s %s%s%s%s%s@%s",
                      i ? "" : "\ngrants:", m->grants[i].allow,
-                     m->grants[i].methods[0] ? GRANT_METHODS : "", m->grants[i].methods,
-                     m->grants[i].paths[0] ? GRANT_PATHS : "", m->grants[i].paths, until);
+                     m->grants[i].methods[0] ? "|" GRANT_METHODS : "", m->grants[i].methods,
+                     m->grants[i].paths[0] ? "|" GRANT_PATHS : "", m->grants[i].paths, until);
         if (n < 0 || (size_t)n >= len - used)
             return fail(err, errlen, "description longer than %zu bytes (too many grants)", len);
         used += (size_t)n;
@@ -383,38 +395,41 @@ static int decode_secrets(struct sbx_meta *m, const char *v, char *why, size_t w
     return 0;
 }
 
+/* Part key of a grant's scope, "|KEYVALUE", into out (size bytes): 1 when
+ * *part starts with key (then *part moves past it), 0 when it does not,
+ * -1 with why when the value is empty or too long. */
+static int scope_part(char **part, const char *key, char *out, size_t size, const char *word,
+                      char *why, size_t whylen)
+{
+    size_t k = strlen(key), n;
+
+    if (*part == NULL || strncmp(*part, key, k) != 0)
+        return 0;
+    char *end = strchr(*part + k, '|');
+    n = end != NULL ? (size_t)(end - *part - k) : strlen(*part + k);
+    if (n == 0 || n >= size)
+        return fail(why, whylen, "grant '%.300s': %s empty or too long", word, key);
+    memcpy(out, *part + k, n);
+    out[n] = '\0';
+    *part = end != NULL ? end + 1 : NULL;
+    return 1;
+}
+
 /* Split the scope of a grant, word = "ENTRY[|methods=M][|paths=G]" (its
  * time cut off), into g: each part once, in that order.  0 or -1 with why. */
 static int decode_scope(struct sbx_grant *g, char *word, char *why, size_t whylen)
 {
-    char *bar = strchr(word, '|'), *paths = NULL;
-    size_t n;
+    char *part = strchr(word, '|');
 
-    if (bar != NULL) {
-        *bar = '\0';
-        paths = strncmp(bar + 1, GRANT_PATHS + 1, strlen(GRANT_PATHS) - 1) == 0 ? bar : NULL;
-        if (paths == NULL) {
-            if (strncmp(bar + 1, GRANT_METHODS + 1, strlen(GRANT_METHODS) - 1) != 0)
-                return fail(why, whylen,
-                            "grant '%.300s': '|%.40s' is neither methods= nor paths=", word,
-                            bar + 1);
-            char *m = bar + strlen(GRANT_METHODS);
-            paths = strchr(m, '|');
-            n = paths ? (size_t)(paths - m) : strlen(m);
-            if (n == 0 || n >= sizeof g->methods)
-                return fail(why, whylen, "grant '%.300s': methods= empty or too long", word);
-            memcpy(g->methods, m, n);
-            g->methods[n] = '\0';
-        }
-        if (paths != NULL) {
-            if (strncmp(paths + 1, GRANT_PATHS + 1, strlen(GRANT_PATHS) - 1) != 0)
-                return fail(why, whylen, "grant '%.300s': '|%.40s' is not paths=", word, paths + 1);
-            n = strlen(paths + strlen(GRANT_PATHS));
-            if (n == 0 || n >= sizeof g->paths)
-                return fail(why, whylen, "grant '%.300s': paths= empty or too long", word);
-            memcpy(g->paths, paths + strlen(GRANT_PATHS), n + 1);
-        }
-    }
+    if (part != NULL)
+        *part++ = '\0';
+    if (scope_part(&part, GRANT_METHODS, g->methods, sizeof g->methods, word, why, whylen) < 0 ||
+        scope_part(&part, GRANT_PATHS, g->paths, sizeof g->paths, word, why, whylen) < 0)
+        return -1;
+    if (part != NULL)
+        return fail(why, whylen,
+                    "grant '%.300s': '|%.40s' is not methods=M or paths=G, in that order", word,
+                    part);
     if (strlen(word) >= sizeof g->allow)
         return fail(why, whylen, "grant '%.300s' is not HOST[:PORTS]", word);
     memcpy(g->allow, word, strlen(word) + 1);

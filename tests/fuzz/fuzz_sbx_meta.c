@@ -12,22 +12,35 @@
  *   - OK gives values that each pass their validator, and each appears
  *     whole on its own "key: value" line of the input (nothing truncated
  *     into something else); so do the secrets' names, none twice;
+ *   - each grant's methods and paths (grant.h) are already in canonical
+ *     form (sbx_grant_scope_normalize leaves them as they are), and
+ *     sbx_grant_check accepts the grant: what the description grants is a
+ *     line egressd loads (a bare word of the policy language such as "ip"
+ *     or "deny" is refused, for allows too); and the grant, written back as
+ *     HOST[:PORTS][|methods=M][|paths=G]@TIME, is a whole word of a
+ *     "grants:" line of the input;
  *   - an OK decode re-encodes, and that text decodes to the same values;
  *     the only refusal allowed is the length of the description.
  *
  * Mode "encode" ('E'): the rest is cut at 0x01 bytes into owner, policy,
- * address, created, expires (8 bytes each, little-endian) and allows.
+ * address, created, expires (8 bytes each, little-endian), then allows,
+ * and grants: a field that starts with 'G' is a grant's entry then its
+ * time, one that starts with 'S' a scoped grant's entry, methods, paths
+ * (fields), then its time.
  *   - encode either refuses with a reason, or writes a text of at most
  *     SBX_DESC_MAX bytes, without NUL, that decodes back to exactly the
  *     values given;
  *   - it refuses whenever a value fails its validator, a time is outside
- *     what the decoder reads (1970..9999), or expires < created.
+ *     what the decoder reads (1970..9999), expires < created, or a grant's
+ *     methods or paths are not in canonical form or egressd would not
+ *     load the grant.
  */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
 #include "fuzz_check.h"
+#include "grant.h"
 #include "meta.h"
 
 #define MARKER   "sandboxctl-sandbox v1"
@@ -41,6 +54,8 @@ static int same(const struct sbx_meta *a, const struct sbx_meta *b)
         return 0;
     for (int i = 0; i < a->ngrants; i++)
         if (strcmp(a->grants[i].allow, b->grants[i].allow) != 0 ||
+            strcmp(a->grants[i].methods, b->grants[i].methods) != 0 ||
+            strcmp(a->grants[i].paths, b->grants[i].paths) != 0 ||
             a->grants[i].until != b->grants[i].until)
             return 0;
     for (int i = 0; i < a->nallow; i++)
@@ -75,6 +90,30 @@ static int has_line(const char *text, size_t len, const char *key, const char *v
     return 0;
 }
 
+/* The input holds a line "key: ..." in which word stands whole, between
+ * blanks or a blank and the end of the line (before its \r\n). */
+static int has_word(const char *text, size_t len, const char *key, const char *word)
+{
+    size_t kl = strlen(key), wl = strlen(word), start = 0;
+
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && text[i] != '\n')
+            continue;
+        size_t n = i - start;
+        const char *l = text + start;
+        if (n > 0 && l[n - 1] == '\r')
+            n--;
+        start = i + 1;
+        if (n < kl + 1 || memcmp(l, key, kl) != 0 || l[kl] != ':')
+            continue;
+        for (size_t k = kl + 1; k + wl <= n; k++)
+            if (l[k - 1] == ' ' && memcmp(l + k, word, wl) == 0 &&
+                (k + wl == n || l[k + wl] == ' '))
+                return 1;
+    }
+    return 0;
+}
+
 /* Some line of text, without its \n and one \r, is the marker. */
 static int has_marker(const char *text, size_t len)
 {
@@ -93,14 +132,43 @@ static int has_marker(const char *text, size_t len)
     return 0;
 }
 
+/* g's methods and paths are in the form sandboxctl writes them, and
+ * egressd would load g; else 0 with why. */
+static int valid_scope(const struct sbx_grant *g, char *why, size_t whylen)
+{
+    char methods[SBX_GRANT_METHODS_MAX], paths[SBX_GRANT_PATHS_MAX], err[512] = "";
+
+    snprintf(methods, sizeof methods, "%s", g->methods);
+    snprintf(paths, sizeof paths, "%s", g->paths);
+    if (sbx_grant_scope_normalize(methods, paths, err, sizeof err) != 0) {
+        snprintf(why, whylen, "scope refused: %s", err);
+        return 0;
+    }
+    if (strcmp(methods, g->methods) != 0 || strcmp(paths, g->paths) != 0) {
+        snprintf(why, whylen,
+                 "scope not canonical: methods '%s' is '%s', paths '%.100s' is '%.100s'",
+                 g->methods, methods, g->paths, paths);
+        return 0;
+    }
+    if (sbx_grant_check(g, err, sizeof err) != 0) {
+        snprintf(why, whylen, "egressd would not load it: %s", err);
+        return 0;
+    }
+    return 1;
+}
+
 static int valid_values(const struct sbx_meta *m)
 {
     if (!sbx_meta_valid_owner(m->owner) || !sbx_meta_valid_policy(m->policy) ||
         !sbx_meta_valid_address(m->address) || m->nallow < 0 || m->nallow > SBX_META_MAX_ALLOW)
         return 0;
-    for (int i = 0; i < m->nallow; i++)
-        if (!sbx_meta_valid_allow(m->allow[i]))
-            return 0;
+    for (int i = 0; i < m->nallow; i++) {
+        struct sbx_grant g = {0};
+        char why[700];
+        snprintf(g.allow, sizeof g.allow, "%s", m->allow[i]);
+        if (!sbx_meta_valid_allow(m->allow[i]) || !valid_scope(&g, why, sizeof why))
+            return 0; /* an allow is a line egressd loads, as a grant is */
+    }
     if (m->nsecrets < 0 || m->nsecrets > SBX_META_MAX_SECRETS)
         return 0;
     for (int i = 0; i < m->nsecrets; i++) {
@@ -112,10 +180,12 @@ static int valid_values(const struct sbx_meta *m)
     }
     if (m->ngrants < 0 || m->ngrants > SBX_META_MAX_GRANTS)
         return 0;
-    for (int i = 0; i < m->ngrants; i++)
+    for (int i = 0; i < m->ngrants; i++) {
+        char why[700];
         if (!sbx_meta_valid_allow(m->grants[i].allow) || m->grants[i].until < 0 ||
-            m->grants[i].until > TIME_MAX)
+            m->grants[i].until > TIME_MAX || !valid_scope(&m->grants[i], why, sizeof why))
             return 0;
+    }
     return m->created >= 0 && m->expires <= TIME_MAX && m->created <= m->expires;
 }
 
@@ -161,10 +231,15 @@ static void fuzz_decode(const char *text, size_t len)
         CHECK(memmem(text, len, m.secrets[i], strlen(m.secrets[i])) != NULL,
               "secret '%s' not given", m.secrets[i]);
     for (int i = 0; i < m.ngrants; i++) {
-        char g[SBX_ALLOW_MAX + 32], until[32];
-        sbx_time_format(m.grants[i].until, until, sizeof until);
-        snprintf(g, sizeof g, "%s@%s", m.grants[i].allow, until);
-        CHECK(memmem(text, len, g, strlen(g)) != NULL, "grant '%s' not given", g);
+        const struct sbx_grant *gr = &m.grants[i];
+        char g[SBX_ALLOW_MAX + SBX_GRANT_METHODS_MAX + SBX_GRANT_PATHS_MAX + 64], until[32],
+            why[700];
+        CHECK(valid_scope(gr, why, sizeof why), "grant '%s' methods '%s' paths '%s': %s", gr->allow,
+              gr->methods, gr->paths, why);
+        sbx_time_format(gr->until, until, sizeof until);
+        snprintf(g, sizeof g, "%s%s%s%s%s@%s", gr->allow, gr->methods[0] ? "|methods=" : "",
+                 gr->methods, gr->paths[0] ? "|paths=" : "", gr->paths, until);
+        CHECK(has_word(text, len, "grants", g), "grant '%s' not a whole word of a grants line", g);
     }
 
     int n = sbx_meta_encode(&m, buf, sizeof buf, err, sizeof err);
@@ -217,13 +292,19 @@ static void fuzz_encode(const char *data, size_t len)
     field(&p, end, m.address, sizeof m.address);
     m.created = time_field(&p, end);
     m.expires = time_field(&p, end);
-    /* Fields that start with 'G' are grants (then their time), the
-     * others allows. */
+    /* Fields that start with 'G' are grants (then their time), with 'S'
+     * scoped grants (entry, methods, paths, then their time), the others
+     * allows. */
     while (p < end) {
-        if (*p == 'G' && m.ngrants < SBX_META_MAX_GRANTS) {
-            p++;
-            field(&p, end, m.grants[m.ngrants].allow, SBX_ALLOW_MAX);
-            m.grants[m.ngrants++].until = time_field(&p, end);
+        if ((*p == 'G' || *p == 'S') && m.ngrants < SBX_META_MAX_GRANTS) {
+            struct sbx_grant *g = &m.grants[m.ngrants++];
+            int scoped = *p++ == 'S';
+            field(&p, end, g->allow, sizeof g->allow);
+            if (scoped) {
+                field(&p, end, g->methods, sizeof g->methods);
+                field(&p, end, g->paths, sizeof g->paths);
+            }
+            g->until = time_field(&p, end);
         } else if (m.nallow < SBX_META_MAX_ALLOW) {
             field(&p, end, m.allow[m.nallow++], SBX_ALLOW_MAX);
         } else {

@@ -254,10 +254,14 @@ static void test_hostile(void)
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\nallow: ~^.*$\n",
          "allow entry '~^.*$' is not"},
-        {"allow with a deny keyword smuggled",
+        {"allow with a policy keyword smuggled (egressd would refuse the binding)",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\nallow: ip\n",
-         ""},
+         "allow 'ip' is not HOST"},
+        {"a grant that is a policy keyword",
+         "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
+         "p\naddress: 10.0.0.1\ngrants: read-only@2026-11-30T08:00:00Z\n",
+         "grant 'read-only': grant:1:"},
         {"allow port out of range",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\nallow: a.org:70000\n",
@@ -312,11 +316,11 @@ static void test_hostile(void)
         {"a grant with an unknown part",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\ngrants: a.org|raw=1@2026-11-30T08:00:00Z\n",
-         "is neither methods= nor paths="},
+         "'|raw=1' is not methods=M or paths=G, in that order"},
         {"a grant with its parts the other way round",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\ngrants: a.org|paths=/a|methods=GET@2026-11-30T08:00:00Z\n",
-         "paths: '/a|methods=GET'"},
+         "'|methods=GET' is not methods=M or paths=G, in that order"},
         {"a grant with an empty methods part",
          "owner: a\ncreated: 2026-11-30T07:00:00Z\nexpires: 2026-11-30T08:00:00Z\npolicy: "
          "p\naddress: 10.0.0.1\ngrants: a.org|methods=|paths=/a@2026-11-30T08:00:00Z\n",
@@ -353,11 +357,7 @@ static void test_hostile(void)
         enum sbx_meta_result r;
         snprintf(text, sizeof text, "header\n\nsandboxctl-sandbox v1\n%s", cases[i].block);
         r = sbx_meta_decode(text, strlen(text), &m, err, sizeof err);
-        if (cases[i].want[0])
-            ok(r == SBX_META_MALFORMED && strstr(err, cases[i].want), "%s: %s", cases[i].what, err);
-        else
-            ok(r == SBX_META_OK && m.nallow == 1 && strcmp(m.allow[0], "ip") == 0,
-               "%s: only a host name, used as one", cases[i].what);
+        ok(r == SBX_META_MALFORMED && strstr(err, cases[i].want), "%s: %s", cases[i].what, err);
     }
 }
 
