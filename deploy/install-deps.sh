@@ -6,7 +6,7 @@ set -eu
 
 build_pkgs=(meson ninja-build pkg-config gcc libc6-dev
             libevent-dev libssl-dev libpcre2-dev libmaxminddb-dev libjansson-dev
-            libcurl4-openssl-dev libmicrohttpd-dev)
+            libcurl4-openssl-dev libmicrohttpd-dev zlib1g-dev)
 # clang + compiler-rt: the ASan/UBSan build and libFuzzer; python3 reads meson's
 # test list; clang-format checks the committed style.
 # openssl/curl: certificates and real clients in the integration tests;

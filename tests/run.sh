@@ -19,8 +19,8 @@
 # 0 skips fuzzing, and says so),
 # DATA_DIR (default tests/data of this tree: the third-party test data, see
 # tests/data/README.md), CLIENTHELLO_DIR (default $DATA_DIR/clienthello),
-# MMDB_DIR (default $DATA_DIR/mmdb) and GIT_PUSH_DIR (default
-# $DATA_DIR/git-push).
+# MMDB_DIR (default $DATA_DIR/mmdb), GIT_PUSH_DIR (default
+# $DATA_DIR/git-push) and GIT_PACK_DIR (default $DATA_DIR/git-pack).
 # Each check prints one line; logs of every step are in build/test-logs/.
 set -u
 
@@ -35,6 +35,7 @@ failed=0
 export CLIENTHELLO_DIR=${CLIENTHELLO_DIR:-$DATA_DIR/clienthello}
 export MMDB_DIR=${MMDB_DIR:-$DATA_DIR/mmdb}
 export GIT_PUSH_DIR=${GIT_PUSH_DIR:-$DATA_DIR/git-push}
+export GIT_PACK_DIR=${GIT_PACK_DIR:-$DATA_DIR/git-pack}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # Nothing under test may use this machine's certificate or proxy settings.
@@ -228,6 +229,7 @@ setup_build build/fuzz clang -Dfuzz=true -Db_sanitize=address,undefined -Db_lund
             sni*)   seeds=("$CLIENTHELLO_DIR"/*.bin) ;;
             policy) seeds=(deploy/policies/*.allow tests/fuzz/seeds/policy/*) ;;
             receivepack) seeds=("$GIT_PUSH_DIR"/*.bin) ;;
+            gitpack) seeds=("$GIT_PACK_DIR"/*.pack tests/fuzz/seeds/gitpack/*) ;;
             host)   read -ra seeds < <(host_seeds) ;;
             *)      seeds=(tests/fuzz/seeds/"$name"/*) ;;
         esac
