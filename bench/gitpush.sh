@@ -6,9 +6,11 @@
 # the two ways alternating:
 #   tunnel  CONNECT open.test:4443, no request rule: egressd relays the TLS
 #           bytes (relay.c)
-#   check   CONNECT git.test:4443 under `git-push refs/heads/**`: egressd
-#           terminates TLS with the sandbox's CA, reads the command list
-#           (pushcheck.c), then moves the pack through the exchange
+#   check   CONNECT git.test:4443 under `git-push refs/heads/** BENCH_PUSH_OPTS`
+#           (default `no-force`): egressd terminates TLS with the sandbox's
+#           CA, reads the command list (pushcheck.c) and, under no-force,
+#           the pack's commits (git/gitpack.c), then moves the pack through
+#           the exchange
 # The rate is MiB over the wall time of `git push` (the client packs, the
 # origin unpacks and indexes: both ways do that same work); every push
 # carries a new commit of new random bytes, so each moves the whole size.
@@ -28,12 +30,13 @@ ninja -C "$build" proxy/egressd >/dev/null || exit 1
 export BUILD_DIR=$build TOP=$top
 BENCH_MIB=${BENCH_MIB:-50}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_PUSH_OPTS=${BENCH_PUSH_OPTS-no-force}
 . "$top/tests/egressd/lib.sh"
 egd_netns "$@"
 egd_setup || bail "set-up"
 egd_host 127.0.0.27 git.test
 egd_host 127.0.0.28 open.test
-egd_allow 'git.test:4443 git-push refs/heads/**' 'open.test:4443'
+egd_allow "git.test:4443 git-push refs/heads/** $BENCH_PUSH_OPTS" 'open.test:4443'
 export GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@test \
     GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@test
 SRV=$T/srv

@@ -116,6 +116,10 @@ struct policy_verdict {
     /* An active `git-push` rule matches host and port (never with
      * POLICY_DENY): a push to it must be read (policy_decide_push). */
     bool push;
+    /* policy_decide_push allowed an update only under rules that say
+     * `no-force`: the caller lets it through only when it shows that the
+     * new commit descends from the old one (a fast-forward). */
+    bool fast_forward_only;
     /* Address phase only, when the GeoIP databases are given: */
     char country[3]; /* ISO 3166-1 alpha-2, "" when unknown */
     uint32_t asn;    /* 0 when unknown */
@@ -298,8 +302,11 @@ const char *policy_binding_request_host(const struct policy_binding *b, size_t i
  * host:port, decided by the binding's `git-push` rules for that host: none
  * matching, it is allowed (v->rule NULL); else allowed when one of them
  * admits the ref (a REFGLOB matches it; a deletion not under `no-delete`),
- * with v->rule that one; else denied as push_not_allowed naming the first
- * of them (would_deny in report mode).  Pure. */
+ * with v->rule that one (one without `no-force` when there is such:
+ * allows add up; when every admitting rule says `no-force`,
+ * v->fast_forward_only is set, and the caller must see a fast-forward);
+ * else denied as push_not_allowed naming the first of them (would_deny in
+ * report mode).  Pure. */
 enum policy_decision policy_decide_push(const struct policy_binding *b,
                                         const struct policy_host *host, uint16_t port,
                                         const char *ref, size_t ref_len, bool deletes, int64_t now,

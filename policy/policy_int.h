@@ -40,6 +40,7 @@ struct reqrule {
     uint16_t n_paths; /* 0: any path */
     uint16_t n_refs;  /* git-push: the ref globs; 0: the rule says nothing of pushes */
     bool no_delete;   /* git-push ... no-delete */
+    bool no_force;    /* git-push ... no-force: updates must be fast-forwards */
     const struct glob_text *refs;
     /* The rule's host as written ("x", "*.x", ".x") for a host-keyed
      * rule: what a sandbox CA may sign for it; NULL for a regex or '*'. */

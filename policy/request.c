@@ -106,16 +106,16 @@ const char *policy_binding_request_host(const struct policy_binding *b, size_t i
 
 /* The first active git-push rule of rs (host-keyed, as the parser has
  * them) matching host and port that admits a push of ref (when ref is
- * NULL: any). */
+ * NULL: any), and when forcing, does not say `no-force`. */
 static const struct rule *push_in(const struct ruleset *rs, const struct policy_host *host,
                                   uint16_t port, int64_t now, const char *ref, size_t len,
-                                  bool deletes);
+                                  bool deletes, bool forcing);
 
 const struct rule *push_rule_for(const struct policy_binding *b, const struct policy_host *host,
                                  uint16_t port, int64_t now)
 {
-    const struct rule *r = push_in(b->preset, host, port, now, NULL, 0, false);
-    return r != NULL ? r : push_in(&b->extras, host, port, now, NULL, 0, false);
+    const struct rule *r = push_in(b->preset, host, port, now, NULL, 0, false, false);
+    return r != NULL ? r : push_in(&b->extras, host, port, now, NULL, 0, false, false);
 }
 
 /* Does git-push rule r admit an update of ref (deleting it or not)? */
@@ -131,15 +131,25 @@ static bool push_admitted(const struct rule *r, const char *ref, size_t len, boo
 
 static const struct rule *push_in(const struct ruleset *rs, const struct policy_host *host,
                                   uint16_t port, int64_t now, const char *ref, size_t len,
-                                  bool deletes)
+                                  bool deletes, bool forcing)
 {
     for (size_t i = 0; i < rs->n_push_rules; i++) {
         const struct rule *r = &rs->rules[rs->push_rules[i]];
         if (rule_matches_host(r, host, port, now) &&
-            (ref == NULL || push_admitted(r, ref, len, deletes)))
+            (ref == NULL || push_admitted(r, ref, len, deletes)) && !(forcing && r->req->no_force))
             return r;
     }
     return NULL;
+}
+
+/* The first rule of b admitting the push (forcing: one without
+ * `no-force`), the preset's before the binding's. */
+static const struct rule *push_admitting(const struct policy_binding *b,
+                                         const struct policy_host *host, uint16_t port, int64_t now,
+                                         const char *ref, size_t len, bool deletes, bool forcing)
+{
+    const struct rule *r = push_in(b->preset, host, port, now, ref, len, deletes, forcing);
+    return r != NULL ? r : push_in(&b->extras, host, port, now, ref, len, deletes, forcing);
 }
 
 enum policy_decision policy_decide_push(const struct policy_binding *b,
@@ -154,9 +164,9 @@ enum policy_decision policy_decide_push(const struct policy_binding *b,
     v->reason = POLICY_R_ALLOWED;
     if (first == NULL)
         return v->decision; /* no git-push rule holds this host */
-    ok = push_in(b->preset, host, port, now, ref, ref_len, deletes);
-    if (ok == NULL)
-        ok = push_in(&b->extras, host, port, now, ref, ref_len, deletes);
+    ok = push_admitting(b, host, port, now, ref, ref_len, deletes, true);
+    if (ok == NULL && (ok = push_admitting(b, host, port, now, ref, ref_len, deletes, false)))
+        v->fast_forward_only = true; /* every rule that admits it says no-force */
     v->push = true;
     if (ok != NULL) {
         v->rule = (struct policy_rule_ref){ok->file, ok->line};

@@ -10,7 +10,7 @@
  *   rule     = target *( "raw" | "private-ok" | "until" TIME | inject
  *                      | "methods" METHOD *( "," METHOD )
  *                      | "paths" GLOB *( "," GLOB )
- *                      | "git-push" REFGLOB *( "," REFGLOB ) | "no-delete" )
+ *                      | "git-push" REFGLOB *( "," REFGLOB ) | "no-delete" | "no-force" )
  *   target   = host [":" ports] | "ip" cidr [":" ports]
  *   inject   = "inject" ( "x-api-key" | "bearer" | "basic" | "header" FIELD )
  *              "secret" SECRET
@@ -533,7 +533,7 @@ static bool inject_compatible(struct line *l, const struct rule *r, unsigned inj
 struct req_words {
     struct reqrule q;
     struct glob_text globs[MAX_PATHS], refs[MAX_PATHS];
-    unsigned methods_col, paths_col, push_col, no_delete_col;
+    unsigned methods_col, paths_col, push_col, no_delete_col, no_force_col;
 };
 
 /* The comma-separated items of the token after tok[*i] (the option's
@@ -640,8 +640,10 @@ static bool attach_request_words(struct line *l, struct rule *r, struct req_word
     char msg[200];
     const char *why = NULL;
 
-    if (w->no_delete_col != 0 && w->push_col == 0) {
-        problem(l, w->no_delete_col, "'no-delete' goes with 'git-push REFGLOB' on the same rule");
+    if ((w->no_delete_col != 0 || w->no_force_col != 0) && w->push_col == 0) {
+        problem(l, w->no_delete_col ? w->no_delete_col : w->no_force_col,
+                w->no_delete_col ? "'no-delete' goes with 'git-push REFGLOB' on the same rule"
+                                 : "'no-force' goes with 'git-push REFGLOB' on the same rule");
         return false;
     }
     if (w->push_col != 0 && !rule_host_keyed(r) && r->kind != RK_IP) {
@@ -673,21 +675,23 @@ static bool attach_request_words(struct line *l, struct rule *r, struct req_word
     q->paths = g;
     q->refs = refs;
     q->no_delete = w->no_delete_col != 0;
+    q->no_force = w->no_force_col != 0;
     q->host = rule_host_keyed(r) ? rule_host_text(l->ctx->pool, r) : NULL;
     r->req = q;
     return true;
 }
 
-/* `methods LIST`, `paths LIST`, `git-push LIST` or `no-delete` at
+/* `methods LIST`, `paths LIST`, `git-push LIST`, `no-delete` or `no-force` at
  * tok[*i], each once per rule. */
 static bool parse_request_word(struct line *l, size_t *i, struct req_words *w)
 {
     const struct token *t = &l->tok[*i];
     char msg[80];
-    unsigned *col = tok_is(t, "methods")    ? &w->methods_col
-                    : tok_is(t, "paths")    ? &w->paths_col
-                    : tok_is(t, "git-push") ? &w->push_col
-                                            : &w->no_delete_col;
+    unsigned *col = tok_is(t, "methods")     ? &w->methods_col
+                    : tok_is(t, "paths")     ? &w->paths_col
+                    : tok_is(t, "git-push")  ? &w->push_col
+                    : tok_is(t, "no-delete") ? &w->no_delete_col
+                                             : &w->no_force_col;
 
     if (*col != 0) {
         snprintf(msg, sizeof(msg), "'%.*s' given twice in one rule", (int)t->len, t->s);
@@ -695,7 +699,7 @@ static bool parse_request_word(struct line *l, size_t *i, struct req_words *w)
         return false;
     }
     *col = t->col;
-    if (col == &w->no_delete_col)
+    if (col == &w->no_delete_col || col == &w->no_force_col)
         return true;
     if (col == &w->methods_col)
         return parse_list(l, i, "a method list after 'methods' (GET,HEAD)", method_item, w);
@@ -731,7 +735,7 @@ static bool parse_modifiers(struct line *l, size_t i, struct rule *r)
             if (!parse_inject(l, &i, r))
                 return false;
         } else if ((tok_is(t, "methods") || tok_is(t, "paths") || tok_is(t, "git-push") ||
-                    tok_is(t, "no-delete")) &&
+                    tok_is(t, "no-delete") || tok_is(t, "no-force")) &&
                    !r->deny) {
             if (!parse_request_word(l, &i, &w))
                 return false;

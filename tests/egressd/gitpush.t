@@ -5,7 +5,11 @@
 # ref (or a delete under no-delete) is refused before the origin sees it,
 # with egressd's reason in git's own output ("! [remote rejected] ...");
 # a push that mixes both is refused whole; clone and fetch are not
-# affected.  Then over HTTPS with an `inject basic` line beside the push
+# affected.  Under `no-force` a fast-forward (a new commit, 300, a merge,
+# a push from a repository with a bitmap, whose commits come after its
+# trees) passes and a rewrite (an amended commit pushed with --force) is
+# refused in git's words, the origin unchanged, while a rule without it
+# still takes a forced push.  Then over HTTPS with an `inject basic` line beside the push
 # rule: egressd intercepts, the origin gets the real token where git sent
 # the sandbox's placeholder, and the push rule holds there too.  TAP on
 # stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
@@ -15,8 +19,10 @@ egd_netns "$@"
 egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
 egd_host 127.0.0.27 git.test
 egd_allow 'git.test:8000 git-push refs/heads/agent/**,refs/tags/agent-* no-delete' \
+    'git.test:8000 git-push refs/heads/safe/** no-force' \
     'git.test:4443 inject basic secret github' 'git.test:4443 git-push refs/heads/agent/**'
 RULE=$(awk '/^git\.test:8000 git-push/ { print "test.allow:" NR; exit }' "$T/policies/test.allow")
+RULE_FF=$(awk '/^git\.test:8000 git-push refs\/heads\/safe/ { print "test.allow:" NR; exit }' "$T/policies/test.allow")
 RULE_TLS=$(awk '/^git\.test:4443 git-push/ { print "test.allow:" NR; exit }' "$T/policies/test.allow")
 S=$T/secrets
 mkdir -m 700 "$S" && (umask 077 && printf 'ghp_REAL_gitpush\n' >"$S/github")
@@ -90,6 +96,54 @@ git tag agent-1
 ok $? "git push of the tag agent-1 passes"
 "${G[@]}" fetch -q origin >"$T/f.out" 2>&1
 ok $? "git fetch through egressd is not affected"
+
+# --- no-force: fast-forwards pass, a rewrite is refused before the origin.
+"${G[@]}" push -q origin HEAD:refs/heads/safe/a >"$T/nf1.out" 2>&1
+ok $? "no-force: creating refs/heads/safe/a passes (a new ref rewrites nothing)"
+git commit -q --allow-empty -m ff-1
+"${G[@]}" push -q origin HEAD:refs/heads/safe/a >"$T/nf2.out" 2>&1
+ok $? "  one new commit on top (a fast-forward) passes"
+check "  the origin has it" test "$(origin_ref refs/heads/safe/a)" = "$(git rev-parse HEAD)"
+for i in $(seq 1 300); do git commit -q --allow-empty -m "many $i"; done
+"${G[@]}" push -q origin HEAD:refs/heads/safe/a >"$T/nf3.out" 2>&1
+ok $? "  300 new commits on top pass"
+check "  the origin has the last" test "$(origin_ref refs/heads/safe/a)" = "$(git rev-parse HEAD)"
+git checkout -q -b side "$MAIN0" && git commit -q --allow-empty -m side &&
+    git checkout -q - && git merge -q --no-edit side >/dev/null 2>&1
+"${G[@]}" push -q origin HEAD:refs/heads/safe/a >"$T/nf4.out" 2>&1
+ok $? "  a merge whose first parent is the old commit passes"
+check "  the origin has the merge" test "$(origin_ref refs/heads/safe/a)" = "$(git rev-parse HEAD)"
+# a repository with a bitmap sends its packed objects first (trees and
+# blobs too), then the loose commits: the walk must read on past the trees
+for i in 1 2 3; do echo "$i" >"b$i.txt" && git add "b$i.txt" && git commit -q -m "packed $i"; done
+git repack -q -adb
+for i in 4 5; do echo "$i" >"b$i.txt" && git add "b$i.txt" && git commit -q -m "loose $i"; done
+"${G[@]}" push -q origin HEAD:refs/heads/safe/a >"$T/nf9.out" 2>&1
+ok $? "  from a repository with a bitmap (commits after trees in the pack) it passes too"
+sed 's/^/#   /' "$T/nf9.out" | head -n 3
+check "  the origin has it" test "$(origin_ref refs/heads/safe/a)" = "$(git rev-parse HEAD)"
+before=$(origin_ref refs/heads/safe/a)
+git commit -q --amend --allow-empty -m "the merge, rewritten"
+egd_log_mark
+"${G[@]}" push --force origin HEAD:refs/heads/safe/a >"$T/nf5.out" 2>&1
+rc=$?
+sed 's/^/#   /' "$T/nf5.out"
+ok "$([ $rc -ne 0 ] && grep -q "! \[remote rejected\] HEAD -> safe/a (egressd: not a fast-forward, and this sandbox may not force a push (rule $RULE_FF))" "$T/nf5.out" && echo 0 || echo 1)" \
+    "  an amended commit pushed with --force is refused, in git's words"
+check "  the origin's safe/a is unchanged" test "$(origin_ref refs/heads/safe/a)" = "$before"
+egd_log_ok "  egressd logged it: deny push_not_allowed, the no-force rule" \
+    'l["host"] == "git.test" and l["method"] == "POST"' \
+    "l['decision'] == 'deny' and l['reason'] == 'push_not_allowed' and l['rule'] == '$RULE_FF'"
+"${G[@]}" push --force origin "$MAIN0:refs/heads/safe/a" >"$T/nf6.out" 2>&1
+rc=$?
+ok "$([ $rc -ne 0 ] && grep -q 'safe/a (egressd: not a fast-forward' "$T/nf6.out" && echo 0 || echo 1)" \
+    "  moving it back to an older commit (no new objects) is refused too"
+check "  the origin's safe/a is still unchanged" test "$(origin_ref refs/heads/safe/a)" = "$before"
+"${G[@]}" push -q --force origin HEAD:refs/heads/agent/x >"$T/nf7.out" 2>&1
+ok $? "a forced push to agent/x, whose rule says no no-force, passes"
+check "  the origin has it" test "$(origin_ref refs/heads/agent/x)" = "$(git rev-parse HEAD)"
+"${G[@]}" push -q origin :refs/heads/safe/a >"$T/nf8.out" 2>&1
+ok $? "deleting safe/a passes (no-force is not no-delete)"
 cd / || true
 
 # --- HTTPS, a secret injected, the push rule held inside the tunnel.

@@ -276,6 +276,8 @@ static void git_push(void)
         {"a.test git-push refs/heads/a**", "p.allow:1:28: ref glob 'refs/heads/a**': '**' must"},
         {"a.test git-push refs/heads/a b", "p.allow:1:30: expected 'raw', 'private-ok'"},
         {"a.test no-delete", "p.allow:1:8: 'no-delete' goes with 'git-push REFGLOB'"},
+        {"a.test no-force", "p.allow:1:8: 'no-force' goes with 'git-push REFGLOB'"},
+        {"a.test git-push refs/heads/x no-force no-force", "p.allow:1:39: 'no-force' given twice"},
         {"~a\\.test git-push refs/heads/x", "p.allow:1:10: 'git-push' needs a host name"},
         {"a.test:22 git-push refs/heads/x",
          "p.allow:1:11: 'git-push' does not go on a rule for port 22"},
@@ -289,10 +291,57 @@ static void git_push(void)
     }
 }
 
+/* `no-force`: an update admitted only by rules that say it must be a
+ * fast-forward (v.fast_forward_only); a rule without it that also admits
+ * the ref lifts that (allows add up). */
+static void no_force(void)
+{
+    struct policy_diag d = {0};
+    const char *p[] = {"p",
+                       "git.test git-push refs/heads/agent/** no-force\n"     /* 1 */
+                       "git.test git-push refs/heads/agent/free/*\n"          /* 2 */
+                       "gh.test git-push refs/heads/** no-force no-delete\n", /* 3 */
+                       NULL};
+    struct policy *pol = load(&d, p);
+    ok(pol != NULL && d.n == 0, "a preset with no-force rules loads (%zu errors)", d.n);
+    if (pol == NULL) {
+        policy_diag_free(&d);
+        return;
+    }
+    struct policy_binding *b = bind(pol, "p", NULL, 0);
+    static const struct {
+        const char *host, *ref;
+        bool del;
+        const char *want;
+        bool ff;
+    } c[] = {
+        {"git.test", "refs/heads/agent/x", false, "allow allowed p.allow:1", true},
+        {"git.test", "refs/heads/agent/free/x", false, "allow allowed p.allow:2", false},
+        {"git.test", "refs/heads/main", false, "deny push_not_allowed p.allow:1", false},
+        {"git.test", "refs/heads/agent/x", true, "allow allowed p.allow:1", true},
+        {"gh.test", "refs/heads/main", false, "allow allowed p.allow:3", true},
+        {"gh.test", "refs/heads/main", true, "deny push_not_allowed p.allow:3", false},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        struct policy_host h;
+        struct policy_verdict v;
+        policy_host_normalize(c[i].host, strlen(c[i].host), &h);
+        policy_decide_push(b, &h, 443, c[i].ref, strlen(c[i].ref), c[i].del, NOW, &v);
+        const char *got = push(b, c[i].host, c[i].ref, c[i].del);
+        ok(strcmp(got, c[i].want) == 0 && v.fast_forward_only == c[i].ff,
+           "push %s%s to %s -> %s, fast-forward only %s (got %s, %s)", c[i].del ? "delete " : "",
+           c[i].ref, c[i].host, c[i].want, c[i].ff ? "yes" : "no", got,
+           v.fast_forward_only ? "yes" : "no");
+    }
+    policy_binding_free(b);
+    policy_unref(pol);
+}
+
 int main(void)
 {
     semantics();
     refusals();
     git_push();
+    no_force();
     return tap_done();
 }
