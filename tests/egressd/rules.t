@@ -10,11 +10,24 @@
 # host that only such rules allow is refused (its requests cannot be read
 # there), unless its sandbox has a CA: then it is intercepted, each request
 # judged inside, and an answer its origin ends by closing arrives whole
-# (close_notify); and `egressctl explain --method --path` says what egressd
-# does, case by case.  TAP on stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
+# (close_notify); node's fetch (undici's EnvHttpProxyAgent, the sandbox's
+# CA in NODE_EXTRA_CA_CERTS) is judged the same way inside the tunnel; and
+# `egressctl explain --method --path` says what egressd does, case by
+# case.  TAP on stdout.  Needs BUILD_DIR, TOP; installs undici with npm
+# once, then runs in its own netns.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-more.sh"
+# Outside the namespace (the npm registry is reachable only here): the
+# pinned undici, once.  The outcome goes to the run inside.
+if [ -z "${EGD_IN_NETNS:-}" ]; then
+    EGM_NODE_LOG=$(mktemp "${TMPDIR:-/tmp}/egd-node-setup.XXXXXX")
+    EGM_NODE_OK=0
+    egm_node_setup >"$EGM_NODE_LOG" 2>&1 && EGM_NODE_OK=1
+    export EGM_NODE_LOG EGM_NODE_OK
+fi
 egd_netns "$@"
-egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
+egd_setup || { rm -f "${EGM_NODE_LOG:-}"; bail "set-up: temp dir, test CA, hosts, preset"; }
+[ -f "${EGM_NODE_LOG:-}" ] && mv "$EGM_NODE_LOG" "$T/node-setup.log"
 egd_host 127.0.0.31 rules.test
 egd_host 127.0.0.30 both.test
 egd_host 127.0.0.29 ro.test
@@ -285,6 +298,35 @@ PUT /repos/acme/x deny
 HEAD /hello allow
 EOF
 expect "explain, explain --live and egressd agree on every case ($total)" "$agree" "$total"
+
+# --- node's fetch over HTTPS, as agents' tools send it: undici's
+# EnvHttpProxyAgent (HTTPS_PROXY) as the global dispatcher, the CA of a
+# sandbox bound to 127.0.0.1 (node's source) in NODE_EXTRA_CA_CERTS.
+if [ "${EGM_NODE_OK:-0}" = 1 ]; then
+    egd_put nb '{"id":"nb","addresses":["127.0.0.1"],"policy":"test"}' >/dev/null ||
+        bail "bind sandbox nb (127.0.0.1)"
+    egd_admin GET /v1/sandboxes/nb/credentials >"$T/nbcred.json" || bail "GET nb's credentials"
+    py -c 'import json,sys; j=json.load(open(sys.argv[1])); open(sys.argv[2],"w").write(j["ca"] or "")' \
+        "$T/nbcred.json" "$T/nbca.pem"
+    nodeout=$(egd_env HTTPS_PROXY="http://$EGD_PROXY" NODE_EXTRA_CA_CERTS="$T/nbca.pem" node -e '
+const undici = require(process.argv[1]);
+undici.setGlobalDispatcher(new undici.EnvHttpProxyAgent());
+async function status(method, path) {
+  try {
+    const r = await fetch(process.argv[2] + path, {method, body: method === "POST" ? "{}" : undefined});
+    await r.arrayBuffer();
+    return r.status + " " + (r.headers.get("x-egress-deny") || "").split(";")[0];
+  } catch (e) { return "error " + (e.cause ? e.cause.code || e.cause.message : e.message); }
+}
+(async () => console.log([await status("GET", "/hello"), await status("POST", "/repos/acme/x"),
+  await status("GET", "/repos/other")].join(" | ")))();
+' "$(egm_node_modules)/undici" "https://rules.test:$EGD_HTTPS_PORT" 2>&1)
+    expect "node fetch (undici EnvHttpProxyAgent), intercepted: GET passes, POST and another path refused" \
+        "$nodeout" "200  | 403 method_not_allowed | 403 path_not_allowed"
+else
+    ok 1 "node fetch: undici $EGM_UNDICI_VERSION is installed in BUILD_DIR"
+    diag_file "$T/node-setup.log"
+fi
 
 egd_finish
 tap_end
