@@ -11,7 +11,8 @@
 # refused in git's words, the origin unchanged, while a rule without it
 # still takes a forced push.  Then over HTTPS with an `inject basic` line beside the push
 # rule: egressd intercepts, the origin gets the real token where git sent
-# the sandbox's placeholder, and the push rule holds there too.  TAP on
+# the sandbox's placeholder, and the push rule (with no-force) holds there
+# too.  TAP on
 # stdout.  Needs BUILD_DIR, TOP; runs in its own netns.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
@@ -20,7 +21,7 @@ egd_setup || bail "set-up: temp dir, test CA, hosts, preset"
 egd_host 127.0.0.27 git.test
 egd_allow 'git.test:8000 git-push refs/heads/agent/**,refs/tags/agent-* no-delete' \
     'git.test:8000 git-push refs/heads/safe/** no-force' \
-    'git.test:4443 inject basic secret github' 'git.test:4443 git-push refs/heads/agent/**'
+    'git.test:4443 inject basic secret github' 'git.test:4443 git-push refs/heads/agent/** no-force'
 RULE=$(awk '/^git\.test:8000 git-push/ { print "test.allow:" NR; exit }' "$T/policies/test.allow")
 RULE_FF=$(awk '/^git\.test:8000 git-push refs\/heads\/safe/ { print "test.allow:" NR; exit }' "$T/policies/test.allow")
 RULE_TLS=$(awk '/^git\.test:4443 git-push/ { print "test.allow:" NR; exit }' "$T/policies/test.allow")
@@ -170,6 +171,16 @@ git commit -q --allow-empty -m fourth
 "${GS[@]}" push -q origin HEAD:refs/heads/agent/tls >"$T/p6.out" 2>&1
 ok $? "HTTPS: git push to refs/heads/agent/tls passes"
 check "  the origin has it" test "$(origin_ref refs/heads/agent/tls)" = "$(git rev-parse HEAD)"
+git commit -q --allow-empty -m fifth
+"${GS[@]}" push -q origin HEAD:refs/heads/agent/tls >"$T/p8.out" 2>&1
+ok $? "HTTPS, no-force: a fast-forward of agent/tls passes"
+tls_before=$(origin_ref refs/heads/agent/tls)
+git commit -q --amend --allow-empty -m "fifth, rewritten"
+"${GS[@]}" push --force origin HEAD:refs/heads/agent/tls >"$T/p9.out" 2>&1
+rc=$?
+ok "$([ $rc -ne 0 ] && grep -q "! \[remote rejected\] HEAD -> agent/tls (egressd: not a fast-forward, and this sandbox may not force a push (rule $RULE_TLS))" "$T/p9.out" && echo 0 || echo 1)" \
+    "HTTPS, no-force: a forced rewrite of agent/tls is refused inside the tunnel, in git's words"
+check "  the origin's agent/tls is unchanged" test "$(origin_ref refs/heads/agent/tls)" = "$tls_before"
 "${GS[@]}" push origin HEAD:refs/heads/main >"$T/p7.out" 2>&1
 rc=$?
 sed 's/^/#   /' "$T/p7.out"
