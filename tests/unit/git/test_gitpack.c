@@ -20,6 +20,7 @@
 
 #include "gitpack.h"
 #include "tap.h"
+#include "testdata.h"
 
 #define PACK_MAX  65536   /* bytes of a pack read or written here */
 #define BIG       1000000 /* max_bytes that every pack here fits */
@@ -59,30 +60,10 @@ struct run {
     const char *why;
 };
 
-/* Heap copies, so ASan sees any read past the bytes given. */
-static uint8_t *dup_bytes(const void *s, size_t n)
-{
-    uint8_t *p = malloc(n ? n : 1);
-    memcpy(p, s, n);
-    return p;
-}
-
 /* The bytes of file name in GIT_PACK_DIR (heap), or NULL. */
 static uint8_t *load(const char *name, size_t *n)
 {
-    const char *dir = getenv("GIT_PACK_DIR");
-    char path[4096];
-    static uint8_t buf[PACK_MAX];
-    FILE *f;
-
-    if (dir == NULL)
-        return NULL;
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if ((f = fopen(path, "rb")) == NULL)
-        return NULL;
-    *n = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
-    return dup_bytes(buf, *n);
+    return td_load("GIT_PACK_DIR", name, PACK_MAX, n);
 }
 
 /* A new walker in o (reading all of the pack when all) fed pack[0..n) in
@@ -100,7 +81,7 @@ static void feed_mode(const uint8_t *pack, size_t n, size_t step, enum git_hash_
     o->why = NULL;
     while (off < n && o->res == GIT_PACK_MORE) {
         size_t len = step != 0 && n - off > step ? step : n - off, used;
-        uint8_t *piece = dup_bytes(pack + off, len);
+        uint8_t *piece = td_copy(pack + off, len);
         o->res = git_pack_walk_feed(o->w, piece, len, &used, &o->why);
         free(piece);
         off += used;
@@ -305,7 +286,7 @@ static bool cuts_ok(const uint8_t *pack, size_t n, const struct pack_case *c,
         feed(pack, cut, 0, c->kind, BIG, &o);
         bool ok_cut =
             o.res == GIT_PACK_MORE && o.used == cut && o.why == NULL && proofs_hold(&o, whole, c);
-        uint8_t *rest = dup_bytes(pack + cut, n - cut);
+        uint8_t *rest = td_copy(pack + cut, n - cut);
         o.res = git_pack_walk_feed(o.w, rest, n - cut, &used, &why);
         o.used += used;
         free(rest);

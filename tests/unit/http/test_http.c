@@ -9,19 +9,12 @@
 
 #include "http.h"
 #include "tap.h"
+#include "testdata.h"
 
 /* A byte string literal that may hold NUL: its bytes and its length. */
 #define S(lit) lit, sizeof(lit) - 1
 
 static const struct http_limits lim = {8192, 16384, 100};
-
-/* Heap copies, so ASan sees any read past the bytes given. */
-static char *dup_bytes(const char *s, size_t n)
-{
-    char *p = malloc(n ? n : 1);
-    memcpy(p, s, n);
-    return p;
-}
 
 static bool view_eq(struct http_view v, const char *s)
 {
@@ -219,7 +212,7 @@ static bool prefixes_agree(const char *in, size_t len, const struct http_limits 
     static struct http_request req;
 
     for (size_t k = 0; k < len; k++) {
-        char *p = dup_bytes(in, k);
+        char *p = td_copy(in, k);
         enum http_result r = http_parse_request(p, k, l, &req);
         bool agree = r == HTTP_R_NEED_MORE ? k < l->max_head
                                            : r == whole && req.error == error &&
@@ -239,7 +232,7 @@ static void test_request_cases(void)
 
     for (size_t i = 0; i < sizeof(req_cases) / sizeof(req_cases[0]); i++) {
         const struct req_case *c = &req_cases[i];
-        char *p = dup_bytes(c->in, c->len);
+        char *p = td_copy(c->in, c->len);
         enum http_result r = http_parse_request(p, c->len, &lim, &req);
         bool same = r == c->want &&
                     (c->error ? req.error && !strcmp(req.error, c->error) : req.error == NULL);
@@ -492,7 +485,7 @@ static void test_response_cases(void)
     for (size_t i = 0; i < sizeof(resp_cases) / sizeof(resp_cases[0]); i++) {
         const struct resp_case *c = &resp_cases[i];
         size_t n = strlen(c->in);
-        char *p = dup_bytes(c->in, n);
+        char *p = td_copy(c->in, n);
         enum http_result r = http_parse_response(p, n, &lim, c->method, &resp);
         bool same = r == c->want &&
                     (c->error ? resp.error && !strcmp(resp.error, c->error) : resp.error == NULL);
@@ -668,7 +661,7 @@ static struct feed_result feed(const char *in, size_t len, size_t cut, bool byte
     http_chunked_init(&c);
     while (off < len) {
         size_t n = bytewise ? 1 : (off < cut ? cut - off : len - off);
-        char *p = dup_bytes(in + off, n);
+        char *p = td_copy(in + off, n);
         r = http_chunked_feed(&c, p, n, &used);
         free(p);
         if (r != HTTP_CHUNKED_MORE)

@@ -13,6 +13,7 @@
 
 #include "http.h"
 #include "tap.h"
+#include "testdata.h"
 
 /* A byte string literal that may hold NUL: its bytes and its length. */
 #define S(lit) lit, sizeof(lit) - 1
@@ -104,20 +105,12 @@ static const struct path_case cases[] = {
 /* What norm() returns for an OK whose output is not a string of *out_len. */
 #define NOT_A_STRING ((enum http_path_result)(-1))
 
-/* Heap copies of exactly n bytes, so ASan sees any access past them. */
-static char *dup_bytes(const char *s, size_t n)
-{
-    char *p = malloc(n ? n : 1);
-    memcpy(p, s, n);
-    return p;
-}
-
 /* Normalize in[0..len) into a heap buffer of exactly cap bytes; the
  * result, and for OK the output copied to res (of at least cap bytes). */
 static enum http_path_result norm(const char *in, size_t len, size_t cap, char *res,
                                   size_t *res_len)
 {
-    char *p = dup_bytes(in, len), *out = malloc(cap ? cap : 1);
+    char *p = td_copy(in, len), *out = malloc(cap ? cap : 1);
     size_t n = (size_t)-1;
     enum http_path_result r = http_path_normalize(p, len, out, cap, &n);
 

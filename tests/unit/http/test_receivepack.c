@@ -13,6 +13,7 @@
 
 #include "http.h"
 #include "tap.h"
+#include "testdata.h"
 
 /* A byte string literal that may hold NUL: its bytes and its length. */
 #define S(lit) lit, sizeof(lit) - 1
@@ -38,30 +39,10 @@ struct run {
     size_t used; /* bytes read, all feeds */
 };
 
-/* Heap copies, so ASan sees any read past the bytes given. */
-static uint8_t *dup_bytes(const void *s, size_t n)
-{
-    uint8_t *p = malloc(n ? n : 1);
-    memcpy(p, s, n);
-    return p;
-}
-
 /* The bytes of file name in GIT_PUSH_DIR (heap), or NULL. */
 static uint8_t *load(const char *name, size_t *n)
 {
-    const char *dir = getenv("GIT_PUSH_DIR");
-    char path[4096];
-    static uint8_t buf[65536];
-    FILE *f;
-
-    if (dir == NULL)
-        return NULL;
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if ((f = fopen(path, "rb")) == NULL)
-        return NULL;
-    *n = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
-    return dup_bytes(buf, *n);
+    return td_load("GIT_PUSH_DIR", name, 65536, n);
 }
 
 /* Feed body[0..n) in pieces of step bytes (0: whole), each piece a heap
@@ -76,7 +57,7 @@ static void feed(const uint8_t *body, size_t n, size_t step, struct run *o)
     o->n = 0;
     while (off < n) {
         size_t k = step != 0 && n - off > step ? step : n - off, at = 0, used;
-        uint8_t *piece = dup_bytes(body + off, k);
+        uint8_t *piece = td_copy(body + off, k);
         for (;;) {
             o->res = http_rp_feed(&o->r, piece + at, k - at, &used, &cmd);
             at += used;
