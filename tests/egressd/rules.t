@@ -18,16 +18,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-more.sh"
 # Outside the namespace (the npm registry is reachable only here): the
-# pinned undici, once.  The outcome goes to the run inside.
-if [ -z "${EGD_IN_NETNS:-}" ]; then
-    EGM_NODE_LOG=$(mktemp "${TMPDIR:-/tmp}/egd-node-setup.XXXXXX")
-    EGM_NODE_OK=0
-    egm_node_setup >"$EGM_NODE_LOG" 2>&1 && EGM_NODE_OK=1
-    export EGM_NODE_LOG EGM_NODE_OK
-fi
+# pinned undici, once (EGM_INSTALL_OK, EGM_INSTALL_LOG inside).
+egm_install_outside egm_node_setup
 egd_netns "$@"
-egd_setup || { rm -f "${EGM_NODE_LOG:-}"; bail "set-up: temp dir, test CA, hosts, preset"; }
-[ -f "${EGM_NODE_LOG:-}" ] && mv "$EGM_NODE_LOG" "$T/node-setup.log"
+egd_setup || { rm -f "${EGM_INSTALL_LOG:-}"; bail "set-up: temp dir, test CA, hosts, preset"; }
+[ -f "${EGM_INSTALL_LOG:-}" ] && mv "$EGM_INSTALL_LOG" "$T/node-setup.log"
 egd_host 127.0.0.31 rules.test
 egd_host 127.0.0.30 both.test
 egd_host 127.0.0.29 ro.test
@@ -302,7 +297,7 @@ expect "explain, explain --live and egressd agree on every case ($total)" "$agre
 # --- node's fetch over HTTPS, as agents' tools send it: undici's
 # EnvHttpProxyAgent (HTTPS_PROXY) as the global dispatcher, the CA of a
 # sandbox bound to 127.0.0.1 (node's source) in NODE_EXTRA_CA_CERTS.
-if [ "${EGM_NODE_OK:-0}" = 1 ]; then
+if [ "${EGM_INSTALL_OK:-0}" = 1 ]; then
     egd_put nb '{"id":"nb","addresses":["127.0.0.1"],"policy":"test"}' >/dev/null ||
         bail "bind sandbox nb (127.0.0.1)"
     egd_admin GET /v1/sandboxes/nb/credentials >"$T/nbcred.json" || bail "GET nb's credentials"

@@ -10,13 +10,8 @@
 . "$(dirname "$0")/lib-more.sh"
 
 # Outside the namespace (the npm registry is reachable only here): the
-# pinned undici, once.  The outcome goes to the run inside.
-if [ -z "${EGD_IN_NETNS:-}" ]; then
-    EGM_NODE_LOG=$(mktemp "${TMPDIR:-/tmp}/egd-node-setup.XXXXXX")
-    EGM_NODE_OK=0
-    egm_node_setup >"$EGM_NODE_LOG" 2>&1 && EGM_NODE_OK=1
-    export EGM_NODE_LOG EGM_NODE_OK
-fi
+# pinned undici, once (EGM_INSTALL_OK, EGM_INSTALL_LOG inside).
+egm_install_outside egm_node_setup
 egd_netns "$@"
 egd_setup || egm_bail "set-up: temp dir, test CA, hosts, preset"
 
@@ -93,14 +88,14 @@ egm_lines_ok "git: bytes_down carries the $sent body bytes of the $reqs answers 
 
 # ---- node: undici's EnvHttpProxyAgent, fetch through HTTPS_PROXY
 MODS=
-if [ "$EGM_NODE_OK" = 1 ]; then
+if [ "${EGM_INSTALL_OK:-0}" = 1 ]; then
     ok 0 "node: undici $EGM_UNDICI_VERSION is installed in BUILD_DIR/e2e-node"
     MODS=$(egm_node_modules)
 else
     ok 1 "node: undici $EGM_UNDICI_VERSION is installed in BUILD_DIR/e2e-node"
-    diag_file "$EGM_NODE_LOG"
+    diag_file "$EGM_INSTALL_LOG"
 fi
-rm -f "$EGM_NODE_LOG"
+rm -f "$EGM_INSTALL_LOG"
 cat >"$T/fetch.js" <<'EOF'
 // node fetch.js UNDICI_DIR URL: one fetch through EnvHttpProxyAgent; prints
 // {"status", "length", "sha256", "origin"} or {"error", "cause"} (the
