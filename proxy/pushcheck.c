@@ -59,10 +59,9 @@
 
 /* What became of one command. */
 enum cmd_fate {
-    CMD_PASSES,      /* allowed (or would_deny in report mode) */
-    CMD_REFUSED,     /* no git-push rule admits it */
-    CMD_NOT_FF,      /* no-force, and not shown to be a fast-forward */
-    CMD_WITH_OTHERS, /* allowed, but another command was refused */
+    CMD_PASSES,  /* allowed (or would_deny in report mode) */
+    CMD_REFUSED, /* no git-push rule admits it */
+    CMD_NOT_FF,  /* no-force, and not shown to be a fast-forward */
 };
 
 /* One command as kept for the answer: its ref in refs[off..off+len). */

@@ -86,8 +86,7 @@ static void question(const json_t *r, char *buf, size_t len)
         used += (size_t)snprintf(buf + used, len - used, "; and %zu more",
                                  json_array_size(pass) - QUESTION_DENIALS);
     if (used < len)
-        snprintf(buf + used, len - used, "%s Allow it?",
-                 json_array_size(pass) && i <= QUESTION_DENIALS ? "." : "");
+        snprintf(buf + used, len - used, "%s Allow it?", json_array_size(pass) ? "." : "");
 }
 
 /* Asks the owner about the pending request *r and applies the answer: on
