@@ -35,6 +35,7 @@
 #include "ca.h"
 #include "denials.h"
 #include "feed.h"
+#include "handover.h"
 #include "log.h"
 #include "metrics.h"
 #include "oauth.h"
@@ -75,6 +76,7 @@ static struct {
     struct px_resolver *r;
     struct px_admin_hooks hooks;
     char unix_path[108]; /* removed at stop */
+    struct evhttp_bound_socket *bound; /* the listener, NULL once handed over */
     char token[TOKEN_MAX];
     size_t token_len; /* 0: no token needed (unix socket) */
     struct timespec started;
@@ -358,6 +360,38 @@ static void on_reload(struct evhttp_request *req)
     px_log_info("admin: reloaded (generation %llu)", (unsigned long long)w->generation);
     reply_json(req, 200, json_pack("{s:I}", "generation", (json_int_t)w->generation));
     px_world_put(w);
+}
+
+/* POST /v1/upgrade: start the binary on disk as a successor (the hook,
+ * egressd.c); answered by px_admin_upgrade_reply() once it serves or
+ * failed. */
+static void on_upgrade(struct evhttp_request *req)
+{
+    char err[1024];
+
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        reply_405(req, "POST");
+        return;
+    }
+    if (A.hooks.upgrade == NULL) {
+        reply_error(req, 501, "this egressd cannot upgrade in place");
+        return;
+    }
+    if (A.hooks.upgrade(A.hooks.arg, req, err, sizeof(err)) == -1) {
+        px_log_warnx("admin: upgrade: %s", err);
+        reply_error(req, 409, err);
+    }
+}
+
+void px_admin_upgrade_reply(struct evhttp_request *req, long pid, const char *version,
+                            const char *error)
+{
+    if (error != NULL)
+        reply_json(req, 500, json_pack("{s:s,s:I}", "error", error, "pid", (json_int_t)pid));
+    else
+        reply_json(req, 200,
+                   json_pack("{s:I,s:s,s:I}", "pid", (json_int_t)pid, "version",
+                             version ? version : "", "previous_pid", (json_int_t)getpid()));
 }
 
 static void on_status(struct evhttp_request *req)
@@ -768,12 +802,14 @@ static void on_request(struct evhttp_request *req, void *arg)
         on_explain(req);
     else if (strcmp(path, "/v1/status") == 0)
         on_status(req);
+    else if (strcmp(path, "/v1/upgrade") == 0)
+        on_upgrade(req);
     else
         reply_error(
             req, 404,
             "no such endpoint (see /v1/sandboxes, /v1/sandboxes/{id}/denials, "
             "/v1/sandboxes/{id}/credentials, /v1/denials, /v1/denials?follow=1, /v1/traffic, "
-            "/v1/reload, /v1/explain, /v1/status)");
+            "/v1/reload, /v1/explain, /v1/status, /v1/upgrade)");
 }
 
 /* ------------------------------------------------------------ start */
@@ -868,7 +904,20 @@ static int bind_listener(const struct px_config *cfg, char *err, size_t errlen)
 {
     struct evconnlistener *l;
 
-    if (!cfg->admin_is_tcp) {
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", cfg->admin_unix);
+    int handed = cfg->admin_is_tcp
+                     ? px_handover_claim(PX_SOCK_ADMIN, (const struct sockaddr *)&cfg->admin_tcp.ss,
+                                         cfg->admin_tcp.len)
+                     : px_handover_claim(PX_SOCK_ADMIN, (const struct sockaddr *)&sun, sizeof(sun));
+    if (handed != -1) { /* a predecessor's (handover.h): its file stays */
+        if (!cfg->admin_is_tcp)
+            snprintf(A.unix_path, sizeof(A.unix_path), "%s", cfg->admin_unix);
+        if (cfg->admin_is_tcp && token_read(cfg->admin_token_file, err, errlen) == -1)
+            return -1;
+        l = evconnlistener_new(A.base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
+                               handed);
+    } else if (!cfg->admin_is_tcp) {
         int fd = unix_listen(cfg->admin_unix, err, errlen);
         if (fd == -1)
             return -1;
@@ -883,14 +932,23 @@ static int bind_listener(const struct px_config *cfg, char *err, size_t errlen)
             A.base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE,
             64, (const struct sockaddr *)&cfg->admin_tcp.ss, (int)cfg->admin_tcp.len);
     }
-    if (l == NULL || evhttp_bind_listener(A.http, l) == NULL) {
+    if (l == NULL || (A.bound = evhttp_bind_listener(A.http, l)) == NULL) {
         snprintf(err, errlen, "%s: admin: cannot listen: %s",
                  cfg->admin_is_tcp ? cfg->admin_tcp.text : cfg->admin_unix, strerror(errno));
         if (l != NULL)
             evconnlistener_free(l);
         return -1;
     }
+    px_handover_note(PX_SOCK_ADMIN, evconnlistener_get_fd(l));
     return 0;
+}
+
+void px_admin_unlisten(void)
+{
+    if (A.http != NULL && A.bound != NULL)
+        evhttp_del_accept_socket(A.http, A.bound);
+    A.bound = NULL;
+    A.unix_path[0] = '\0'; /* the successor's now: not removed at the stop */
 }
 
 int px_admin_start(struct event_base *base, const struct px_config *cfg, struct px_resolver *r,

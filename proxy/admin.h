@@ -26,6 +26,8 @@
 #include "config.h"
 #include "resolver.h"
 
+struct evhttp_request;
+
 struct event_base;
 
 struct px_admin_hooks {
@@ -36,6 +38,10 @@ struct px_admin_hooks {
     /* The placeholders' key (placeholder.h), for
      * /v1/sandboxes/{id}/credentials; NULL: none are made. */
     const uint8_t *placeholder_key;
+    /* POST /v1/upgrade: start a successor (successor.h) and answer req
+     * with px_admin_upgrade_reply() when it serves or failed; 0, or -1
+     * with the reason in err (answered 409: nothing was started). */
+    int (*upgrade)(void *arg, struct evhttp_request *req, char *err, size_t errlen);
 };
 
 /* Listen as cfg says (unix socket: an old socket file is replaced; TCP:
@@ -44,5 +50,13 @@ struct px_admin_hooks {
 int px_admin_start(struct event_base *base, const struct px_config *cfg, struct px_resolver *r,
                    const struct px_admin_hooks *hooks, char *err, size_t errlen);
 void px_admin_stop(void);
+/* Stop accepting on the admin listener (a successor serves it now: a
+ * unix socket's file is not removed at the stop); the connections open go
+ * on. */
+void px_admin_unlisten(void);
+/* The answer to POST /v1/upgrade: 200 {"pid", "version", "previous_pid"}
+ * when the successor serves, 500 {"error", "pid"} when it failed. */
+void px_admin_upgrade_reply(struct evhttp_request *req, long pid, const char *version,
+                            const char *error);
 
 #endif

@@ -425,8 +425,8 @@ void px_conn_close_all(struct px_worker *w, bool idle_only)
 
     for (; c != NULL; c = next) {
         next = c->next;
-        if (!idle_only ||
-            (c->state == PX_S_HEAD && evbuffer_get_length(bufferevent_get_input(c->cli)) == 0))
+        if (!idle_only || (c->state == PX_S_HEAD && c->ex != NULL && c->ex->between &&
+                           evbuffer_get_length(bufferevent_get_input(c->cli)) == 0))
             px_conn_close(c, idle_only ? "draining" : "shutting down");
     }
 }

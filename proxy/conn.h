@@ -186,6 +186,7 @@ struct px_exchange {
     struct http_chunked req_chunks, resp_chunks;
     bool req_done, resp_head_done;
     bool head_started;          /* a byte of the next request head is in: header timeout runs */
+    bool between;               /* a request was answered: the connection waits for the next */
     bool upgrade;               /* the request asks for WebSocket, which is served (upgrade.c) */
     bool receive_pack;          /* the request is a git push (pushcheck.h) */
     char path[PX_LOG_PATH_MAX]; /* the request's path, without its query, for the log line */
@@ -303,7 +304,9 @@ const char *px_conn_rule_text(const struct px_conn *c, char *buf, size_t len);
 struct px_conn *px_conn_new(struct px_worker *w, const struct px_listener_spec *l,
                             const struct sockaddr *sa, enum px_mode mode, enum px_conn_state first,
                             px_conn_hook *on_timeout);
-/* Close every connection of w that is between requests (drain), or all. */
+/* Close every connection of w that is between requests (drain: one that
+ * has answered a request and holds no byte of the next; a new one, whose
+ * first request may be on its way, is served), or all. */
 void px_conn_close_all(struct px_worker *w, bool idle_only);
 /* Log (if not yet) and free everything.  `why` goes to the debug log. */
 void px_conn_close(struct px_conn *c, const char *why);

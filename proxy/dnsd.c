@@ -131,10 +131,10 @@ static void on_udp(evutil_socket_t fd, short what, void *arg)
     b->open = NULL;
 }
 
-/* A UDP socket bound to a, its own in this worker (SO_REUSEPORT). */
-static int udp_open(struct px_dnsd *d, const struct px_addr *a, char *err, size_t errlen)
+/* A new UDP socket bound to a, its own in this worker (SO_REUSEPORT);
+ * -1 with err. */
+static int udp_bind(const struct px_addr *a, char *err, size_t errlen)
 {
-    struct udp_sock *u = &d->udp[d->n_udp];
     int one = 1;
     int fd = socket(a->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
@@ -145,6 +145,19 @@ static int udp_open(struct px_dnsd *d, const struct px_addr *a, char *err, size_
             close(fd);
         return -1;
     }
+    return fd;
+}
+
+/* The worker's UDP socket on a: the one a predecessor handed over
+ * (handover.h), or a new one. */
+static int udp_open(struct px_dnsd *d, const struct px_addr *a, char *err, size_t errlen)
+{
+    struct udp_sock *u = &d->udp[d->n_udp];
+    int fd = px_handover_claim(PX_SOCK_DNS_UDP, (const struct sockaddr *)&a->ss, a->len);
+
+    if (fd == -1 && (fd = udp_bind(a, err, errlen)) == -1)
+        return -1;
+    px_handover_note(PX_SOCK_DNS_UDP, fd);
     u->d = d;
     u->fd = fd;
     u->ev = event_new(d->w->base, fd, EV_READ | EV_PERSIST, on_udp, u);
@@ -188,6 +201,17 @@ int px_dnsd_open(struct px_worker *w, char *err, size_t errlen)
         event_add(d->log_timer, &tv);
     }
     return 0;
+}
+
+void px_dnsd_quiet(struct px_worker *w)
+{
+    struct px_dnsd *d = w->dnsd;
+
+    if (d == NULL)
+        return;
+    for (size_t i = 0; i < d->n_udp; i++)
+        event_del(d->udp[i].ev);
+    px_dnstcp_quiet(d->tcp);
 }
 
 void px_dnsd_close(struct px_worker *w)

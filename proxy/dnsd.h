@@ -69,6 +69,9 @@ struct px_addr;
 struct px_dnstcp *px_dnstcp_new(struct px_worker *w);
 int px_dnstcp_listen(struct px_dnstcp *t, const struct px_addr *a, char *err, size_t errlen);
 void px_dnstcp_free(struct px_dnstcp *t);
+/* Draining: stop listening, and close the connections that owe no
+ * answer (the others close when idle, or at the stop). */
+void px_dnstcp_quiet(struct px_dnstcp *t);
 
 /* dnstally.c: the refusals that get no line of their own (a source
  * without a binding, a sandbox past its rate), counted on the calling
@@ -86,5 +89,8 @@ void px_dnstally_end(void);
  * query that waits (the worker stopping or draining). */
 int px_dnsd_open(struct px_worker *w, char *err, size_t errlen);
 void px_dnsd_close(struct px_worker *w);
+/* Draining: read no more queries (a successor reads the same sockets, or
+ * nobody does), but answer those in flight; px_dnsd_close() at the stop. */
+void px_dnsd_quiet(struct px_worker *w);
 
 #endif

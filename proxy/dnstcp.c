@@ -379,17 +379,39 @@ struct px_dnstcp *px_dnstcp_new(struct px_worker *w)
 
 int px_dnstcp_listen(struct px_dnstcp *t, const struct px_addr *a, char *err, size_t errlen)
 {
-    unsigned flags =
-        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_EXEC;
-    struct evconnlistener *l = evconnlistener_new_bind(
-        t->w->base, on_accept, t, flags, 128, (const struct sockaddr *)&a->ss, (int)a->len);
+    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC;
+    int fd = px_handover_claim(PX_SOCK_DNS_TCP, (const struct sockaddr *)&a->ss, a->len);
+    struct evconnlistener *l;
 
+    if (fd != -1) /* handed over by a predecessor: it listens already */
+        l = evconnlistener_new(t->w->base, on_accept, t, flags, 0, fd);
+    else
+        l = evconnlistener_new_bind(t->w->base, on_accept, t,
+                                    flags | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT, 128,
+                                    (const struct sockaddr *)&a->ss, (int)a->len);
     if (l == NULL) {
         snprintf(err, errlen, "%s: cannot listen for DNS over TCP: %s", a->text, strerror(errno));
+        if (fd != -1)
+            close(fd);
         return -1;
     }
+    px_handover_note(PX_SOCK_DNS_TCP, evconnlistener_get_fd(l));
     t->lis[t->n_lis++] = l;
     return 0;
+}
+
+void px_dnstcp_quiet(struct px_dnstcp *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < t->n_lis; i++)
+        evconnlistener_free(t->lis[i]);
+    t->n_lis = 0;
+    for (struct tcp_conn *c = t->head, *next; c != NULL; c = next) {
+        next = c->next;
+        if (conn_idle(c))
+            conn_close(c);
+    }
 }
 
 void px_dnstcp_free(struct px_dnstcp *t)

@@ -9,6 +9,7 @@
  * Commands that ask the running egressd over its admin API (the socket or
  * address of the config's `admin` directive, or -s/--socket):
  *   egressctl [-s SOCKET | -c egressd.conf] reload | sandboxes [--json] | status
+ *   egressctl [-s SOCKET | -c egressd.conf] upgrade
  *   egressctl explain --live [-c egressd.conf] [--sandbox ID] HOST[:PORT]
  *   egressctl -s SOCKET explain [--sandbox ID] HOST[:PORT]
  * For explain a socket (-s SOCKET before the command, --socket after it)
@@ -48,7 +49,7 @@
 #define EXIT_USAGE  2
 #define MAX_ADDRS   16
 #define ANSWER_MAX  (16u << 20) /* an answer larger than this is not egressd's */
-#define TIMEOUT_S   30          /* explain may wait for a DNS answer */
+#define TIMEOUT_S   40 /* explain may wait for a DNS answer; upgrade for a start (30 s) */
 
 static void usage(FILE *f)
 {
@@ -57,6 +58,7 @@ static void usage(FILE *f)
           "                         [--addr IP]... [--at RFC3339] [--method M] [--path P]\n"
           "                         HOST[:PORT]\n"
           "       egressctl [-s SOCKET | -c egressd.conf] reload | sandboxes [--json] | status\n"
+          "       egressctl [-s SOCKET | -c egressd.conf] upgrade\n"
           "       egressctl explain --live [-c egressd.conf] [--sandbox ID] [--method M]\n"
           "                         [--path P] HOST[:PORT]\n"
           "       egressctl -s SOCKET explain [--sandbox ID] [--method M] [--path P] HOST[:PORT]\n"
@@ -73,6 +75,9 @@ static void usage(FILE *f)
           "reload     make the running egressd reread policy-dir and hosts-file\n"
           "sandboxes  the running egressd's sandbox bindings\n"
           "status     the running egressd's version, uptime, generation and counts\n"
+          "upgrade    make the running egressd start the egressd binary now on disk, hand it\n"
+          "           its listening sockets and drain (no connection refused or cut); the\n"
+          "           old one serves on when the new one fails to start\n"
           "learn      from an access log (default stdin) of presets in `mode report`: the\n"
           "           allow lines that would let the would_deny requests through, per owner,\n"
           "           with the methods and path prefixes of the requests egressd read\n"
@@ -550,6 +555,25 @@ static int cmd_reload(const struct target *t)
     return rc;
 }
 
+static int cmd_upgrade(const struct target *t)
+{
+    json_t *ans;
+    int st = call(t, "POST", "/v1/upgrade", NULL, &ans), rc = EXIT_FAIL;
+
+    if (st == 200) {
+        printf("upgraded: pid %" JSON_INTEGER_FORMAT " (egressd %s) serves; pid %" JSON_INTEGER_FORMAT
+               " drains\n",
+               json_integer_value(json_object_get(ans, "pid")),
+               json_string_value(json_object_get(ans, "version")),
+               json_integer_value(json_object_get(ans, "previous_pid")));
+        rc = 0;
+    } else if (st > 0) {
+        print_refusal("upgrade failed, the running egressd serves on", st, ans);
+    }
+    json_decref(ans);
+    return rc;
+}
+
 static const char *str_or(const json_t *o, const char *key, const char *dflt)
 {
     const char *v = json_string_value(json_object_get(o, key));
@@ -768,6 +792,8 @@ static int cmd_online(const char *cmd, const char *sock, const char *conf, bool 
         rc = cmd_reload(&t);
     else if (strcmp(cmd, "sandboxes") == 0)
         rc = cmd_sandboxes(&t, as_json);
+    else if (strcmp(cmd, "upgrade") == 0)
+        rc = cmd_upgrade(&t);
     else
         rc = cmd_status(&t);
     explicit_bzero(t.token, sizeof(t.token));
@@ -803,7 +829,8 @@ int main(int argc, char **argv)
         return cmd ? 0 : EXIT_USAGE;
     }
     bool online =
-        strcmp(cmd, "reload") == 0 || strcmp(cmd, "sandboxes") == 0 || strcmp(cmd, "status") == 0;
+        strcmp(cmd, "reload") == 0 || strcmp(cmd, "sandboxes") == 0 || strcmp(cmd, "status") == 0 ||
+        strcmp(cmd, "upgrade") == 0;
     optind = first + 1;
     while ((o = getopt_long(argc, argv, "c:p:s:a:t:h", opts, NULL)) != -1) {
         switch (o) {

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <event2/thread.h>
 #include <getopt.h>
+#include <limits.h>
 #include <grp.h>
 #include <jansson.h>
 #include <malloc.h>
@@ -23,6 +24,8 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,12 +35,16 @@
 #include "appliance.h"
 #include "certs.h"
 #include "conn.h"
+#include "handover.h"
 #include "log.h"
 #include "logins.h"
 #include "metrics.h"
 #include "policy_load.h"
 #include "prefixbio.h"
+#include "sblimits.h"
+#include "sdnotify.h"
 #include "secrets.h"
+#include "successor.h"
 #include "version.h"
 #include "world.h"
 
@@ -58,6 +65,13 @@ static EVP_PKEY *appliance_key; /* state-dir/appliance.key (appliance.h) */
 static int64_t drain_end_ms;
 static int inotify_fd = -1;
 static struct px_addrwatch *addrwatch;
+/* The upgrade in place: this binary's path and the config's, as a
+ * successor is started with them; the channel from a predecessor (-1:
+ * none); the watch on state-dir once this process handed over. */
+static char self_path[PATH_MAX], conf_path[PATH_MAX];
+static bool debug_flag;
+static int takeover_chan = -1;
+static int state_watch_fd = -1;
 
 /* libevent's own messages (evdns marking a server down, ...) go to the
  * diagnostics log instead of raw stderr. */
@@ -72,7 +86,9 @@ static void on_libevent_log(int severity, const char *msg)
 static void usage(void)
 {
     fprintf(stderr, "usage: egressd [-d] -c egressd.conf\n"
-                    "       egressd -t -c egressd.conf   (check and exit)\n");
+                    "       egressd -t -c egressd.conf   (check and exit)\n"
+                    "       (--takeover FD: started by a running egressd that hands over; "
+                    "see egressctl upgrade)\n");
     exit(2);
 }
 
@@ -191,9 +207,16 @@ static void on_expiry(evutil_socket_t fd, short what, void *arg)
     arm_expiry();
 }
 
+/* Whether this process handed its sockets to a successor: that one keeps
+ * the OAuth logins from then on (two refreshing one login would spend
+ * each other's refresh tokens). */
+static bool stepped_down;
+
 /* The OAuth logins of the world in force (logins.h): main thread. */
 static void sync_logins(void)
 {
+    if (stepped_down)
+        return;
     struct px_world *w = px_world_get();
     px_logins_sync(w->secrets);
     px_world_put(w);
@@ -239,6 +262,18 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     event_base_loopexit(main_base, NULL);
 }
 
+/* Stop accepting; tunnels may finish within timeout-drain, then close. */
+static void begin_drain(const char *why)
+{
+    px_log_info("%s: no new connections; tunnels may finish within %llu ms", why,
+                (unsigned long long)cfg.timeout_drain_ms);
+    atomic_store(&px_d.draining, true);
+    drain_end_ms = px_now_ms() + (int64_t)cfg.timeout_drain_ms;
+    stop_workers(1);
+    drain_timer = evtimer_new(main_base, on_drain_tick, NULL);
+    on_drain_tick(-1, 0, NULL);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what, (void)arg;
@@ -255,14 +290,102 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
             drain_end_ms = 0;
             return;
         }
-        px_log_info("stopping: no new connections; tunnels may finish within %llu ms",
-                    (unsigned long long)cfg.timeout_drain_ms);
-        atomic_store(&px_d.draining, true);
-        drain_end_ms = px_now_ms() + (int64_t)cfg.timeout_drain_ms;
-        stop_workers(1);
-        drain_timer = evtimer_new(main_base, on_drain_tick, NULL);
-        on_drain_tick(-1, 0, NULL);
+        if (!stepped_down)
+            px_sdnotify("STOPPING=1", false);
+        begin_drain("stopping");
     }
+}
+
+/* ------------------------------------------------------------ upgrade */
+
+/* state-dir/sandboxes.json changed (the successor wrote it): take its
+ * bindings, so that revocation and expiry reach this process's tunnels. */
+static void on_state_change(evutil_socket_t fd, short what, void *arg)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    char err[8192];
+    bool ours = false;
+    ssize_t n;
+    (void)what, (void)arg;
+
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        for (char *p = buf; p < buf + n;) {
+            struct inotify_event *e = (struct inotify_event *)p;
+            ours |= e->len > 0 && strcmp(e->name, "sandboxes.json") == 0;
+            p += sizeof(*e) + e->len;
+        }
+    if (!ours)
+        return;
+    if (px_world_follow(err, sizeof(err)) == 0)
+        px_log_info("draining: bindings follow the successor's");
+    else
+        px_log_warnx("draining: cannot follow the successor's bindings; these stay:\n%s", err);
+}
+
+/* Follow the bindings the successor writes to state-dir (if any). */
+static void follow_state(void)
+{
+    if (cfg.state_dir[0] == '\0')
+        return;
+    state_watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (state_watch_fd == -1 ||
+        inotify_add_watch(state_watch_fd, cfg.state_dir, IN_MOVED_TO | IN_CLOSE_WRITE) == -1) {
+        px_log_warn("draining: cannot watch %s; bindings changed now reach this process's "
+                    "tunnels only at their end",
+                    cfg.state_dir);
+        return;
+    }
+    event_add(event_new(main_base, state_watch_fd, EV_READ | EV_PERSIST, on_state_change, NULL),
+              NULL);
+}
+
+/* The successor serves: stop accepting everywhere, leave the OAuth
+ * logins to it, follow its bindings, and drain. */
+static void step_down(void)
+{
+    stepped_down = true;
+    px_admin_unlisten();
+    px_metrics_unlisten();
+    px_logins_shutdown();
+    follow_state();
+    begin_drain("handed over to the successor");
+}
+
+static void on_successor(void *arg, long pid, const char *version, const char *error)
+{
+    px_admin_upgrade_reply(arg, pid, version, error);
+    if (error != NULL) {
+        px_log_warnx("upgrade failed; this egressd (pid %ld) serves on: %s", (long)getpid(),
+                     error);
+        return;
+    }
+    px_log_info("upgrade: pid %ld (egressd %s) serves now", pid, version ? version : "?");
+    step_down();
+}
+
+/* Each sandbox's bytes toward its quota, as a JSON object. */
+static void add_count(const char *id, uint64_t bytes, void *arg)
+{
+    json_object_set_new(arg, id, json_integer((json_int_t)bytes));
+}
+
+/* POST /v1/upgrade: start this binary's path anew as the successor. */
+static int upgrade(void *arg, struct evhttp_request *req, char *err, size_t errlen)
+{
+    char chan[16];
+    (void)arg;
+
+    if (atomic_load(&px_d.draining)) {
+        snprintf(err, errlen, "this egressd is draining; upgrade the one that serves");
+        return -1;
+    }
+    snprintf(chan, sizeof(chan), "%d", PX_SUCCESSOR_FD);
+    char *argv[] = {self_path, "-c", conf_path, "--takeover", chan, debug_flag ? "-d" : NULL, NULL};
+    json_t *quota = json_object();
+    px_limit_each_count(add_count, quota);
+    int rc = px_successor_start(main_base, argv, quota, on_successor, req, err, errlen);
+    json_decref(quota);
+    return rc;
 }
 
 /* ------------------------------------------------------------ start */
@@ -270,8 +393,74 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static json_t *status_hook(void *arg)
 {
     (void)arg;
-    return json_pack("{s:I,s:I,s:b}", "workers", (json_int_t)n_workers, "connections",
-                     (json_int_t)atomic_load(&px_d.conns), "draining", atomic_load(&px_d.draining));
+    return json_pack("{s:I,s:I,s:b,s:I}", "workers", (json_int_t)n_workers, "connections",
+                     (json_int_t)atomic_load(&px_d.conns), "draining", atomic_load(&px_d.draining),
+                     "pid", (json_int_t)getpid());
+}
+
+/* The predecessor's sockets and quota counts (handover.h), when this
+ * process takes over from one.  0, or -1 with err. */
+static int take_over(char *err, size_t errlen)
+{
+    json_t *quota = NULL;
+
+    if (takeover_chan == -1)
+        return 0;
+    if (px_handover_receive(takeover_chan, EGRESSD_VERSION, &quota, err, errlen) == -1)
+        return -1;
+    size_t most = px_handover_most();
+    if (most > n_workers) {
+        px_log_info("taking over: %zu workers, as many as the predecessor's sockets (the config "
+                    "says %u)",
+                    most, n_workers);
+        n_workers = most < MAX_WORKERS ? (unsigned)most : MAX_WORKERS;
+    }
+    const char *id;
+    json_t *v;
+    json_object_foreach(quota, id, v)
+    {
+        if (json_is_integer(v) && json_integer_value(v) > 0)
+            px_limit_carry(id, (uint64_t)json_integer_value(v));
+    }
+    json_decref(quota);
+    return 0;
+}
+
+/* Serving: tell the predecessor (which then drains) and systemd, which
+ * takes this process as the service's main one before the predecessor
+ * may exit. */
+static void announce_ready(void)
+{
+    char state[64];
+
+    if (takeover_chan == -1) {
+        px_sdnotify("READY=1", false);
+        return;
+    }
+    size_t n = px_handover_close_unclaimed();
+    if (n > 0)
+        px_log_info("taking over: %zu sockets of listeners the config no longer has closed", n);
+    snprintf(state, sizeof(state), "MAINPID=%ld\nREADY=1", (long)getpid());
+    px_sdnotify(state, true);
+    json_t *ready = json_pack("{s:s,s:s}", "op", "ready", "version", EGRESSD_VERSION);
+    if (px_handover_send_msg(takeover_chan, ready, NULL, 0) == -1)
+        px_log_warn("taking over: cannot tell the predecessor");
+    json_decref(ready);
+    close(takeover_chan);
+    takeover_chan = -1;
+}
+
+/* A start that failed: say why on stderr, and to the predecessor if
+ * there is one (it serves on and answers the upgrade with this). */
+static int start_failed(const char *prefix, const char *err)
+{
+    fprintf(stderr, "%s%s\n", prefix, err);
+    if (takeover_chan != -1) {
+        json_t *msg = json_pack("{s:s,s:s}", "op", "failed", "error", err);
+        px_handover_send_msg(takeover_chan, msg, NULL, 0);
+        json_decref(msg);
+    }
+    return 1;
 }
 
 static void add_listeners(void)
@@ -402,7 +591,7 @@ static int start_credentials(char *err, size_t errlen)
 
 static int start(char *err, size_t errlen)
 {
-    struct px_admin_hooks hooks = {status_hook, NULL, px_d.placeholder_key};
+    struct px_admin_hooks hooks = {status_hook, NULL, px_d.placeholder_key, upgrade};
 
     fit_descriptors();
     if (px_accesslog_open(cfg.access_log, err, errlen) == -1)
@@ -423,6 +612,8 @@ static int start(char *err, size_t errlen)
         n_workers = 1;
     if (n_workers > MAX_WORKERS)
         n_workers = MAX_WORKERS;
+    if (take_over(err, errlen) == -1)
+        return -1;
     for (unsigned i = 0; i < n_workers; i++)
         if (px_worker_init(&workers[i], i, err, errlen) == -1)
             return -1;
@@ -455,33 +646,37 @@ static int start(char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+    static const struct option longs[] = {{"takeover", required_argument, NULL, 'T'}, {0}};
     const char *conf = NULL;
-    bool test = false, debug = false;
+    bool test = false;
     char err[8192];
     int ch;
 
-    while ((ch = getopt(argc, argv, "c:dt")) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:dt", longs, NULL)) != -1) {
         switch (ch) {
         case 'c': conf = optarg; break;
-        case 'd': debug = true; break;
+        case 'd': debug_flag = true; break;
         case 't': test = true; break;
+        case 'T': takeover_chan = atoi(optarg) == PX_SUCCESSOR_FD ? PX_SUCCESSOR_FD : -2; break;
         default: usage();
         }
     }
-    if (conf == NULL || optind != argc)
+    if (conf == NULL || optind != argc || takeover_chan == -2)
         usage();
-    px_log_init("egressd", debug);
+    px_log_init("egressd", debug_flag);
     signal(SIGPIPE, SIG_IGN);
-    if (px_config_load(&cfg, conf, err, sizeof(err)) == -1) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
-    if (px_geo_open(&geo, &cfg, err, sizeof(err)) == -1) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
+    if (px_config_load(&cfg, conf, err, sizeof(err)) == -1)
+        return start_failed("", err);
+    if (px_geo_open(&geo, &cfg, err, sizeof(err)) == -1)
+        return start_failed("", err);
     if (test)
         return check_only();
+    /* What an upgrade starts as the successor: this binary's path (the
+     * file a package upgrade replaces) and the config, both absolute. */
+    ssize_t n = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
+    self_path[n > 0 ? n : 0] = '\0';
+    if (realpath(conf, conf_path) == NULL)
+        snprintf(conf_path, sizeof(conf_path), "%s", conf);
 
     evthread_use_pthreads();
     json_set_alloc_funcs(malloc, wiping_free);
@@ -491,15 +686,14 @@ int main(int argc, char **argv)
     px_d.next_id = 1;
     px_d.http_limits = (struct http_limits){
         .max_line = 8192, .max_head = cfg.max_header_bytes, .max_headers = 100};
-    if (start(err, sizeof(err)) == -1) {
-        fprintf(stderr, "egressd: %s\n", err);
-        return 1;
-    }
+    if (start(err, sizeof(err)) == -1)
+        return start_failed("egressd: ", err);
     if (cfg.n_resolvers == 0)
         px_log_warnx("%s: no resolver: only names in the hosts-file resolve%s", cfg.file,
                      cfg.hosts_file[0] ? "" : " (and there is none)");
-    px_log_info("ready: %zu listeners, %u workers, policy from %s", px_d.n_listeners, n_workers,
-                cfg.policy_dir);
+    px_log_info("ready: %zu listeners, %u workers, policy from %s%s", px_d.n_listeners, n_workers,
+                cfg.policy_dir, takeover_chan != -1 ? " (taken over from the predecessor)" : "");
+    announce_ready();
     event_base_dispatch(main_base);
 
     for (unsigned i = 0; i < n_workers; i++)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "handover.h"
 #include "http.h"
 #include "resolver.h"
 
@@ -75,6 +76,8 @@ struct px_worker {
 /* Start worker w: its event base, resolver and one SO_REUSEPORT socket per
  * listener.  Returns 0, or -1 with "ADDR: reason" in err. */
 int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen);
+/* The handover role (handover.h) of a listener of `kind`. */
+enum px_sock_role px_listener_role(enum px_listener_kind kind);
 int px_worker_run(struct px_worker *w); /* starts the thread */
 /* From the main thread: stop accepting (drain) or close everything (stop). */
 void px_worker_poke(struct px_worker *w);

@@ -542,6 +542,7 @@ void px_exchange_reset(struct px_conn *c)
     px_conn_watch_client(c);
     px_conn_timeout(c, next_request_ms(c)); /* > 0: response_done saw to it */
     c->ex->head_started = false;
+    c->ex->between = true;
     if (evbuffer_get_length(bufferevent_get_input(c->cli)) > 0)
         px_request_on_head(c);
 }

@@ -21,6 +21,7 @@
  * handle the sweep sees unreferenced stays so until it is freed.
  */
 #include "metrics.h"
+#include "handover.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -689,6 +691,9 @@ static void on_request(struct evhttp_request *req, void *arg)
     free(page);
 }
 
+/* The metrics page's listening socket, in http_server. */
+static struct evhttp_bound_socket *bound;
+
 int px_metrics_listen(struct event_base *base, const struct px_addr *addr, char *err, size_t errlen)
 {
     struct evconnlistener *l;
@@ -702,17 +707,26 @@ int px_metrics_listen(struct event_base *base, const struct px_addr *addr, char 
         snprintf(err, errlen, "%s: cannot create the HTTP server", addr->text);
         return -1;
     }
-    l = evconnlistener_new_bind(base, NULL, NULL,
-                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-                                -1, (const struct sockaddr *)&addr->ss, (int)addr->len);
-    if (l == NULL || evhttp_bind_listener(http_server, l) == NULL) {
+    int fd = px_handover_claim(PX_SOCK_METRICS, (const struct sockaddr *)&addr->ss, addr->len);
+    if (fd != -1) /* a predecessor's (handover.h) */
+        l = evconnlistener_new(base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
+                               fd);
+    else
+        l = evconnlistener_new_bind(base, NULL, NULL,
+                                    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+                                        LEV_OPT_CLOSE_ON_EXEC,
+                                    -1, (const struct sockaddr *)&addr->ss, (int)addr->len);
+    if (l == NULL || (bound = evhttp_bind_listener(http_server, l)) == NULL) {
         snprintf(err, errlen, "%s: %s", addr->text, strerror(errno));
         if (l != NULL)
             evconnlistener_free(l);
+        else if (fd != -1)
+            close(fd);
         evhttp_free(http_server);
         http_server = NULL;
         return -1;
     }
+    px_handover_note(PX_SOCK_METRICS, evconnlistener_get_fd(l));
     /* evhttp answers methods outside this set with 501 itself; let all
      * through so that they get the 405 the contract promises */
     evhttp_set_allowed_methods(http_server, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
@@ -724,6 +738,13 @@ int px_metrics_listen(struct event_base *base, const struct px_addr *addr, char 
     evhttp_set_timeout(http_server, HTTP_TIMEOUT_S);
     evhttp_set_gencb(http_server, on_request, NULL);
     return 0;
+}
+
+void px_metrics_unlisten(void)
+{
+    if (http_server != NULL && bound != NULL)
+        evhttp_del_accept_socket(http_server, bound);
+    bound = NULL;
 }
 
 void px_metrics_stop(void)

@@ -126,6 +126,9 @@ struct px_addr;
 int px_metrics_listen(struct event_base *base, const struct px_addr *addr, char *err,
                       size_t errlen);
 void px_metrics_stop(void);
+/* Stop accepting on the listener (a successor serves it now); the
+ * connections open go on. */
+void px_metrics_unlisten(void);
 
 /* Each sandbox's counters since egressd started, for the admin API's GET
  * /v1/traffic: [{"sandbox","owner","active","allowed","denied","bytes_up",

@@ -283,3 +283,23 @@ bool px_limit_over_quota(const struct px_limit *l, uint64_t quota)
 {
     return l != NULL && quota != 0 && atomic_load(&l->bytes) >= quota;
 }
+
+void px_limit_each_count(void (*each)(const char *id, uint64_t bytes, void *arg), void *arg)
+{
+    pthread_mutex_lock(&table_lock);
+    for (size_t b = 0; b < BUCKETS; b++)
+        for (struct px_limit *l = table[b]; l != NULL; l = l->next) {
+            uint64_t n = atomic_load(&l->bytes);
+            if (!l->source && n > 0)
+                each(l->id, n, arg);
+        }
+    pthread_mutex_unlock(&table_lock);
+}
+
+void px_limit_carry(const char *id, uint64_t bytes)
+{
+    struct px_limit *l = px_limit_get(id);
+
+    atomic_fetch_add(&l->bytes, bytes);
+    px_limit_put(l);
+}

@@ -69,4 +69,12 @@ bool px_limit_over_quota(const struct px_limit *l, uint64_t quota);
  * px_resolve_shared(); it lives as long as l.  NULL for NULL. */
 struct px_dns_share *px_limit_dns_share(struct px_limit *l);
 
+/* Each sandbox's bytes counted toward its quota, for an upgrade's
+ * successor (handover.h): calls each(id, bytes, arg) for every sandbox
+ * entry that counted any, under the table's lock (each must not call in
+ * here). */
+void px_limit_each_count(void (*each)(const char *id, uint64_t bytes, void *arg), void *arg);
+/* Add `bytes` counted by a predecessor to sandbox id's count. */
+void px_limit_carry(const char *id, uint64_t bytes);
+
 #endif

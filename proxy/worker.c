@@ -15,6 +15,7 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "accept.h"
 #include "accesslog.h"
@@ -22,6 +23,7 @@
 #include "conn.h"
 #include "denials.h"
 #include "dnsd.h"
+#include "handover.h"
 #include "log.h"
 #include "metrics.h"
 #include "revoke.h"
@@ -101,12 +103,13 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
 
     close_listeners(w);
-    px_dnsd_close(w);
     if (atomic_load(&px_phase) >= 2) {
+        px_dnsd_close(w);
         px_conn_close_all(w, false);
         event_base_loopexit(w->base, NULL);
         return;
     }
+    px_dnsd_quiet(w);
     px_conn_close_all(w, true);
 }
 
@@ -121,11 +124,50 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
     px_conn_recheck_all(w);
 }
 
+enum px_sock_role px_listener_role(enum px_listener_kind kind)
+{
+    switch (kind) {
+    case PX_L_TLS: return PX_SOCK_TRANSPARENT_TLS;
+    case PX_L_HTTP: return PX_SOCK_TRANSPARENT_HTTP;
+    default: return PX_SOCK_PROXY;
+    }
+}
+
+/* Worker w's socket for listener a->l: the one a predecessor handed over
+ * for it (handover.h), or a new SO_REUSEPORT one.  0, or -1 with err. */
+static int listen_on(struct px_worker *w, struct listener_arg *a, char *err, size_t errlen)
+{
+    const struct px_addr *addr = a->l->addr;
+    enum px_sock_role role = px_listener_role(a->l->kind);
+    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC;
+    int fd = px_handover_claim(role, (const struct sockaddr *)&addr->ss, addr->len);
+    struct evconnlistener *l;
+
+    if (fd != -1) /* (backlog 0: it listens already) */
+        l = evconnlistener_new(w->base, on_accept, a, flags, 0, fd);
+    else
+        l = evconnlistener_new_bind(w->base, on_accept, a,
+                                    flags | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT, 1024,
+                                    (const struct sockaddr *)&addr->ss, (int)addr->len);
+    if (l == NULL) {
+        snprintf(err, errlen, "%s: cannot listen: %s", addr->text, strerror(errno));
+        if (fd != -1)
+            close(fd);
+        return -1;
+    }
+    evconnlistener_set_error_cb(l, on_accept_error);
+    /* Accepted sockets inherit TCP_NODELAY from their listener (Linux):
+     * one setsockopt here instead of one per connection. */
+    int one = 1;
+    setsockopt(evconnlistener_get_fd(l), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    px_handover_note(role, evconnlistener_get_fd(l));
+    w->lis[w->n_lis++] = l;
+    return 0;
+}
+
 int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen)
 {
     const struct px_config *cfg = px_d.cfg;
-    unsigned flags =
-        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_EXEC;
 
     memset(w, 0, sizeof(*w));
     w->index = index;
@@ -149,23 +191,11 @@ int px_worker_init(struct px_worker *w, unsigned index, char *err, size_t errlen
     w->reader = px_world_reader_add();
     w->flush = event_new(w->base, -1, 0, on_flush, w);
     for (size_t i = 0; i < px_d.n_listeners; i++) {
-        const struct px_listener_spec *l = &px_d.listeners[i];
         struct listener_arg *a = &largs[index % 64][i];
         a->w = w;
-        a->l = l;
-        w->lis[i] =
-            evconnlistener_new_bind(w->base, on_accept, a, flags, 1024,
-                                    (const struct sockaddr *)&l->addr->ss, (int)l->addr->len);
-        if (w->lis[i] == NULL) {
-            snprintf(err, errlen, "%s: cannot listen: %s", l->addr->text, strerror(errno));
+        a->l = &px_d.listeners[i];
+        if (listen_on(w, a, err, errlen) == -1)
             return -1;
-        }
-        evconnlistener_set_error_cb(w->lis[i], on_accept_error);
-        /* Accepted sockets inherit TCP_NODELAY from their listener (Linux):
-         * one setsockopt here instead of one per connection. */
-        int one = 1;
-        setsockopt(evconnlistener_get_fd(w->lis[i]), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        w->n_lis++;
     }
     return px_dnsd_open(w, err, errlen);
 }

@@ -747,24 +747,19 @@ int px_world_error_status(void)
     return error_status;
 }
 
-int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, size_t errlen)
+/* A world on base b with the bindings saved in state-dir.  A binding
+ * whose preset or lines no longer load is kept, denied everything (a
+ * warning says why); one that does not parse is an error.  The world, or
+ * NULL with every error in err. */
+static struct world *world_from_state(struct base *b, char *err, size_t errlen)
 {
     char path[1100];
-
-    err[0] = '\0';
-    g_cfg = cfg;
-    g_geo = geo;
-    struct base *b = base_load(err, errlen);
-    if (b == NULL)
-        return -1;
     json_t *saved = state_load(err, errlen);
-    if (saved == NULL) {
-        base_unref(b);
-        return -1;
-    }
+
+    if (saved == NULL)
+        return NULL;
     px_state_path(g_cfg->state_dir, path, sizeof(path));
     struct world *w = world_new(b, json_array_size(saved));
-    base_unref(b);
     int rc = 0;
     for (size_t i = 0; i < json_array_size(saved); i++) {
         struct px_sandbox sb;
@@ -788,11 +783,39 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
     json_decref(saved);
     if (world_finish(w, NULL, err, errlen) != FAULT_NONE || rc == -1) {
         world_free(w);
-        return -1;
+        return NULL;
     }
+    return w;
+}
+
+int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    g_cfg = cfg;
+    g_geo = geo;
+    struct base *b = base_load(err, errlen);
+    if (b == NULL)
+        return -1;
+    struct world *w = world_from_state(b, err, errlen);
+    base_unref(b);
+    if (w == NULL)
+        return -1;
     world_swap(w);
     secrets_warn_missing(w);
     px_metrics_set_policy(w->pub.policy);
+    return 0;
+}
+
+int px_world_follow(char *err, size_t errlen)
+{
+    err[0] = '\0';
+    struct world *old = current(err, errlen);
+    if (old == NULL)
+        return -1;
+    struct world *w = world_from_state(old->base, err, errlen);
+    if (w == NULL)
+        return -1;
+    world_swap(w);
     return 0;
 }
 

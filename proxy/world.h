@@ -90,6 +90,13 @@ int px_world_init(const struct px_config *cfg, struct px_geo *geo, char *err, si
  * policy_reloads_total. */
 int px_world_reload(char *err, size_t errlen);
 
+/* Take the bindings saved in state-dir as they are now, without writing
+ * them: a process that handed its sockets to a successor follows the
+ * successor's changes so (a binding deleted there cuts this process's
+ * connections too).  The policy stays.  0, or -1 with err (the bindings
+ * in force stay). */
+int px_world_follow(char *err, size_t errlen);
+
 /* Add or replace binding `id` from JSON `obj` (the object of docs/design.md; its
  * "id", if present, must equal `id`).  Validates everything (addresses,
  * preset exists, extra allow lines parse, an address bound to another
