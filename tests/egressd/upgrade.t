@@ -35,6 +35,23 @@ egd_allow a.test "b.test:$EGD_HTTPS_PORT,$EGD_HTTP_PORT"
 egd_origin a.test
 cp "$BUILD_DIR/proxy/egressd" "$T/egressd"
 EGD_BIN=$T/egressd
+# systemd's side of Type=notify, as sd_notify(3) describes it: one line
+# per datagram (newlines as |), a BARRIER=1's descriptor closed at once
+py -c '
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+out = open(sys.argv[2], "a", buffering=1)
+while True:
+    msg, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(4 * 4))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            for i in range(0, len(data) - len(data) % 4, 4):
+                os.close(int.from_bytes(data[i:i + 4], sys.byteorder))
+    out.write(msg.decode().replace("\n", "|") + "\n")
+' "$T/notify.sock" "$T/notify.log" &
+for ((i = 0; i < 50; i++)); do [ -S "$T/notify.sock" ] && break; sleep 0.1; done
+export NOTIFY_SOCKET=$T/notify.sock
 QUOTA=$((64 << 20))
 egd_start "timeout-drain 60s" "dns $DNS" "quota-bytes-per-sandbox $QUOTA" || bail "egressd did not start"
 
@@ -94,6 +111,8 @@ ok $? "upgrade with a slow stream open: egressctl upgrade exits 0"
 echo "$out" | sed 's/^/#   /'
 second=$(serving_pid)
 check "a new process serves ($first -> $second)" test "$second" != "$first"
+check "systemd was told READY=1 at the start, then MAINPID=$second before a barrier" \
+    test "$(cat "$T/notify.log" | tr '\n' ' ')" = "READY=1 MAINPID=$second|READY=1 BARRIER=1 "
 check "the old one still runs, draining its stream" kill -0 "$first"
 egd_admin DELETE /v1/sandboxes/s1 >/dev/null
 wait "$revoked_curl"
