@@ -4,6 +4,7 @@
 #include "state.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +23,16 @@ void px_state_path(const char *dir, char *buf, size_t size)
     snprintf(buf, size, "%s/%s", dir, STATE_FILE);
 }
 
-/* Write text[0..len) to a new temporary file in dir (mode 0600) and sync
- * it; its path into tmp.  The open descriptor, or -1 with err filled. */
+/* Write text[0..len) to the temporary file dir/.sandboxes.json.new (mode
+ * 0600; one name, so that a process killed while writing leaves at most
+ * one, which the next save replaces) and sync it; its path into tmp.  The
+ * open descriptor, or -1 with err filled. */
 static int write_temp(const char *dir, const char *text, size_t len, char *tmp, size_t tmp_size,
                       char *err, size_t errlen)
 {
-    snprintf(tmp, tmp_size, "%s/.%s.XXXXXX", dir, STATE_FILE);
-    int fd = mkstemp(tmp);
+    snprintf(tmp, tmp_size, "%s/.%s.new", dir, STATE_FILE);
+    (void)unlink(tmp); /* a leftover of a kill */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd == -1) {
         px_err_add(err, errlen, "%s: cannot create a temporary file: %s", tmp, strerror(errno));
         return -1;
