@@ -42,6 +42,9 @@ test_pkgs+=(python3-requests)
 test_pkgs+=(python3-yaml)
 # tests/egressd/deny.t: tcpdump sees that a denial and its FIN share a segment.
 test_pkgs+=(tcpdump)
+# tests/deploy/debian.t: the Debian packages built (dpkg-buildpackage with
+# debhelper, fakeroot) and checked with lintian.
+test_pkgs+=(debhelper dpkg-dev fakeroot lintian)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 
