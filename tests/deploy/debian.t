@@ -10,8 +10,8 @@
 #
 # The throwaway root is an overlay of this host's own root: its root file
 # system read-only below, a tmpfs above, in a private mount namespace, with
-# /proc, /dev (null, zero, random, urandom), /run and /tmp of its own, used
-# with chroot.  The host built the packages, so it has every library they
+# /proc, /dev (null, zero, random, urandom, ptys), /run and /tmp of its own,
+# used with chroot.  The host built the packages, so it has every library they
 # depend on: nothing is downloaded, nothing on the host changes, and it takes
 # a second (an mmdebstrap root would need a download in the install step and
 # a copy per run).  Whatever the packages do there goes to the tmpfs and is
@@ -22,7 +22,8 @@
 # host has one, is removed in the overlay.
 #
 # The "newer versions" are the built packages repacked (dpkg-deb -R, control
-# and a file or two changed, dpkg-deb -b), not built again.
+# and a file or two changed, dpkg-deb -b), not built again; the first
+# upgrade is dpkg's, the second apt-get's.
 # TAP on stdout.  Needs TOP; runs in its own mount, network and pid
 # namespaces (egressd runs in the root, on addresses of that network
 # namespace only, and dies with it).
@@ -140,6 +141,8 @@ chmod 1777 "$M/tmp"
 for n in null zero random urandom; do
     touch "$M/dev/$n" && mount --bind "/dev/$n" "$M/dev/$n"
 done
+mkdir "$M/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666 devpts "$M/dev/pts" &&
+    ln -s pts/ptmx "$M/dev/ptmx"
 mkdir -p "$M/run/systemd/system" "$M/tmp/debs"
 cp "$DEB_E" "$M/tmp/debs/egressd-1.deb"
 cp "$DEB_S" "$M/tmp/debs/sandboxctl-1.deb"
@@ -147,6 +150,8 @@ cp "$M.debs"/*.deb "$M/tmp/debs/"
 in_root() { chroot "$M" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"; }
 # The root starts without anything of egressd, whatever the host has.
 rm -f "$M/usr/sbin/policy-rc.d"
+# man-db's trigger rebuilds its index only where this file is: seconds a step.
+rm -f "$M/var/lib/man-db/auto-update"
 in_root sh -c 'dpkg -P egressd sandboxctl; userdel egressd; groupdel egressd' >/dev/null 2>&1
 rm -rf "$M/etc/egressd" "$M/etc/sandboxctl" "$M/var/lib/egressd" "$M/var/log/egressd" \
     "$M/var/lib/sandboxctl" "$M/etc/logrotate.d/egressd"
@@ -166,14 +171,18 @@ chmod 755 "$M/usr/bin/systemctl"
 snapshot() { in_root find /etc /usr /var /opt /srv -xdev | sort; }
 snapshot >"$T/before"
 
-# dpkg_step NAME ARGS...: dpkg in the root, stdin closed (no prompt can be
-# answered); its output in $T/NAME, systemctl's calls in $T/NAME.sysd.
-dpkg_step() {
+# step NAME CMD...: CMD (dpkg, apt-get) in the root, stdin closed (no prompt
+# can be answered); its output in $T/NAME, systemctl's calls in $T/NAME.sysd.
+times=
+step() {
     local name=$1
     shift
     : >"$M/run/systemctl.log"
-    in_root dpkg "$@" </dev/null >"$T/$name" 2>&1
-    local rc=$?
+    local t0 rc
+    t0=$(date +%s%N)
+    in_root "$@" </dev/null >"$T/$name" 2>&1
+    rc=$?
+    times+="$name $((($(date +%s%N) - t0) / 1000000)) ms, "
     cp "$M/run/systemctl.log" "$T/$name.sysd"
     return $rc
 }
@@ -186,7 +195,7 @@ enabled_links() { find "$M/etc/systemd" -lname '*egressd*' -o -lname '*sandboxct
 pkg_files() { in_root dpkg-query -L egressd sandboxctl | sort -u; }
 
 # ---------------------------------------------------------------- install
-dpkg_step install -i /tmp/debs/egressd-1.deb /tmp/debs/sandboxctl-1.deb
+step install dpkg -i /tmp/debs/egressd-1.deb /tmp/debs/sandboxctl-1.deb
 okd $? "install: dpkg -i egressd sandboxctl" "$T/install"
 check "install: both packages installed, version $V" \
     test "$(in_root dpkg-query -W -f '${Status} ${Version};' egressd sandboxctl)" = \
@@ -255,7 +264,7 @@ diag "not packaged, as Debian does them otherwise: share/egressd/{systemd,logrot
 pkg_sums() { (cd "$M" && pkg_files | sed 's|^/||' | while read -r f; do [ -f "$f" ] && [ ! -L "$f" ] && echo "$f"; done |
     xargs sha256sum); }
 pkg_sums >"$T/sums1"
-dpkg_step reinstall -i /tmp/debs/egressd-1.deb /tmp/debs/sandboxctl-1.deb
+step reinstall dpkg -i /tmp/debs/egressd-1.deb /tmp/debs/sandboxctl-1.deb
 okd $? "reinstall: dpkg -i the same version again" "$T/reinstall"
 pkg_sums | diff "$T/sums1" - >"$T/diff" 2>&1
 okd $? "reinstall: every file of the packages as it was" "$T/diff"
@@ -283,7 +292,7 @@ check "egressctl status: version $V, the package's" grep -qE "^version +$V\$" "$
 echo "sandbox state" 2>/dev/null >"$M/var/lib/egressd/marker"
 
 # ---------------------------------------------------------------- upgrade, egressd running
-dpkg_step upgrade2 -i /tmp/debs/egressd-2.deb /tmp/debs/sandboxctl-2.deb
+step upgrade2 dpkg -i /tmp/debs/egressd-2.deb /tmp/debs/sandboxctl-2.deb
 okd $? "upgrade to $V2 (an egressd running, egressd.conf edited): dpkg -i, no prompt" "$T/upgrade2"
 check "upgrade to $V2: installed" \
     test "$(in_root dpkg-query -W -f '${Version};' egressd sandboxctl)" = "$V2;$V2;"
@@ -316,8 +325,12 @@ okd $? "egressd stopped" "$T/status"
 # ---------------------------------------------------------------- upgrade, a changed conffile
 echo "example.org" >>"$M/etc/egressd/policies/balanced.allow"
 cp "$M/etc/egressd/policies/balanced.allow" "$T/balanced.edited"
-dpkg_step upgrade3 -i --force-confdef --force-confold /tmp/debs/egressd-3.deb /tmp/debs/sandboxctl-3.deb
-okd $? "upgrade to $V3 (balanced.allow edited and changed): dpkg -i --force-confold, no prompt" "$T/upgrade3"
+# As apt upgrades (the packages are local: the root has no network).
+step upgrade3 env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    /tmp/debs/egressd-3.deb /tmp/debs/sandboxctl-3.deb
+okd $? "upgrade to $V3 (balanced.allow edited and changed): apt-get install, --force-confold, no prompt" "$T/upgrade3"
+check "upgrade to $V3: apt-get says no error (E:)" sh -c "! grep -q '^E: ' '$T/upgrade3'"
 check "upgrade to $V3: installed" \
     test "$(in_root dpkg-query -W -f '${Version};' egressd sandboxctl)" = "$V3;$V3;"
 check "upgrade to $V3: the edited balanced.allow kept" cmp -s "$M/etc/egressd/policies/balanced.allow" "$T/balanced.edited"
@@ -344,7 +357,7 @@ okd $? "upgrade to $V3: dpkg -V finds the two edited conffiles changed, nothing 
 # ---------------------------------------------------------------- remove
 mkdir -p "$M/var/lib/sandboxctl" && echo lock >"$M/var/lib/sandboxctl/reap.lock"
 echo "pve-url https://pve.example:8006" >"$M/etc/sandboxctl/sandboxctl.conf"
-dpkg_step remove -r sandboxctl egressd
+step remove dpkg -r sandboxctl egressd
 okd $? "remove: dpkg -r sandboxctl egressd" "$T/remove"
 check "remove: both in state config-files" \
     test "$(in_root dpkg-query -W -f '${Status};' egressd sandboxctl)" = \
@@ -365,7 +378,7 @@ check "remove: the user and the state stay" \
 # ---------------------------------------------------------------- purge
 mkdir -p "$M/etc/egressd/secrets" && echo "token" >"$M/etc/egressd/secrets/admins-token"
 echo "a line" 2>/dev/null >"$M/var/log/egressd/access.log"
-dpkg_step purge -P egressd sandboxctl
+step purge dpkg -P egressd sandboxctl
 okd $? "purge: dpkg -P egressd sandboxctl" "$T/purge"
 check "purge: neither package known to dpkg any more" \
     test -z "$(in_root dpkg-query -W -f '${db:Status-Status}\n' egressd sandboxctl 2>/dev/null | grep -vx not-installed)"
@@ -386,4 +399,5 @@ okd "$([ ! -s "$T/new" ]; echo $?)" "purge: nothing else of the packages is left
 comm -23 "$T/before" "$T/after" >"$T/lost"
 okd "$([ ! -s "$T/lost" ]; echo $?)" "purge: nothing that was there before is gone" "$T/lost"
 diag "left after purge: $(grep -q '^egressd:' "$M/etc/passwd" && echo 'the user and group egressd;') $(tr '\n' ' ' <"$T/left")"
+diag "steps: $times"
 tap_end
