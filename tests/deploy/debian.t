@@ -6,7 +6,10 @@
 # files (the same as install.sh installs, under Debian's paths), the
 # conffiles and an admin's edits to them, the user egressd, the version the
 # running egressd reports, nothing enabled or started, `dpkg -V`, and what a
-# purge leaves.
+# purge leaves.  The first upgrade happens while the installed egressd runs
+# (as egressd.service runs it): the postinst's `egressctl upgrade` must leave
+# the new binary serving, a connection opened before it answered after it,
+# and the old process drained and gone.
 #
 # The throwaway root is an overlay of this host's own root: its root file
 # system read-only below, a tmpfs above, in a private mount namespace, with
@@ -276,20 +279,44 @@ in_root dpkg -V egressd sandboxctl >"$T/verify" 2>&1 && [ ! -s "$T/verify" ]
 okd $? "reinstall: dpkg -V finds nothing changed" "$T/verify"
 
 # ---------------------------------------------------------------- egressd runs
-# The admin's edit: egressd started as root here (no systemd), so `user
-# egressd`; the listeners on 10.99.0.1 as shipped, in this namespace.
-echo 'user egressd                            # local: started as root' >>"$M/etc/egressd/egressd.conf"
+# As egressd.service runs it: /usr/sbin/egressd as the user egressd from the
+# start, with CAP_NET_BIND_SERVICE only (for DNS on port 53), its runtime
+# directory egressd's; the listeners on 10.99.0.1 as shipped, in this
+# network namespace.  The admin's edit: a minute for a request head and for
+# the drain of an upgrade (10 s each as shipped), so that a connection
+# opened before the upgrade and used after it does not depend on how long
+# dpkg takes on a busy machine.
+sed -i 's/^timeout-header .*/timeout-header    60s                   # local: the test waits/' \
+    "$M/etc/egressd/egressd.conf"
+echo 'timeout-drain     60s                   # local: the test waits' >>"$M/etc/egressd/egressd.conf"
 cp "$M/etc/egressd/egressd.conf" "$T/conf.edited"
 ip addr add 10.99.0.1/24 dev lo
 install -d -m 0750 "$M/run/egressd" && in_root chown egressd:egressd /run/egressd 2>/dev/null
-chroot "$M" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin egressd -c /etc/egressd/egressd.conf >"$T/egressd.log" 2>&1 &
+chroot "$M" setpriv --reuid=egressd --regid=egressd --init-groups --inh-caps=+net_bind_service \
+    --ambient-caps=+net_bind_service env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+    /usr/sbin/egressd -c /etc/egressd/egressd.conf >"$T/egressd.log" 2>&1 &
 egd_pid=$!
 status_ok() { in_root egressctl -c /etc/egressd/egressd.conf status >"$T/status" 2>&1; }
+serving_pid() { status_ok && awk '$1 == "pid" {print $2}' "$T/status"; }
 for _ in $(seq 100); do status_ok && break; sleep 0.1; done
 status_ok
-okd $? "the installed egressd runs and egressctl status answers" "$T/status" "$T/egressd.log"
+okd $? "the installed egressd runs (as egressd.service would) and egressctl status answers" \
+    "$T/status" "$T/egressd.log"
 check "egressctl status: version $V, the package's" grep -qE "^version +$V\$" "$T/status"
+first=$(serving_pid)
+check "egressctl status: the pid of the egressd started ($egd_pid)" test "$first" = "$egd_pid"
 echo "sandbox state" 2>/dev/null >"$M/var/lib/egressd/marker"
+
+# deny_answer FD: a CONNECT for a host no preset allows, on FD; the status
+# line egressd answers.
+deny_answer() {
+    local line=
+    printf 'CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n' >&"$1" &&
+        IFS= read -r -t 20 line <&"$1"
+    printf '%s' "${line%$'\r'}"
+}
+exec 5<>/dev/tcp/10.99.0.1/3128
+check "a client connected to the proxy before the upgrade" test -e /proc/self/fd/5
 
 # ---------------------------------------------------------------- upgrade, egressd running
 step upgrade2 dpkg -i /tmp/debs/egressd-2.deb /tmp/debs/sandboxctl-2.deb
@@ -298,29 +325,40 @@ check "upgrade to $V2: installed" \
     test "$(in_root dpkg-query -W -f '${Version};' egressd sandboxctl)" = "$V2;$V2;"
 check "upgrade to $V2: the postinst saw egressd running and asked it to upgrade in place" \
     grep -q 'an egressd is running: handing it over to the new egressd' "$T/upgrade2"
-status_ok
-okd $? "upgrade to $V2: an egressd still answers" "$T/status"
+# The in-place upgrade itself (egressctl upgrade): the binary now on disk
+# serves with the same sockets; the old process drains.
+check "upgrade to $V2: the postinst says the new egressd serves, and warns of nothing" \
+    sh -c "grep -q 'the new egressd serves' '$T/upgrade2' && ! grep -q warning '$T/upgrade2'"
+second=$(serving_pid)
+okd $? "upgrade to $V2: an egressd answers status" "$T/status"
+check "upgrade to $V2: it is a new process (pid $first, now ${second:-none})" \
+    test -n "$second" -a "$second" != "$first"
+check "upgrade to $V2: its binary is the one now on disk, not the replaced one" \
+    sh -c "readlink '$M/proc/$second/exe' | grep -qx '$M/usr/sbin/egressd'"
+answer=$(deny_answer 5)  # (empty when there is no answer)
+check "upgrade to $V2: the connection opened before it is answered after it ($answer)" \
+    grep -q '^HTTP/1.1 403' <<<"$answer"
+exec 5>&-
+answer=
+exec 6<>/dev/tcp/10.99.0.1/3128 && answer=$(deny_answer 6)
+check "upgrade to $V2: a new connection is served ($answer)" grep -q '^HTTP/1.1 403' <<<"$answer"
+exec 6>&- 2>/dev/null
+for _ in $(seq 300); do kill -0 "$first" 2>/dev/null || break; sleep 0.1; done
+check "upgrade to $V2: the old egressd has drained and exited" sh -c "! kill -0 $first 2>/dev/null"
+check "upgrade to $V2: no warning of an egressd that does not answer" sh -c "! grep -q 'gets no answer' '$T/upgrade2'"
 nothing_started "$T/upgrade2.sysd"
 okd $? "upgrade to $V2: the unit not stopped, restarted or started" "$T/upgrade2.sysd"
-check "upgrade to $V2: no warning of an egressd that does not answer" sh -c "! grep -q 'gets no answer' '$T/upgrade2'"
 check "upgrade to $V2: the edited egressd.conf kept" cmp -s "$M/etc/egressd/egressd.conf" "$T/conf.edited"
 check "upgrade to $V2: no .dpkg-dist for it (the shipped one did not change)" test ! -e "$M/etc/egressd/egressd.conf.dpkg-dist"
 check "upgrade to $V2: the README replaced" grep -qx "release notes of $V2" "$M/usr/share/doc/egressd/README.md"
-# TODO(in-place upgrade): when `egressctl upgrade` is in proxy/, check the
-# handover itself here: the postinst says "the new egressd serves"; the pid
-# answering status is a new one and the old one has exited; a tunnel opened
-# through 10.99.0.1:3128 before the upgrade still carries bytes after it, and
-# a new connection is served during and after it (no refusal, no reset); the
-# generation and bindings (sandboxes) are the same; no warning line.  Until
-# then the request fails (the old egressd keeps serving), which the postinst
-# reports and survives: what is checked above holds either way.
-diag "upgrade to $V2, postinst said: $(grep '^egressd:' "$T/upgrade2" | tr '\n' ' ')"
-kill "$egd_pid" 2>/dev/null
+diag "upgrade to $V2, postinst said: $(grep '^egressd:\|^upgraded' "$T/upgrade2" | tr '\n' ' ')"
 wait "$egd_pid" 2>/dev/null
-egd_pid=
+egd_pid=$second
+kill "$egd_pid" 2>/dev/null
 for _ in $(seq 100); do status_ok || break; sleep 0.1; done
 ! status_ok
 okd $? "egressd stopped" "$T/status"
+egd_pid=
 
 # ---------------------------------------------------------------- upgrade, a changed conffile
 echo "example.org" >>"$M/etc/egressd/policies/balanced.allow"
