@@ -13,14 +13,17 @@
 
 tap_n=0
 tap_failed=0
+# ok STATUS WHAT: one check, passed when STATUS is 0; returns 0 or 1 as it
+# went, so that `ok ... || diag_file F` shows F only for a failure.
 ok() {
     tap_n=$((tap_n + 1))
     if [ "$1" -eq 0 ]; then
         echo "ok $tap_n - $2"
-    else
-        tap_failed=$((tap_failed + 1))
-        echo "not ok $tap_n - $2"
+        return 0
     fi
+    tap_failed=$((tap_failed + 1))
+    echo "not ok $tap_n - $2"
+    return 1
 }
 check() {
     local what=$1
