@@ -75,7 +75,7 @@ static struct {
     struct evhttp *http;
     struct px_resolver *r;
     struct px_admin_hooks hooks;
-    char unix_path[108]; /* removed at stop */
+    char unix_path[108];               /* removed at stop */
     struct evhttp_bound_socket *bound; /* the listener, NULL once handed over */
     char token[TOKEN_MAX];
     size_t token_len; /* 0: no token needed (unix socket) */

@@ -49,7 +49,7 @@
 #define EXIT_USAGE  2
 #define MAX_ADDRS   16
 #define ANSWER_MAX  (16u << 20) /* an answer larger than this is not egressd's */
-#define TIMEOUT_S   40 /* explain may wait for a DNS answer; upgrade for a start (30 s) */
+#define TIMEOUT_S   40          /* explain may wait for a DNS answer; upgrade for a start (30 s) */
 
 static void usage(FILE *f)
 {
@@ -561,8 +561,8 @@ static int cmd_upgrade(const struct target *t)
     int st = call(t, "POST", "/v1/upgrade", NULL, &ans), rc = EXIT_FAIL;
 
     if (st == 200) {
-        printf("upgraded: pid %" JSON_INTEGER_FORMAT " (egressd %s) serves; pid %" JSON_INTEGER_FORMAT
-               " drains\n",
+        printf("upgraded: pid %" JSON_INTEGER_FORMAT
+               " (egressd %s) serves; pid %" JSON_INTEGER_FORMAT " drains\n",
                json_integer_value(json_object_get(ans, "pid")),
                json_string_value(json_object_get(ans, "version")),
                json_integer_value(json_object_get(ans, "previous_pid")));
@@ -828,9 +828,8 @@ int main(int argc, char **argv)
         usage(cmd ? stdout : stderr);
         return cmd ? 0 : EXIT_USAGE;
     }
-    bool online =
-        strcmp(cmd, "reload") == 0 || strcmp(cmd, "sandboxes") == 0 || strcmp(cmd, "status") == 0 ||
-        strcmp(cmd, "upgrade") == 0;
+    bool online = strcmp(cmd, "reload") == 0 || strcmp(cmd, "sandboxes") == 0 ||
+                  strcmp(cmd, "status") == 0 || strcmp(cmd, "upgrade") == 0;
     optind = first + 1;
     while ((o = getopt_long(argc, argv, "c:p:s:a:t:h", opts, NULL)) != -1) {
         switch (o) {

@@ -7,15 +7,16 @@
  *   egressd -c FILE        run (foreground; diagnostics on stderr)
  *   egressd -t -c FILE     check the config, the presets and the hosts file
  *
- * Signals: SIGHUP reload, SIGUSR1 reopen the access log, SIGTERM/SIGINT
+ * Signals: SIGHUP reload, SIGUSR1 reopen the access log, SIGUSR2 upgrade in
+ * place (as egressctl upgrade: the binary on disk takes over), SIGTERM/SIGINT
  * stop accepting, let tunnels finish for up to `timeout-drain`, then close.
  */
 #include <errno.h>
 #include <event2/thread.h>
 #include <getopt.h>
-#include <limits.h>
 #include <grp.h>
 #include <jansson.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pwd.h>
 #include <signal.h>
@@ -274,6 +275,8 @@ static void begin_drain(const char *why)
     on_drain_tick(-1, 0, NULL);
 }
 
+static int upgrade(void *arg, struct evhttp_request *req, char *err, size_t errlen);
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what, (void)arg;
@@ -284,6 +287,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         if (px_accesslog_reopen() == 0)
             px_log_info("access log reopened");
         return;
+    case SIGUSR2: {
+        char err[1024];
+        if (upgrade(NULL, NULL, err, sizeof(err)) == -1)
+            px_log_warnx("upgrade (SIGUSR2): %s", err);
+        return;
+    }
     default:
         if (atomic_load(&px_d.draining)) {
             px_log_info("second stop signal: closing now");
@@ -351,12 +360,14 @@ static void step_down(void)
     begin_drain("handed over to the successor");
 }
 
+/* The successor serves or failed: answer the POST /v1/upgrade that asked
+ * (arg; NULL for SIGUSR2), and step down when it serves. */
 static void on_successor(void *arg, long pid, const char *version, const char *error)
 {
-    px_admin_upgrade_reply(arg, pid, version, error);
+    if (arg != NULL)
+        px_admin_upgrade_reply(arg, pid, version, error);
     if (error != NULL) {
-        px_log_warnx("upgrade failed; this egressd (pid %ld) serves on: %s", (long)getpid(),
-                     error);
+        px_log_warnx("upgrade failed; this egressd (pid %ld) serves on: %s", (long)getpid(), error);
         return;
     }
     px_log_info("upgrade: pid %ld (egressd %s) serves now", pid, version ? version : "?");
@@ -632,7 +643,7 @@ static int start(char *err, size_t errlen)
         return -1;
     if (drop_privileges(err, errlen) == -1)
         return -1;
-    static const int sigs[] = {SIGHUP, SIGUSR1, SIGTERM, SIGINT};
+    static const int sigs[] = {SIGHUP, SIGUSR1, SIGUSR2, SIGTERM, SIGINT};
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
         event_add(evsignal_new(main_base, sigs[i], on_signal, NULL), NULL);
     watch_policy_dir();

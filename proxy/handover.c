@@ -31,9 +31,12 @@ static struct sock *noted, *received;
 static size_t n_noted, n_received;
 
 static const char *const role_names[PX_SOCK_ROLES] = {
-    [PX_SOCK_PROXY] = "proxy",         [PX_SOCK_TRANSPARENT_TLS] = "transparent-tls",
-    [PX_SOCK_TRANSPARENT_HTTP] = "transparent-http", [PX_SOCK_DNS_UDP] = "dns-udp",
-    [PX_SOCK_DNS_TCP] = "dns-tcp",     [PX_SOCK_METRICS] = "metrics",
+    [PX_SOCK_PROXY] = "proxy",
+    [PX_SOCK_TRANSPARENT_TLS] = "transparent-tls",
+    [PX_SOCK_TRANSPARENT_HTTP] = "transparent-http",
+    [PX_SOCK_DNS_UDP] = "dns-udp",
+    [PX_SOCK_DNS_TCP] = "dns-tcp",
+    [PX_SOCK_METRICS] = "metrics",
     [PX_SOCK_ADMIN] = "admin",
 };
 
@@ -238,8 +241,7 @@ static int send_batch(int chan, size_t from, size_t n)
     int fds[FDS_PER_MSG];
 
     for (size_t i = 0; i < n; i++) {
-        json_array_append_new(list,
-                              json_pack("{s:s}", "role", role_names[noted[from + i].role]));
+        json_array_append_new(list, json_pack("{s:s}", "role", role_names[noted[from + i].role]));
         fds[i] = noted[from + i].fd;
     }
     json_t *msg = json_pack("{s:s,s:o}", "op", "sockets", "sockets", list);
@@ -310,8 +312,8 @@ static int take_sockets(const json_t *msg, const int *fds, size_t n_fds, char *e
 
 int px_handover_receive(int chan, const char *version, json_t **quota, char *err, size_t errlen)
 {
-    json_t *hello = json_pack("{s:s,s:I,s:s}", "op", "hello", "pid", (json_int_t)getpid(),
-                              "version", version);
+    json_t *hello =
+        json_pack("{s:s,s:I,s:s}", "op", "hello", "pid", (json_int_t)getpid(), "version", version);
     int rc = px_handover_send_msg(chan, hello, NULL, 0);
     json_decref(hello);
     if (rc == -1) {

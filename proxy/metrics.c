@@ -712,10 +712,9 @@ int px_metrics_listen(struct event_base *base, const struct px_addr *addr, char 
         l = evconnlistener_new(base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
                                fd);
     else
-        l = evconnlistener_new_bind(base, NULL, NULL,
-                                    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-                                        LEV_OPT_CLOSE_ON_EXEC,
-                                    -1, (const struct sockaddr *)&addr->ss, (int)addr->len);
+        l = evconnlistener_new_bind(
+            base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, -1,
+            (const struct sockaddr *)&addr->ss, (int)addr->len);
     if (l == NULL || (bound = evhttp_bind_listener(http_server, l)) == NULL) {
         snprintf(err, errlen, "%s: %s", addr->text, strerror(errno));
         if (l != NULL)

@@ -39,7 +39,8 @@ static int send_state(int sock, const struct sockaddr_un *sun, socklen_t len, co
         char room[CMSG_SPACE(sizeof(int))];
     } ctl;
     struct iovec iov = {(void *)text, strlen(text)};
-    struct msghdr m = {.msg_name = (void *)sun, .msg_namelen = len, .msg_iov = &iov, .msg_iovlen = 1};
+    struct msghdr m = {
+        .msg_name = (void *)sun, .msg_namelen = len, .msg_iov = &iov, .msg_iovlen = 1};
 
     if (fd >= 0) {
         memset(&ctl, 0, sizeof(ctl));

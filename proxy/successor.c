@@ -164,8 +164,12 @@ int px_successor_start(struct event_base *base, char *const argv[], json_t *quot
     close(pair[1]);
     /* (blocking: a message is read only when one is there, and the
      * successor reads what is sent to it at once) */
-    S = (struct attempt){.busy = true, .pid = pid, .chan = pair[0], .quota = json_incref(quota),
-                    .done = done, .arg = arg};
+    S = (struct attempt){.busy = true,
+                         .pid = pid,
+                         .chan = pair[0],
+                         .quota = json_incref(quota),
+                         .done = done,
+                         .arg = arg};
     S.ev = event_new(base, pair[0], EV_READ | EV_PERSIST, on_message, NULL);
     S.timer = evtimer_new(base, on_timeout, NULL);
     event_add(S.ev, NULL);

@@ -207,6 +207,19 @@ for name in connect sni http idle; do
 done
 echo "# dns: $(head -c 300 "$T/dns-load.json")"
 
+# --- SIGUSR2 does the same (systemctl kill -s SIGUSR2 egressd)
+before=$(serving_pid)
+kill -USR2 "$before"
+for ((i = 0; i < 100; i++)); do
+    now=$(serving_pid)
+    [ -n "$now" ] && [ "$now" != "$before" ] && break
+    sleep 0.1
+done
+check "SIGUSR2: a successor serves ($before -> $now)" test -n "$now" -a "$now" != "$before"
+check "and proxies" test "$(hello)" = "hello from a.test"
+for ((i = 0; i < 100; i++)); do kill -0 "$before" 2>/dev/null || break; sleep 0.1; done
+check "the one signalled drains and exits" test ! -e "/proc/$before"
+
 # --- the last one stops as before
 last=$(serving_pid)
 kill -TERM "$last"
