@@ -34,17 +34,24 @@ static char *latin1_to_utf8(const char *in, size_t len, size_t *outlen)
     return out;
 }
 
-/* The reverse: a string whose code points are bytes back to the bytes.
- * When a code point above U+00FF shows up the text was real UTF-8, and its
- * bytes are returned unchanged.  New buffer of *outlen bytes. */
-static unsigned char *utf8_to_latin1(const char *in, size_t len, size_t *outlen)
+/* The reverse: a string whose code points are bytes back to the bytes,
+ * at most max of them (*cut = 1 when there were more).  When a code point
+ * above U+00FF shows up the text was real UTF-8, and its bytes are
+ * returned unchanged (cut to max too).  New buffer of *outlen bytes. */
+static unsigned char *utf8_to_latin1(const char *in, size_t len, size_t max, size_t *outlen,
+                                     int *cut)
 {
-    unsigned char *out = malloc(len + 1), *o = out;
+    unsigned char *out = malloc((len < max ? len : max) + 1), *o = out;
 
     if (!out)
         abort();
+    *cut = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)in[i];
+        if ((size_t)(o - out) == max) {
+            *cut = 1;
+            break;
+        }
         if (c < 0x80) {
             *o++ = c;
         } else if ((c == 0xC2 || c == 0xC3) && i + 1 < len &&
@@ -52,8 +59,9 @@ static unsigned char *utf8_to_latin1(const char *in, size_t len, size_t *outlen)
             *o++ = (unsigned char)(((c & 0x03) << 6) | ((unsigned char)in[i + 1] & 0x3F));
             i++;
         } else {
-            memcpy(out, in, len);
-            *outlen = len;
+            *outlen = len < max ? len : max;
+            *cut = len > max;
+            memcpy(out, in, *outlen);
             return out;
         }
     }
@@ -115,15 +123,50 @@ json_t *sbx_guest_text(const unsigned char *data, size_t len)
     return j;
 }
 
+/* Put text before err (cut at errlen). */
+static void prefix(char *err, size_t errlen, const char *text)
+{
+    size_t n = strlen(text), m = strlen(err);
+
+    if (n >= errlen)
+        n = errlen - 1;
+    if (m > errlen - 1 - n)
+        m = errlen - 1 - n;
+    memmove(err + n, err, m);
+    memcpy(err, text, n);
+    err[n + m] = '\0';
+}
+
+/* What the calls are named in errors: the path below the VM. */
+static const char *call_name(const char *suffix)
+{
+    return suffix[0] == '/' ? suffix + 1 : suffix;
+}
+
+/* One guest agent call, METHOD /nodes/N/qemu/V/SUFFIX.  An answer that
+ * did not come whole within http-timeout (an agent that drips it, or is
+ * silent) fails as "agent/CALL: no answer within N s". */
+static int agent_call(struct sbx *s, const char *node, int vmid, const char *method,
+                      const char *suffix, json_t *params, json_t **ans, char *err, size_t errlen)
+{
+    char path[256];
+
+    sbx_vm_path(path, sizeof path, node, vmid, suffix);
+    if (sbx_pve_call(s->pve, method, path, params, ans, err, errlen) == 0)
+        return 0;
+    if (sbx_pve_timed_out(s->pve))
+        snprintf(err, errlen, "%s: no answer within %ld.%ld s", call_name(suffix),
+                 s->cfg.http_timeout_ms / 1000, s->cfg.http_timeout_ms % 1000 / 100);
+    return -1;
+}
+
 int sbx_guest_wait(struct sbx *s, const char *node, int vmid, long timeout_ms, char *err,
                    size_t errlen)
 {
-    char path[256];
     long wait = POLL_FIRST_MS, deadline = sbx_now_ms() + timeout_ms;
 
-    sbx_vm_path(path, sizeof path, node, vmid, "/agent/ping");
     for (;;) {
-        if (sbx_pve_call(s->pve, "POST", path, NULL, NULL, err, errlen) == 0)
+        if (agent_call(s, node, vmid, "POST", "/agent/ping", NULL, NULL, err, errlen) == 0)
             return 0;
         if (!strstr(err, "guest agent is not running"))
             return -1;
@@ -141,27 +184,127 @@ int sbx_guest_wait(struct sbx *s, const char *node, int vmid, long timeout_ms, c
     }
 }
 
-/* Replace key (Latin-1 text) in st by its bytes under newkey. */
-static void convert_stream(json_t *st, const char *key, const char *newkey)
+/* A flag of the answer: absent, false, true or an integer 0 or 1. */
+static int flag_value(json_t *v, int *set)
+{
+    *set = 0;
+    if (!v || json_is_false(v))
+        return 0;
+    if (json_is_true(v)) {
+        *set = 1;
+        return 0;
+    }
+    if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1)) {
+        *set = json_integer_value(v) == 1;
+        return 0;
+    }
+    return -1;
+}
+
+static const char *type_name(json_t *v)
+{
+    if (!v)
+        return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* Replace key (Latin-1 text, or absent) in st by at most max of its bytes
+ * under newkey; a cut sets the flag trunc. */
+static void convert_stream(json_t *st, const char *key, const char *newkey, const char *trunc,
+                           size_t max)
 {
     json_t *v = json_object_get(st, key);
     unsigned char *raw;
     size_t n = 0;
+    int cut = 0;
 
     if (!json_is_string(v)) {
         json_object_set_new(st, newkey, json_stringn_nocheck("", 0));
         return;
     }
-    raw = utf8_to_latin1(json_string_value(v), json_string_length(v), &n);
+    raw = utf8_to_latin1(json_string_value(v), json_string_length(v), max, &n, &cut);
     json_object_set_new(st, newkey, json_stringn_nocheck((const char *)raw, n));
     free(raw);
+    if (cut)
+        json_object_set_new(st, trunc, json_true());
+}
+
+/* Every field the exec-status schema names, of its type: -1 with err
+ * naming the first that is not. */
+static int status_fields(json_t *st, char *err, size_t errlen)
+{
+    static const char *const flags[] = {"exited", "out-truncated", "err-truncated"};
+    static const char *const ints[] = {"exitcode", "signal"};
+    static const char *const texts[] = {"out-data", "err-data"};
+    int set;
+
+    for (size_t i = 0; i < 3; i++) {
+        json_t *v = json_object_get(st, flags[i]);
+        if (flag_value(v, &set)) {
+            snprintf(err, errlen, "agent/exec-status: '%s' is %s, not a boolean", flags[i],
+                     type_name(v));
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < 2; i++) {
+        json_t *v = json_object_get(st, ints[i]);
+        if (v && !json_is_integer(v)) {
+            snprintf(err, errlen, "agent/exec-status: '%s' is %s, not an integer", ints[i],
+                     type_name(v));
+            return -1;
+        }
+        v = json_object_get(st, texts[i]);
+        if (v && !json_is_string(v)) {
+            snprintf(err, errlen, "agent/exec-status: '%s' is %s, not a string", texts[i],
+                     type_name(v));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+enum sbx_guest_state sbx_guest_status_decode(json_t *st, size_t max, char *err, size_t errlen)
+{
+    int exited, set;
+
+    if (!json_is_object(st)) {
+        snprintf(err, errlen, "agent/exec-status: the answer is %s, not an object", type_name(st));
+        return SBX_GUEST_BAD;
+    }
+    if (!json_object_get(st, "exited")) {
+        snprintf(err, errlen, "agent/exec-status: the answer has no 'exited'");
+        return SBX_GUEST_BAD;
+    }
+    if (status_fields(st, err, errlen))
+        return SBX_GUEST_BAD;
+    flag_value(json_object_get(st, "exited"), &exited);
+    if (!exited)
+        return SBX_GUEST_RUNNING;
+    flag_value(json_object_get(st, "out-truncated"), &set);
+    json_object_set_new(st, "out-truncated", json_boolean(set));
+    flag_value(json_object_get(st, "err-truncated"), &set);
+    json_object_set_new(st, "err-truncated", json_boolean(set));
+    convert_stream(st, "out-data", "out-bytes", "out-truncated", max);
+    convert_stream(st, "err-data", "err-bytes", "err-truncated", max);
+    /* The text is kept once only: as bytes. */
+    json_object_del(st, "out-data");
+    json_object_del(st, "err-data");
+    return SBX_GUEST_EXITED;
 }
 
 static int exec_start(struct sbx *s, const char *node, int vmid, json_t *argv, const char *input,
                       size_t len, json_int_t *pid, char *err, size_t errlen)
 {
-    char path[256];
-    json_t *params = json_pack("{s:O}", "command", argv), *ans = NULL;
+    json_t *params = json_pack("{s:O}", "command", argv), *ans = NULL, *p;
     int rc;
 
     if (input) {
@@ -170,50 +313,52 @@ static int exec_start(struct sbx *s, const char *node, int vmid, json_t *argv, c
         json_object_set_new(params, "input-data", json_stringn(text, n));
         free(text);
     }
-    sbx_vm_path(path, sizeof path, node, vmid, "/agent/exec");
-    rc = sbx_pve_call(s->pve, "POST", path, params, &ans, err, errlen);
+    rc = agent_call(s, node, vmid, "POST", "/agent/exec", params, &ans, err, errlen);
     json_decref(params);
-    if (rc == 0 && !json_is_integer(json_object_get(ans, "pid"))) {
-        snprintf(err, errlen, "POST %s: answer holds no pid", path);
+    p = json_object_get(ans, "pid");
+    if (rc == 0 && !json_is_integer(p)) {
+        snprintf(err, errlen, "agent/exec: the answer holds no pid ('pid' is %s)",
+                 p ? type_name(p) : "missing");
         rc = -1;
     }
     if (rc == 0)
-        *pid = json_integer_value(json_object_get(ans, "pid"));
+        *pid = json_integer_value(p);
     json_decref(ans);
     return rc;
 }
 
 /* Polls exec-status for pid until it exits, the deadline passes or the
  * user interrupts; with tick, each poll may tick the progress step "run"
- * (the steps of create count their notifications and get no ticks). */
+ * (the steps of create count their notifications and get no ticks).  An
+ * answer that breaks the schema ends the wait at once (err names the
+ * field). */
 static int exec_wait(struct sbx *s, const char *node, int vmid, json_int_t pid, long timeout_ms,
                      int tick, json_t **status, char *err, size_t errlen)
 {
-    char path[256];
     long wait = POLL_FIRST_MS, deadline = sbx_now_ms() + timeout_ms;
 
-    sbx_vm_path(path, sizeof path, node, vmid, "/agent/exec-status");
     for (;;) {
         json_t *params = json_pack("{s:I}", "pid", pid), *st = NULL;
-        json_t *exited;
-        int rc = sbx_pve_call(s->pve, "GET", path, params, &st, err, errlen);
+        int rc = agent_call(s, node, vmid, "GET", "/agent/exec-status", params, &st, err, errlen);
+        enum sbx_guest_state state;
         json_decref(params);
         if (rc)
             return -1;
-        exited = json_object_get(st, "exited");
-        if (json_is_true(exited) || (json_is_integer(exited) && json_integer_value(exited))) {
-            convert_stream(st, "out-data", "out-bytes");
-            convert_stream(st, "err-data", "err-bytes");
+        state = sbx_guest_status_decode(st, SBX_GUEST_OUTPUT_MAX, err, errlen);
+        if (state == SBX_GUEST_EXITED) {
             *status = st;
             return 0;
         }
         json_decref(st);
+        if (state == SBX_GUEST_BAD)
+            return -1;
         if (sbx_cancel) {
             snprintf(err, errlen, "exec: interrupted while pid %" JSON_INTEGER_FORMAT " runs", pid);
             return -1;
         }
         if (sbx_now_ms() + wait > deadline) {
-            snprintf(err, errlen, "exec: pid %" JSON_INTEGER_FORMAT " still running after %ld s",
+            snprintf(err, errlen,
+                     "agent/exec-status: pid %" JSON_INTEGER_FORMAT " still running after %ld s",
                      pid, timeout_ms / 1000);
             return -1;
         }
@@ -263,13 +408,11 @@ int sbx_guest_exit_code(json_t *st, int *signal)
 static int write_one(struct sbx *s, const char *node, int vmid, const char *path,
                      const unsigned char *data, size_t len, char *err, size_t errlen)
 {
-    char api[256];
     char *b64 = http_base64_encode_new(data, len);
     json_t *params = json_pack("{s:s,s:s,s:i}", "file", path, "content", b64, "encode", 0);
     int rc;
 
-    sbx_vm_path(api, sizeof api, node, vmid, "/agent/file-write");
-    rc = sbx_pve_call(s->pve, "POST", api, params, NULL, err, errlen);
+    rc = agent_call(s, node, vmid, "POST", "/agent/file-write", params, NULL, err, errlen);
     json_decref(params);
     free(b64);
     return rc;
@@ -341,12 +484,95 @@ int sbx_guest_write(struct sbx *s, const char *node, int vmid, const char *path,
     return rc;
 }
 
+/* Base64 that decodes to at most max bytes is at most this long. */
+static size_t b64_len_max(size_t max)
+{
+    return (max + 2) / 3 * 4;
+}
+
+/* The content of a file-read answer as bytes (see guest.h). */
+static int content_bytes(json_t *content, int b64, size_t max, unsigned char **data, size_t *len,
+                         char *err, size_t errlen)
+{
+    const char *text = json_string_value(content);
+    size_t n = json_string_length(content);
+    int cut;
+
+    if (n > (b64 ? b64_len_max(max) : 2 * max)) {
+        snprintf(err, errlen, "agent/file-read: 'content' holds more than the %zu bytes asked for",
+                 max);
+        return -1;
+    }
+    if (b64) {
+        *data = http_base64_decode_new(text, n, len);
+        if (!*data) {
+            snprintf(err, errlen, "agent/file-read: 'content' is not base64");
+            return -1;
+        }
+    } else {
+        *data = utf8_to_latin1(text, n, max, len, &cut);
+    }
+    if (*len > max || (!b64 && cut)) {
+        snprintf(err, errlen, "agent/file-read: 'content' holds more than the %zu bytes asked for",
+                 max);
+        free(*data);
+        *data = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int sbx_guest_read_decode(json_t *ans, int b64, size_t max, unsigned char **data, size_t *len,
+                          char *err, size_t errlen)
+{
+    json_t *content = json_object_get(ans, "content"), *count = json_object_get(ans, "bytes-read");
+    int truncated;
+
+    *data = NULL;
+    *len = 0;
+    if (!json_is_object(ans)) {
+        snprintf(err, errlen, "agent/file-read: the answer is %s, not an object", type_name(ans));
+        return -1;
+    }
+    if (flag_value(json_object_get(ans, "truncated"), &truncated)) {
+        snprintf(err, errlen, "agent/file-read: 'truncated' is %s, not a boolean",
+                 type_name(json_object_get(ans, "truncated")));
+        return -1;
+    }
+    if (truncated) {
+        snprintf(err, errlen, "agent/file-read: the file is larger than %zu bytes", max);
+        return -1;
+    }
+    if (!json_is_string(content)) {
+        snprintf(err, errlen, "agent/file-read: 'content' is %s, not a string",
+                 content ? type_name(content) : "missing");
+        return -1;
+    }
+    if (count && !json_is_integer(count)) {
+        snprintf(err, errlen, "agent/file-read: 'bytes-read' is %s, not an integer",
+                 type_name(count));
+        return -1;
+    }
+    if (content_bytes(content, b64, max, data, len, err, errlen))
+        return -1;
+    if (count && (json_integer_value(count) < 0 || (size_t)json_integer_value(count) != *len)) {
+        snprintf(err, errlen,
+                 "agent/file-read: 'bytes-read' says %" JSON_INTEGER_FORMAT
+                 ", 'content' holds %zu bytes",
+                 json_integer_value(count), *len);
+        free(*data);
+        *data = NULL;
+        *len = 0;
+        return -1;
+    }
+    return 0;
+}
+
 int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
                    unsigned char **data, size_t *len, char *err, size_t errlen)
 {
-    char api[256];
     int major = sbx_pve_major(s, err, errlen);
-    json_t *params = json_pack("{s:s}", "file", path), *ans = NULL, *content;
+    json_t *params = json_pack("{s:s}", "file", path), *ans = NULL;
     int rc;
 
     *data = NULL;
@@ -358,31 +584,18 @@ int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
     /* From PVE 9 the agent's base64 can be had as is: exact for any bytes. */
     if (major >= 9)
         json_object_set_new(params, "decode", json_integer(0));
-    sbx_vm_path(api, sizeof api, node, vmid, "/agent/file-read");
-    rc = sbx_pve_call(s->pve, "GET", api, params, &ans, err, errlen);
+    rc = agent_call(s, node, vmid, "GET", "/agent/file-read", params, &ans, err, errlen);
     json_decref(params);
-    if (rc)
-        return -1;
-    content = json_object_get(ans, "content");
-    if (json_is_true(json_object_get(ans, "truncated")) ||
-        json_integer_value(json_object_get(ans, "truncated")) == 1) {
-        snprintf(err, errlen, "read %s: the file is larger than %ld bytes", path,
-                 SBX_GUEST_FILE_MAX);
-        rc = -1;
-    } else if (!json_is_string(content)) {
-        snprintf(err, errlen, "GET %s: answer holds no content", api);
-        rc = -1;
-    } else if (major >= 9) {
-        *data =
-            http_base64_decode_new(json_string_value(content), json_string_length(content), len);
-        if (!*data) {
-            snprintf(err, errlen, "GET %s: content is not base64", api);
-            rc = -1;
-        }
-    } else {
-        *data = utf8_to_latin1(json_string_value(content), json_string_length(content), len);
-    }
+    if (rc == 0)
+        rc = sbx_guest_read_decode(ans, major >= 9, (size_t)SBX_GUEST_FILE_MAX, data, len, err,
+                                   errlen);
     json_decref(ans);
+    if (rc) {
+        /* the path is ours, not the guest's */
+        char what[4200 + 16];
+        snprintf(what, sizeof what, "read %s: ", path);
+        prefix(err, errlen, what);
+    }
     return rc;
 }
 

@@ -14,6 +14,22 @@
 #include "sbx.h"
 
 #define SBX_GUEST_FILE_MAX (16L * 1024 * 1024) /* file-read's cap, and ours for write */
+/* The most of each stream (stdout, stderr) an exec-status answer may give:
+ * the real agent's own cap (qemu-ga's GUEST_EXEC_MAX_OUTPUT).  More is cut
+ * and marked truncated; exec-output-max then cuts what a caller keeps. */
+#define SBX_GUEST_OUTPUT_MAX (16L * 1024 * 1024)
+
+/* Every answer comes from inside the sandbox: the guest agent chose each of
+ * its bytes.  Errors name the call ("agent/exec-status: ...") and the field
+ * that broke its schema; a call whose answer is not whole within
+ * http-timeout fails with "agent/CALL: no answer within N s". */
+
+/* What an exec-status answer says. */
+enum sbx_guest_state {
+    SBX_GUEST_RUNNING, /* exited false */
+    SBX_GUEST_EXITED,  /* exited true; the streams decoded */
+    SBX_GUEST_BAD,     /* not what the schema allows; err says which field */
+};
 
 /* Ping the agent until it answers or timeout_ms passes ("QEMU guest agent
  * is not running" is waited out; other errors end the wait).  0 / -1. */
@@ -33,6 +49,25 @@ int sbx_guest_exec(struct sbx *s, const char *node, int vmid, json_t *argv, cons
  * process was killed by signal N (*signal = N, else 0); -1 when the answer
  * holds neither.  Never 0 unless the process exited 0. */
 int sbx_guest_exit_code(json_t *st, int *signal);
+
+/* Read an exec-status answer st (borrowed; Proxmox's "data").  Each field
+ * the schema names must have its type: exited, out-truncated and
+ * err-truncated a boolean (or 0/1), exitcode and signal integers, out-data
+ * and err-data strings; exited must be there.  On EXITED, st holds the
+ * streams as bytes under "out-bytes"/"err-bytes" (strings that may hold
+ * any byte; at most max bytes each, a longer one cut and its
+ * "out-truncated"/"err-truncated" set to true) in place of out-data and
+ * err-data.  BAD with err naming the field. */
+enum sbx_guest_state sbx_guest_status_decode(json_t *st, size_t max, char *err, size_t errlen);
+
+/* Read a file-read answer ans (borrowed): content as base64 (b64: PVE 9's
+ * decode=0) or as a string of Latin-1 code points, into a new buffer
+ * (*data, *len; caller frees) of at most max bytes.  -1 with err naming the
+ * field: content missing or not a string, not base64, more than max bytes;
+ * truncated set or not a boolean; bytes-read (when there) not the number
+ * of bytes in content. */
+int sbx_guest_read_decode(json_t *ans, int b64, size_t max, unsigned char **data, size_t *len,
+                          char *err, size_t errlen);
 
 /* Write len bytes to path in the guest (truncating it); files larger than
  * one file-write are written in parts and joined by a command in the

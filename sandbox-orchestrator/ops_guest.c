@@ -10,12 +10,31 @@
 #include "sbx.h"
 #include "vm.h"
 
-#define INPUT_MAX      65536 /* input-data's limit in the API */
-#define TIMEOUT_MAX    86400
-#define KILL_GRACE     "5"
-#define TIMEOUT_PROG   "/usr/bin/timeout" /* coreutils, by path: exec may get no PATH */
-#define TIMEOUT_EXIT   124                /* timeout(1): the command ran out of time */
-#define POLL_MARGIN_MS 30000L
+#define INPUT_MAX     65536 /* input-data's limit in the API */
+#define TIMEOUT_MAX   86400
+#define KILL_GRACE    "5"
+#define TIMEOUT_PROG  "/usr/bin/timeout" /* coreutils, by path: exec may get no PATH */
+#define TIMEOUT_EXIT  124                /* timeout(1): the command ran out of time */
+#define KILL_GRACE_MS 5000L              /* KILL_GRACE */
+
+/* A guest call's error as the user reads it: "sandbox NAME: " first, so
+ * that one of several sandboxes at work is told apart.  Returns -1. */
+static int name_error(const char *name, char *err, size_t errlen)
+{
+    char copy[1024];
+
+    snprintf(copy, sizeof copy, "%s", err);
+    snprintf(err, errlen, "sandbox %.200s: %s", name, copy);
+    return -1;
+}
+
+/* How long exec waits for the command's end: its timeout, timeout(1)'s
+ * grace before SIGKILL, and one http-timeout for the answer that says so.
+ * An agent that keeps saying "not exited" is given up on after that. */
+static long exec_wait_ms(const struct sbx *s, long timeout)
+{
+    return timeout * 1000 + KILL_GRACE_MS + s->cfg.http_timeout_ms;
+}
 
 static int check_path(const char *path, char *err, size_t errlen)
 {
@@ -108,17 +127,16 @@ int sbx_op_exec(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     if (!argv)
         return -1;
     rc = sbx_vm_find(s, name, &vm, err, errlen);
-    if (rc == 0)
-        rc = sbx_guest_exec(s, vm.node, vm.vmid, argv, input,
-                            input ? json_string_length(json_object_get(args, "input")) : 0,
-                            timeout * 1000 + POLL_MARGIN_MS, &st, err, errlen);
+    if (rc == 0 && sbx_guest_exec(s, vm.node, vm.vmid, argv, input,
+                                  input ? json_string_length(json_object_get(args, "input")) : 0,
+                                  exec_wait_ms(s, timeout), &st, err, errlen))
+        rc = name_error(name, err, errlen);
     json_decref(argv);
     if (rc)
         return -1;
-    out_trunc = json_is_true(json_object_get(st, "out-truncated")) ||
-                json_integer_value(json_object_get(st, "out-truncated")) == 1;
-    err_trunc = json_is_true(json_object_get(st, "err-truncated")) ||
-                json_integer_value(json_object_get(st, "err-truncated")) == 1;
+    /* booleans: sbx_guest_status_decode made them so */
+    out_trunc = json_is_true(json_object_get(st, "out-truncated"));
+    err_trunc = json_is_true(json_object_get(st, "err-truncated"));
     code = sbx_guest_exit_code(st, &sig);
     *out = json_pack("{s:i,s:o,s:o}", "exitcode", code, "stdout",
                      capped(st, "out-bytes", s->cfg.exec_output_max, &out_trunc), "stderr",
@@ -149,9 +167,10 @@ int sbx_op_read(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     if (sbx_args_check(args, keys, err, errlen) ||
         !(name = sbx_args_string(args, "name", 1, err, errlen)) ||
         !(path = sbx_args_string(args, "path", 1, err, errlen)) || check_path(path, err, errlen) ||
-        sbx_vm_find(s, name, &vm, err, errlen) ||
-        sbx_guest_read(s, vm.node, vm.vmid, path, &data, &len, err, errlen))
+        sbx_vm_find(s, name, &vm, err, errlen))
         return -1;
+    if (sbx_guest_read(s, vm.node, vm.vmid, path, &data, &len, err, errlen))
+        return name_error(name, err, errlen);
     b64 = http_base64_encode_new(data, len);
     *out = json_pack("{s:s,s:I,s:s}", "path", path, "size", (json_int_t)len, "content_base64", b64);
     free(b64);
@@ -181,8 +200,8 @@ int sbx_op_write(struct sbx *s, json_t *args, json_t **out, char *err, size_t er
         return -1;
     }
     rc = sbx_vm_find(s, name, &vm, err, errlen);
-    if (rc == 0)
-        rc = sbx_guest_write(s, vm.node, vm.vmid, path, data, len, err, errlen);
+    if (rc == 0 && sbx_guest_write(s, vm.node, vm.vmid, path, data, len, err, errlen))
+        rc = name_error(name, err, errlen);
     free(data);
     if (rc)
         return -1;

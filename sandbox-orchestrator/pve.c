@@ -40,6 +40,7 @@ struct sbx_pve {
     int anonymous; /* this exchange is a person's sign-in: no API token */
     long timeout_ms;
     long last_status;
+    int timed_out; /* the last exchange ran out of http-timeout */
     unsigned long requests;
     int debug;
     /* the answer being received */
@@ -365,6 +366,11 @@ long sbx_pve_last_status(const struct sbx_pve *p)
     return p->last_status;
 }
 
+int sbx_pve_timed_out(const struct sbx_pve *p)
+{
+    return p->timed_out;
+}
+
 unsigned long sbx_pve_requests(const struct sbx_pve *p)
 {
     return p->requests;
@@ -495,6 +501,7 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
     free(payload);
     free(url);
     p->last_status = 0;
+    p->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
     if (rc != CURLE_OK) {
         if (p->pin.mismatch)
             snprintf(err, errlen,
@@ -510,6 +517,13 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
     }
     curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &p->last_status);
     *doc = p->body ? json_loadb(p->body, p->body_len, JSON_ALLOW_NUL, NULL) : NULL;
+    /* The text is not needed once parsed: a large answer is not held twice
+     * until the next exchange. */
+    if (p->body && p->anonymous)
+        explicit_bzero(p->body, p->body_len); /* it holds a ticket */
+    free(p->body);
+    p->body = NULL;
+    p->body_len = p->body_cap = 0;
     if (p->debug)
         fprintf(stderr, "sandboxctl: %s %s -> %ld %s\n", method, path, p->last_status, p->reason);
     return 0;

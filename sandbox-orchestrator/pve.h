@@ -49,6 +49,10 @@ int sbx_pve_ticket(struct sbx_pve *p, json_t *params, json_t **data, char *err, 
 /* The HTTP status of the last answer (0 when no answer came). */
 long sbx_pve_last_status(const struct sbx_pve *p);
 
+/* 1 when the last request failed for want of a whole answer within
+ * http-timeout (a server that drips its answer, or none), else 0. */
+int sbx_pve_timed_out(const struct sbx_pve *p);
+
 /* Number of HTTP requests made so far (for the create statistics). */
 unsigned long sbx_pve_requests(const struct sbx_pve *p);
 
