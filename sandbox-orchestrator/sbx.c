@@ -30,6 +30,30 @@ void sbx_free(struct sbx *s)
     free(s);
 }
 
+struct sbx *sbx_sibling_new(struct sbx *s, char *err, size_t errlen)
+{
+    struct sbx *own = malloc(sizeof *own);
+
+    if (!own)
+        abort();
+    *own = *s;
+    memset(&own->progress, 0, sizeof own->progress);
+    own->pve = sbx_pve_new(&s->cfg, err, errlen);
+    if (!own->pve) {
+        free(own);
+        return NULL;
+    }
+    return own;
+}
+
+void sbx_sibling_free(struct sbx *own)
+{
+    if (!own)
+        return;
+    sbx_pve_free(own->pve);
+    free(own);
+}
+
 const char *const *sbx_config_mcp_presets(const struct sbx *s)
 {
     return (const char *const *)s->cfg.mcp_presets;

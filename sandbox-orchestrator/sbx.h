@@ -46,6 +46,16 @@ struct sbx *sbx_new(const char *config_path, char *err, size_t errlen);
 /* Release s; NULL is a no-op. */
 void sbx_free(struct sbx *s);
 
+/* A struct sbx for one operation on another thread (the MCP server's guest
+ * calls): the configuration and owner scope of s, shared read-only (s must
+ * outlive it), a Proxmox client of its own, no progress listener.  NULL
+ * with err when the client cannot be made (the token file). */
+struct sbx *sbx_sibling_new(struct sbx *s, char *err, size_t errlen);
+
+/* Release a sibling: its client and itself, not the shared configuration;
+ * NULL is a no-op. */
+void sbx_sibling_free(struct sbx *own);
+
 /* The presets the MCP server may choose (NULL-terminated; empty = none). */
 const char *const *sbx_config_mcp_presets(const struct sbx *s);
 

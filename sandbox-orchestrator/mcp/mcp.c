@@ -25,6 +25,8 @@ const char *const *sbx_config_size_names(struct sbx *s);
 const char *sbx_config_mcp_token_file(const struct sbx *s);
 int sbx_config_mcp_repos(const struct sbx *s);
 void sbx_progress_set(struct sbx *s, sbx_progress_fn fn, void *arg);
+struct sbx *sbx_sibling_new(struct sbx *s, char *err, size_t errlen);
+void sbx_sibling_free(struct sbx *own);
 
 static struct sbx_mcp_ops real_ops = {
     .create = sbx_op_create,
@@ -184,6 +186,9 @@ int sbx_mcp_main(struct sbx *s, int argc, char **argv)
         .owner = default_owner(a.owner),
         .version = EGRESSD_VERSION, /* serverInfo.version */
         .progress_set = progress_set,
+        /* exec, read and write: each on its own Proxmox connection */
+        .sbx_sibling = sbx_sibling_new,
+        .sbx_sibling_free = sbx_sibling_free,
         .ops = &real_ops, /* resources and completion: list (denials: when bound) */
     };
     /* The assistant sees and touches its owner's sandboxes only. */

@@ -321,6 +321,23 @@ int sbx_mcp_op_call(struct sbx_mcp_server *srv, sbx_op_fn op, json_t *args, json
     return rc;
 }
 
+/* Runs tool t on a struct sbx of its own, without the operation lock
+ * (SBX_MCP_TOOL_OWN_SBX); progress, when not NULL, hears its steps. */
+static int op_run_own(struct sbx_mcp_server *srv, size_t t, struct sbx_mcp_progress *progress,
+                      json_t *args, json_t **out, char *err, size_t errlen)
+{
+    struct sbx *own = srv->cfg.sbx_sibling(srv->cfg.sbx, err, errlen);
+    int rc;
+
+    if (!own)
+        return -1;
+    if (progress)
+        srv->cfg.progress_set(own, sbx_mcp_progress_event, progress);
+    rc = srv->cfg.tools[t].fn(own, args, out, err, errlen);
+    srv->cfg.sbx_sibling_free(own);
+    return rc;
+}
+
 /* Runs the operation of tool t under the operation lock; with a progress
  * token, or a session that wants debug log messages (and a transport and
  * an sbx that can tell), its steps go to the client while it runs. */
@@ -334,6 +351,8 @@ static int op_run(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, size
 
     if (srv->cfg.tools[t].flags & SBX_MCP_TOOL_UNLOCKED)
         return srv->cfg.tools[t].fn(srv->cfg.sbx, args, out, err, errlen);
+    if ((srv->cfg.tools[t].flags & SBX_MCP_TOOL_OWN_SBX) && srv->cfg.sbx_sibling)
+        return op_run_own(srv, t, wants ? &progress : NULL, args, out, err, errlen);
     pthread_mutex_lock(&srv->op_lock);
     if (wants)
         srv->cfg.progress_set(srv->cfg.sbx, sbx_mcp_progress_event, &progress);

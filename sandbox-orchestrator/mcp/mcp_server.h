@@ -62,6 +62,11 @@ enum {
      * optionally "isError", sent as it is, without structuredContent or
      * the JSON copied into a text block.  Its output_schema must be NULL. */
     SBX_MCP_TOOL_CONTENT = 1u << 6,
+    /* Runs on a struct sbx of its own (sbx_sibling: its own Proxmox
+     * connection), outside the operation lock: a sandbox whose guest agent
+     * answers slowly, or never, holds up this call alone.  For tools that
+     * only talk to one sandbox's guest agent and touch no shared state. */
+    SBX_MCP_TOOL_OWN_SBX = 1u << 7,
 };
 
 /* One tool.  The JSON texts are parsed once by sbx_mcp_server_new(), which
@@ -150,6 +155,11 @@ struct sbx_mcp_config {
      * NULL: no one); mcp.c sets sbx_progress_set.  Without it no tool
      * sends notifications/progress. */
     void (*progress_set)(struct sbx *s, sbx_progress_fn fn, void *arg);
+    /* Optional: a struct sbx for one call of an SBX_MCP_TOOL_OWN_SBX tool,
+     * made from sbx (NULL with err when it cannot be), and its release.
+     * Without them such tools run under the operation lock as others do. */
+    struct sbx *(*sbx_sibling)(struct sbx *s, char *err, size_t errlen);
+    void (*sbx_sibling_free)(struct sbx *own);
     /* Optional: the operations behind resources and completion (list,
      * denials; borrowed).  NULL: no resources are offered. */
     const struct sbx_mcp_ops *ops;

@@ -330,15 +330,17 @@ size_t sbx_mcp_tools_sandbox(const struct sbx_mcp_ops *ops, struct sbx_mcp_tool 
          "Runs a program inside a sandbox through the QEMU guest agent (not over the network) "
          "and waits for it: answers with its exit code, standard output and standard error. "
          "Output past the agent's cap is cut (the *_truncated flags say so).",
-         exec_in, exec_out, HINTS(false, true, false), ops->exec, 0, NULL, NULL},
+         exec_in, exec_out, HINTS(false, true, false), ops->exec, SBX_MCP_TOOL_OWN_SBX, NULL, NULL},
         {"read_file", "Read a file from a sandbox",
          "Reads a file inside a sandbox through the guest agent. Answers with its size and "
          "bytes as base64, and as text in \"content\" when it is UTF-8.",
-         read_in, read_out, HINTS(true, false, true), ops->read, 0, NULL, read_finish},
+         read_in, read_out, HINTS(true, false, true), ops->read, SBX_MCP_TOOL_OWN_SBX, NULL,
+         read_finish},
         {"write_file", "Write a file into a sandbox",
          "Writes a file inside a sandbox through the guest agent, replacing any file at that "
          "path. Give the contents as text in \"content\" or as base64 in \"content_base64\".",
-         write_in, write_out, HINTS(false, true, true), ops->write, 0, write_prepare, NULL},
+         write_in, write_out, HINTS(false, true, true), ops->write, SBX_MCP_TOOL_OWN_SBX,
+         write_prepare, NULL},
         {"extend_server", "Extend a sandbox's lifetime",
          "Pushes back the time at which a sandbox is destroyed by itself, up to the "
          "administrator's maximum lifetime. Answers with the new expiry time.",
