@@ -11,6 +11,8 @@ import time
 import access
 import firewall
 import guest as guestmod
+import hostile
+import qga as qgamod
 from common import ApiError, perm_denied
 from schema import TAG_RE, split_tags, typed_config_value
 
@@ -354,7 +356,7 @@ def clone(sim, p, ctx):
         vm.fw_options = copy.deepcopy(src.fw_options)
         vm.fw_ipsets = copy.deepcopy(src.fw_ipsets)
         vm.fw_rules = copy.deepcopy(src.fw_rules)
-        vm.guest = guestmod.Guest(sim.world.state_dir + "/vms/%d" % newid, sim.world.output_cap, sim.world.vm_net)
+        vm.guest = guestmod.Guest(sim.world.state_dir + "/vms/%d" % newid, sim.world.output_cap, sim.world.vm_net, sim.world.real_agent)
         vm.guest.clone_disk_from(src.guest)
         w.vms[newid] = vm
         w.used_ids.add(newid)
@@ -873,13 +875,29 @@ def _agent_vm(sim, p):
         return vm
 
 
+def _lie(sim, vm, call):
+    """The lie armed for this VM's call (hostile.py), or None."""
+    with sim.lock:
+        return hostile.take(sim.hostile, vm.vmid, call)
+
+
+def _relay(vm, cmd, fn):
+    """fn(qga) against the real agent (--agent qga); its error as PVE's."""
+    try:
+        return fn(vm.guest.qga)
+    except qgamod.QgaError as e:
+        raise _qga_fail(vm, cmd, e)
+
+
 def _qga_fail(vm, cmd, e):
     return ApiError(500, "VM %d qmp command '%s' failed - %s" % (vm.vmid, cmd, e))
 
 
 @route("POST", A + "/ping")
 def agent_ping(sim, p, ctx):
-    _agent_vm(sim, p)
+    vm = _agent_vm(sim, p)
+    if vm.guest.qga:
+        _relay(vm, "guest-ping", lambda q: q.call("guest-ping"))
     return {"result": {}}
 
 
@@ -890,6 +908,11 @@ def agent_exec(sim, p, ctx):
     if not cmd:
         raise ApiError(400, "Parameter verification failed.", {"command": "property is missing and it is not optional"})
     data = sim.input_bytes(p.get("input-data", ""), "input-data")
+    lie = _lie(sim, vm, "exec")
+    if lie:
+        return hostile.exec_answer(sim, vm, lie)
+    if vm.guest.qga:
+        return {"pid": _relay(vm, "guest-exec", lambda q: q.exec(cmd, data))}
     try:
         return {"pid": vm.guest.exec(cmd, data)}
     except guestmod.GuestError as e:
@@ -899,19 +922,32 @@ def agent_exec(sim, p, ctx):
 @route("GET", A + "/exec-status")
 def agent_exec_status(sim, p, ctx):
     vm = _agent_vm(sim, p)
-    try:
-        res = vm.guest.exec_status(p["pid"])
-    except guestmod.GuestError as e:
-        raise _qga_fail(vm, "guest-exec-status", e)
-    for k in ("out-data", "err-data"):
-        if k in res:
-            res[k] = sim.encode_out(res[k])
-    return res
+
+    def truth():
+        try:
+            if vm.guest.qga:
+                res = _relay(vm, "guest-exec-status", lambda q: q.exec_status(p["pid"]))
+            else:
+                res = vm.guest.exec_status(p["pid"])
+        except guestmod.GuestError as e:
+            raise _qga_fail(vm, "guest-exec-status", e)
+        for k in ("out-data", "err-data"):
+            if k in res:
+                res[k] = sim.encode_out(res[k])
+        return res
+
+    lie = _lie(sim, vm, "exec-status")
+    if lie:
+        return hostile.status_answer(sim, vm, lie, truth)
+    return truth()
 
 
 @route("POST", A + "/file-write")
 def agent_file_write(sim, p, ctx):
     vm = _agent_vm(sim, p)
+    lie = _lie(sim, vm, "file-write")
+    if lie:
+        return hostile.write_answer(sim, vm, lie)
     content = p["content"]
     if p.get("encode", 1):
         data = sim.input_bytes(content, "content")
@@ -920,6 +956,9 @@ def agent_file_write(sim, p, ctx):
             data = base64.b64decode(content, validate=True)
         except (ValueError, base64.binascii.Error):
             raise _qga_fail(vm, "guest-file-write", "Invalid parameter 'buf-b64' (content is not valid base64)")
+    if vm.guest.qga:
+        _relay(vm, "guest-file-write", lambda q: q.write_file(p["file"], data))
+        return None
     try:
         vm.guest.write_file(p["file"], data)
     except guestmod.GuestError as e:
@@ -932,15 +971,29 @@ def agent_file_read(sim, p, ctx):
     vm = _agent_vm(sim, p)
     count = p.get("count", sim.FILE_READ_MAX)
     offset = p.get("offset", 0)
-    try:
-        data, eof = vm.guest.read_file(p["file"], offset, count)
-    except guestmod.GuestError as e:
-        raise _qga_fail(vm, "guest-file-open", e)
-    if p.get("decode", 1):
-        res = {"content": sim.encode_out(data)}
-    else:
-        res = {"content": base64.b64encode(data).decode("ascii")}
-    res["bytes-read"] = len(data)
-    if not eof:
-        res["truncated"] = 1
-    return res
+    decode = p.get("decode", 1)
+
+    def read(path):
+        if vm.guest.qga and not offset:
+            data, truncated = _relay(vm, "guest-file-read", lambda q: q.read_file(path, count))
+            return data, not truncated
+        try:
+            return vm.guest.read_file(path, offset, count)
+        except guestmod.GuestError as e:
+            raise _qga_fail(vm, "guest-file-open", e)
+
+    def truth():
+        data, eof = read(p["file"])
+        if decode:
+            res = {"content": sim.encode_out(data)}
+        else:
+            res = {"content": base64.b64encode(data).decode("ascii")}
+        res["bytes-read"] = len(data)
+        if not eof:
+            res["truncated"] = 1
+        return res
+
+    lie = _lie(sim, vm, "file-read")
+    if lie:
+        return hostile.read_answer(sim, vm, lie, decode, truth, lambda path: read(path)[0])
+    return truth()

@@ -32,6 +32,8 @@ import subprocess
 import threading
 import time
 
+import qga as qgamod
+
 PRIVATE = {"tmp": ("/tmp", 0o1777), "var-tmp": ("/var/tmp", 0o1777), "root": ("/root", 0o700), "home": ("/home", 0o755)}
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -70,8 +72,10 @@ def check_host(vm_net=False):
 
 
 class Guest:
-    def __init__(self, vmdir, output_cap, vm_net=False):
+    def __init__(self, vmdir, output_cap, vm_net=False, real_agent=False):
         self.vmdir = vmdir
+        # --agent qga: Debian's qemu-ga answers the agent calls (qga.py)
+        self.qga = qgamod.Qga(self) if real_agent else None
         self.vm_net = vm_net
         self.tap = None  # the host side of the NIC while it exists
         self.netns_ino = None  # the guest's network namespace (inode)
@@ -80,6 +84,7 @@ class Guest:
         self.init = None  # Popen of unshare
         self.init_pid = None  # pid of the chrooted sleeper inside the namespace
         self.procs = {}  # pid -> exec record
+        self.last_status = None  # the last exec-status answer that said exited (hostile.py)
         self.lock = threading.Lock()
         self._make_disk(self.disk)
 
@@ -154,6 +159,12 @@ class Guest:
                     continue
                 if self.vm_net:
                     self._wire(net)
+                if self.qga:
+                    try:
+                        self.qga.start({"PATH": GUEST_PATH})
+                    except qgamod.QgaError as e:
+                        self.shutdown()
+                        raise GuestError(str(e))
                 return
             if self.init.poll() is not None:
                 break
@@ -254,6 +265,8 @@ class Guest:
                     except OSError:
                         pass
                 time.sleep(0.05)
+        if self.qga:
+            self.qga.stop()
         with self.lock:
             for rec in self.procs.values():
                 if rec["popen"].poll() is None:
@@ -380,6 +393,7 @@ class Guest:
                 res[which + "-data"] = bytes(rec[which])
             if rec[which + "_trunc"]:
                 res[which + "-truncated"] = 1
+        self.last_status = {k: (v.decode("latin-1") if isinstance(v, bytes) else v) for k, v in res.items()}
         return res
 
     # -- guest-file-* ----------------------------------------------------------

@@ -15,6 +15,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import socketserver
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import access  # noqa: E402
 import firewall  # noqa: E402
 import guest as guestmod  # noqa: E402
+import hostile  # noqa: E402
 from common import ApiError, Drop, perm_denied  # noqa: E402
 from schema import ParamError, Schema, split_tags  # noqa: E402
 
@@ -164,9 +166,10 @@ class VM:
 
 
 class World:
-    def __init__(self, data, version, state_dir, output_cap, vm_net=False):
+    def __init__(self, data, version, state_dir, output_cap, vm_net=False, real_agent=False):
         self.version = version
         self.vm_net = vm_net
+        self.real_agent = real_agent
         self.state_dir = state_dir
         self.output_cap = output_cap
         self.nodes = {}
@@ -239,7 +242,7 @@ class World:
         vm.fw_rules = list(fw.get("rules", []))
         for name, entries in fw.get("ipsets", {}).items():
             vm.fw_ipsets[name] = {"comment": "", "entries": [{"cidr": e} for e in entries]}
-        vm.guest = guestmod.Guest(os.path.join(self.state_dir, "vms", str(vmid)), self.output_cap, self.vm_net)
+        vm.guest = guestmod.Guest(os.path.join(self.state_dir, "vms", str(vmid)), self.output_cap, self.vm_net, self.real_agent)
         for path, content in spec.get("files", {}).items():
             _seed_file(vm.guest, path, content)
         self.vms[vmid] = vm
@@ -315,6 +318,7 @@ class Sim:
         self.lock = threading.RLock()
         self.calls = []
         self.faults = []
+        self.hostile = []  # armed lies of guest agents (hostile.py)
         self.tasks = {}
         self.task_seq = 0
         with open(args.world, encoding="utf-8") as f:
@@ -325,7 +329,7 @@ class Sim:
         if not isinstance(data, dict):
             raise ValueError("%s: the world must be a JSON object" % args.world)
         try:
-            self.world = World(data, self.version, args.state_dir, args.agent_output_cap, args.vm_net)
+            self.world = World(data, self.version, args.state_dir, args.agent_output_cap, args.vm_net, args.agent == "qga")
         except (KeyError, TypeError, ValueError) as e:
             what = "missing key %s" % e if isinstance(e, KeyError) else str(e)
             raise ValueError("%s: %s" % (args.world, what))
@@ -663,6 +667,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for off in range(0, len(view), WRITE_SLICE):
                 self.wfile.write(view[off : off + WRITE_SLICE])
 
+    def send_raw(self, raw):
+        """A hostile agent's answer (hostile.RawAnswer): the reason phrase's
+        bytes as they are, the body in its chunks, with a second between
+        bytes when it drips. A reader that goes away ends it."""
+        head = b"HTTP/1.1 %d " % raw.status + raw.reason + b"\r\n"
+        head += b"Content-Type: application/json;charset=UTF-8\r\nContent-Length: %d\r\n\r\n" % raw.length
+        self.close_connection = True
+        try:
+            self.wfile.write(head)
+            for chunk in raw.chunks:
+                if raw.drip:
+                    for i in range(len(chunk)):
+                        self.wfile.write(chunk[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(raw.drip)
+                    continue
+                with memoryview(chunk) as view:
+                    for off in range(0, len(view), WRITE_SLICE):
+                        self.wfile.write(view[off : off + WRITE_SLICE])
+            self.wfile.flush()
+        except (OSError, ssl.SSLError):
+            pass
+
     def read_body(self):
         n = int(self.headers.get("Content-Length") or 0)
         if n > MAX_BODY:
@@ -692,6 +719,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     obj["errors"] = e.errors
             except (Drop, ConnectionError):
                 raise
+            except hostile.RawAnswer as raw:
+                rec["status"] = raw.status
+                with sim.lock:
+                    sim.calls.append(rec)
+                return self.send_raw(raw)
             except Exception as e:  # a simulator bug: say so, loudly
                 import traceback
 
@@ -869,6 +901,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(200, {"cleared": True})
             if what == "faults" and method == "GET":
                 return self.send_json(200, sim.faults)
+            if what == "hostile" and method == "POST":
+                try:
+                    lie = hostile.check(json.loads(body.decode("utf-8") or "{}"))
+                except (ValueError, UnicodeDecodeError) as e:
+                    return self.send_json(400, {"error": "bad hostile agent: %s" % e})
+                sim.hostile.append(lie)
+                return self.send_json(200, {"hostile": sim.hostile})
+            if what == "hostile" and method == "GET":
+                return self.send_json(200, sim.hostile)
+            if what == "hostile" and method == "DELETE":
+                sim.hostile.clear()
+                return self.send_json(200, {"cleared": True})
             if what == "auth" and method == "GET":
                 return self.send_json(200, sim.auth.state())
             if what == "clock" and method == "GET":
@@ -903,7 +947,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="pve_sim.py",
-        description="A Proxmox VE API simulator (HTTPS, token and ticket auth, schema validation, tasks, locks, guest agent) for tests. Control endpoints (no auth): GET/DELETE /_sim/calls, POST/GET/DELETE /_sim/faults, GET /_sim/state, GET /_sim/auth, GET/POST /_sim/clock. See README.md.",
+        description="A Proxmox VE API simulator (HTTPS, token and ticket auth, schema validation, tasks, locks, guest agent) for tests. Control endpoints (no auth): GET/DELETE /_sim/calls, POST/GET/DELETE /_sim/faults, POST/GET/DELETE /_sim/hostile, GET /_sim/state, GET /_sim/auth, GET/POST /_sim/clock. See README.md.",
         epilog="Example: pve_sim.py --schema pve-8.4-apischema.json --world world.json --cert c.pem --key k.pem --listen 127.0.0.1:0 --port-file port",
     )
     ap.add_argument("--schema", required=True, help="official API schema JSON (pve-8.4-apischema.json / pve-9.1-apischema.json)")
@@ -917,6 +961,7 @@ def parse_args(argv):
     ap.add_argument("--state-dir", help="guest file systems and logs (default: a temp dir removed at exit)")
     ap.add_argument("--agent-output-cap", type=int, default=16 * 1024 * 1024, metavar="BYTES", help="exec-status output cap per stream (default 16 MiB)")
     ap.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S, metavar="SECONDS", help="timeout of each socket operation (handshake, read, each 256 KiB of an answer): a connection that makes no progress for this long is closed (default %(default)s)")
+    ap.add_argument("--agent", choices=("sim", "qga"), default="sim", help="who answers the guest agent calls: the simulator's own model (sim), or Debian's qemu-ga run in each VM's namespaces, the calls relayed as Proxmox relays them (qga; see README.md)")
     ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
     ap.add_argument("--vm-net", action="store_true", help="give each running VM a network namespace on the Linux bridge of its net0 (tap{vmid}i0), with ipconfig0's address, and apply the VM firewalls with nftables (see README.md)")
     args = ap.parse_args(argv)
@@ -937,6 +982,8 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     why = guestmod.check_host(args.vm_net)
+    if not why and args.agent == "qga" and not shutil.which("qemu-ga"):
+        why = "--agent qga needs qemu-ga (Debian's qemu-guest-agent)"
     if why:
         print("pve_sim: %s" % why, file=sys.stderr)
         return 2
@@ -976,8 +1023,6 @@ def main(argv):
         if args.vm_net:
             firewall.apply("")
         if tmp:
-            import shutil
-
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
