@@ -45,6 +45,9 @@ test_pkgs+=(tcpdump)
 # tests/deploy/debian.t: the Debian packages built (dpkg-buildpackage with
 # debhelper, fakeroot) and checked with lintian.
 test_pkgs+=(debhelper dpkg-dev fakeroot lintian)
+# tests/sandboxctl/qga.t: the real QEMU guest agent (qemu-ga on a unix
+# socket) answers the simulator's agent calls.
+test_pkgs+=(qemu-guest-agent)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 
