@@ -143,21 +143,30 @@ static const char *call_name(const char *suffix)
     return suffix[0] == '/' ? suffix + 1 : suffix;
 }
 
-/* One guest agent call, METHOD /nodes/N/qemu/V/SUFFIX.  An answer that
- * did not come whole within http-timeout (an agent that drips it, or is
- * silent) fails as "agent/CALL: no answer within N s". */
-static int agent_call(struct sbx *s, const char *node, int vmid, const char *method,
-                      const char *suffix, json_t *params, json_t **ans, char *err, size_t errlen)
+/* One guest agent call, METHOD /nodes/N/qemu/V/SUFFIX, its answer at most
+ * body_max bytes (0: the client's cap).  An answer that did not come whole
+ * within http-timeout (an agent that drips it, or is silent) fails as
+ * "agent/CALL: no answer within N s". */
+static int agent_call_max(struct sbx *s, const char *node, int vmid, const char *method,
+                          const char *suffix, json_t *params, size_t body_max, json_t **ans,
+                          char *err, size_t errlen)
 {
     char path[256];
 
     sbx_vm_path(path, sizeof path, node, vmid, suffix);
-    if (sbx_pve_call(s->pve, method, path, params, ans, err, errlen) == 0)
+    if (sbx_pve_call_max(s->pve, method, path, params, body_max, ans, err, errlen) == 0)
         return 0;
     if (sbx_pve_timed_out(s->pve))
         snprintf(err, errlen, "%s: no answer within %ld.%ld s", call_name(suffix),
                  s->cfg.http_timeout_ms / 1000, s->cfg.http_timeout_ms % 1000 / 100);
     return -1;
+}
+
+/* The same, with the client's cap on the answer. */
+static int agent_call(struct sbx *s, const char *node, int vmid, const char *method,
+                      const char *suffix, json_t *params, json_t **ans, char *err, size_t errlen)
+{
+    return agent_call_max(s, node, vmid, method, suffix, params, 0, ans, err, errlen);
 }
 
 int sbx_guest_wait(struct sbx *s, const char *node, int vmid, long timeout_ms, char *err,
@@ -490,6 +499,11 @@ static size_t b64_len_max(size_t max)
     return (max + 2) / 3 * 4;
 }
 
+/* A PVE 9 file-read answer (base64 content) of a whole 16 MiB file, and
+ * room for the JSON around it: more is not read (the Latin-1 answers of
+ * PVE 8 may take up to 6 bytes a byte: they have the client's cap). */
+#define READ_ANSWER_MAX_B64 ((size_t)(SBX_GUEST_FILE_MAX + 2) / 3 * 4 + 65536)
+
 /* The content of a file-read answer as bytes (see guest.h). */
 static int content_bytes(json_t *content, int b64, size_t max, unsigned char **data, size_t *len,
                          char *err, size_t errlen)
@@ -584,7 +598,8 @@ int sbx_guest_read(struct sbx *s, const char *node, int vmid, const char *path,
     /* From PVE 9 the agent's base64 can be had as is: exact for any bytes. */
     if (major >= 9)
         json_object_set_new(params, "decode", json_integer(0));
-    rc = agent_call(s, node, vmid, "GET", "/agent/file-read", params, &ans, err, errlen);
+    rc = agent_call_max(s, node, vmid, "GET", "/agent/file-read", params,
+                        major >= 9 ? READ_ANSWER_MAX_B64 : 0, &ans, err, errlen);
     json_decref(params);
     if (rc == 0)
         rc = sbx_guest_read_decode(ans, major >= 9, (size_t)SBX_GUEST_FILE_MAX, data, len, err,

@@ -40,7 +40,8 @@ struct sbx_pve {
     int anonymous; /* this exchange is a person's sign-in: no API token */
     long timeout_ms;
     long last_status;
-    int timed_out; /* the last exchange ran out of http-timeout */
+    int timed_out;   /* the last exchange ran out of http-timeout */
+    size_t body_max; /* this exchange's cap on the answer: BODY_MAX or less */
     unsigned long requests;
     int debug;
     /* the answer being received */
@@ -217,7 +218,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     struct sbx_pve *p = arg;
     size_t n = size * nmemb, need;
 
-    if (p->body_len + n > BODY_MAX) {
+    if (p->body_len + n > p->body_max) {
         p->body_over = 1;
         return 0;
     }
@@ -225,8 +226,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     if (need > p->body_cap) {
         size_t cap = p->body_cap * 2 > need ? p->body_cap * 2 : need;
         char *grown;
-        if (cap > BODY_MAX + 1)
-            cap = BODY_MAX + 1;
+        if (cap > p->body_max + 1)
+            cap = p->body_max + 1;
         grown = realloc(p->body, cap);
         if (!grown)
             abort();
@@ -509,7 +510,7 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
                      "pinned pve-fingerprint: refusing to talk to it",
                      method, path, p->pin.seen);
         else if (p->body_over)
-            snprintf(err, errlen, "%s %s: answer larger than %ld bytes", method, path, BODY_MAX);
+            snprintf(err, errlen, "%s %s: answer larger than %zu bytes", method, path, p->body_max);
         else
             snprintf(err, errlen, "%s %s: %s", method, path,
                      p->curl_err[0] ? p->curl_err : curl_easy_strerror(rc));
@@ -532,7 +533,15 @@ static int exchange(struct sbx_pve *p, const char *method, const char *path, jso
 int sbx_pve_call(struct sbx_pve *p, const char *method, const char *path, json_t *params,
                  json_t **data, char *err, size_t errlen)
 {
+    return sbx_pve_call_max(p, method, path, params, 0, data, err, errlen);
+}
+
+int sbx_pve_call_max(struct sbx_pve *p, const char *method, const char *path, json_t *params,
+                     size_t body_max, json_t **data, char *err, size_t errlen)
+{
     long wait = LOCK_FIRST_MS;
+
+    p->body_max = body_max > 0 && body_max < (size_t)BODY_MAX ? body_max : (size_t)BODY_MAX;
 
     if (data)
         *data = NULL;
@@ -566,6 +575,7 @@ int sbx_pve_ticket(struct sbx_pve *p, json_t *params, json_t **data, char *err, 
 
     *data = NULL;
     p->anonymous = 1;
+    p->body_max = BODY_MAX;
     if (exchange(p, "POST", "/access/ticket", params, &doc, err, errlen) == 0) {
         if (p->last_status >= 200 && p->last_status < 300 &&
             json_is_object(json_object_get(doc, "data"))) {

@@ -36,6 +36,12 @@ void sbx_pve_free(struct sbx_pve *p);
 int sbx_pve_call(struct sbx_pve *p, const char *method, const char *path, json_t *params,
                  json_t **data, char *err, size_t errlen);
 
+/* sbx_pve_call with a smaller cap on the answer's size: body_max bytes
+ * (0, or more than the client's own 128 MiB: that one).  A larger answer
+ * is not read further: -1 with "METHOD PATH: answer larger than N bytes". */
+int sbx_pve_call_max(struct sbx_pve *p, const char *method, const char *path, json_t *params,
+                     size_t body_max, json_t **data, char *err, size_t errlen);
+
 /* A person's sign-in: POST /access/ticket with params (username,
  * password, realm, tfa-challenge; borrowed) and without the API token.
  * The request body, which holds the password, is wiped once sent.
