@@ -886,7 +886,7 @@ def _relay(vm, cmd, fn):
     try:
         return fn(vm.guest.qga)
     except qgamod.QgaError as e:
-        raise _qga_fail(vm, cmd, e)
+        raise _qga_fail(vm, e.cmd or cmd, e)
 
 
 def _qga_fail(vm, cmd, e):

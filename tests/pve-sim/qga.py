@@ -35,7 +35,12 @@ STATE = "/tmp/.qga-state"
 
 
 class QgaError(Exception):
-    """The agent's error (its "desc"), or a broken exchange."""
+    """The agent's error (its "desc"), or a broken exchange; cmd is the
+    QGA command that failed."""
+
+    def __init__(self, msg, cmd=None):
+        super().__init__(msg)
+        self.cmd = cmd
 
 
 class Qga:
@@ -119,7 +124,7 @@ class Qga:
         self.sock.sendall(json.dumps(msg).encode() + b"\n")
         reply = json.loads(self._read_until(b"\n"))
         if "error" in reply:
-            raise QgaError(reply["error"].get("desc", "error"))
+            raise QgaError(reply["error"].get("desc", "error"), cmd)
         return reply.get("return")
 
     def call(self, cmd, args=None, timeout=30):
@@ -131,7 +136,7 @@ class Qga:
                 if self.sock:
                     self.sock.close()
                 self.sock = None
-                raise QgaError("agent exchange failed: %s" % e)
+                raise QgaError("agent exchange failed: %s" % e, cmd)
 
     # -- what Proxmox does around the commands ---------------------------------
 

@@ -47,7 +47,7 @@ run_version() {
     check "PVE $v: a 300 000-byte file (7 file-writes joined in the guest) read back whole" cmp "$T/big" "$T/big.back"
     out=$(sbx read q1 /root/none 2>&1)
     rc=$?
-    ok "$([ $rc = 1 ] && grep -q 'sandbox q1: read /root/none: .*guest-file-read.*No such file' <<<"$out"; echo $?)" \
+    ok "$([ $rc = 1 ] && grep -q "sandbox q1: read /root/none: .*qmp command 'guest-file-open' failed - .*No such file" <<<"$out"; echo $?)" \
         "PVE $v: read of a missing file: qemu-ga's error, named (rc $rc: $out)"
     out=$(sbx exec q1 -- sh -c 'head -c 17000000 /dev/zero | tr "\000" A' 2>"$T/err" | wc -c)
     ok "$([ "$out" = 1048576 ] && grep -q 'stdout was truncated' "$T/err"; echo $?)" \
