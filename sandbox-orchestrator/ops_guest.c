@@ -12,19 +12,22 @@
 
 #define INPUT_MAX     65536 /* input-data's limit in the API */
 #define TIMEOUT_MAX   86400
-#define KILL_GRACE    "5"
+#define KILL_GRACE_S  5                  /* timeout -k: SIGKILL this long after SIGTERM */
 #define TIMEOUT_PROG  "/usr/bin/timeout" /* coreutils, by path: exec may get no PATH */
 #define TIMEOUT_EXIT  124                /* timeout(1): the command ran out of time */
-#define KILL_GRACE_MS 5000L              /* KILL_GRACE */
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x)  STRINGIFY_(x)
 
 /* A guest call's error as the user reads it: "sandbox NAME: " first, so
  * that one of several sandboxes at work is told apart.  Returns -1. */
 static int name_error(const char *name, char *err, size_t errlen)
 {
-    char copy[1024];
+    char *copy = strdup(err);
 
-    snprintf(copy, sizeof copy, "%s", err);
+    if (!copy)
+        abort();
     snprintf(err, errlen, "sandbox %.200s: %s", name, copy);
+    free(copy);
     return -1;
 }
 
@@ -33,7 +36,7 @@ static int name_error(const char *name, char *err, size_t errlen)
  * An agent that keeps saying "not exited" is given up on after that. */
 static long exec_wait_ms(const struct sbx *s, long timeout)
 {
-    return timeout * 1000 + KILL_GRACE_MS + s->cfg.http_timeout_ms;
+    return (timeout + KILL_GRACE_S) * 1000 + s->cfg.http_timeout_ms;
 }
 
 static int check_path(const char *path, char *err, size_t errlen)
@@ -57,7 +60,7 @@ static json_t *wrap_command(json_t *command, long timeout, char *err, size_t err
         return NULL;
     }
     snprintf(t, sizeof t, "%lds", timeout);
-    argv = json_pack("[s,s,s,s]", TIMEOUT_PROG, "-k", KILL_GRACE, t);
+    argv = json_pack("[s,s,s,s]", TIMEOUT_PROG, "-k", STRINGIFY(KILL_GRACE_S), t);
     json_array_foreach(command, i, v)
     {
         if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {

@@ -316,7 +316,7 @@ int sbx_mcp_parse(const char *buf, size_t len, json_t **msg, json_t **reply);
 /* Handles one parsed message (borrowed).  Returns the response to a request
  * (a new reference), or NULL for a notification or a response, which get
  * none.  Thread-safe for distinct sessions; the operations themselves are
- * called one at a time. */
+ * called one at a time, except the tools with SBX_MCP_TOOL_OWN_SBX. */
 json_t *sbx_mcp_handle(struct sbx_mcp_server *srv, struct sbx_mcp_session *sess, json_t *msg);
 
 /* The protocol version to answer to a client that asks for `asked`: asked
