@@ -130,6 +130,30 @@ read_cases() {
         test "$(head -c 5 "$T/out"):$(ls -A "$T/dest")" = "root::f"
 }
 
+# tree_state DIR: every file under DIR with its size and digest.
+tree_state() {
+    (cd "$1" && find . -type f -exec sha256sum {} + | sort)
+}
+
+# pull_case V: pull from h1 while its agent answers the bundle's file-read
+# with another file: the pull fails, and the host repository and
+# sandboxctl's state dir hold what they held before.
+pull_case() {
+    local v=$1 H=$T/host before_repo before_state
+    check "PVE $v: pull: the guest gets its user agent" sbx exec h1 -- useradd -m -s /bin/sh agent
+    git init -q -b main "$H" && git -C "$H" config user.name host &&
+        git -C "$H" config user.email host@example.org && echo one >"$H/README" &&
+        git -C "$H" add -A && git -C "$H" commit -qm one
+    check "PVE $v: pull: push h1 --repo host" sbx push h1 --repo "$H"
+    before_repo=$(tree_state "$H")
+    before_state=$(tree_state "$T/state")
+    hostile_case "$v" file-read other_file 0 1 "copy out of the sandbox: " pull h1 --repo "$H"
+    check "PVE $v: pull of another file than the bundle: the host repository is as it was" \
+        test "$(tree_state "$H")" = "$before_repo"
+    check "PVE $v: ... and sandboxctl's state dir too (its scratch dir removed)" \
+        test "$(tree_state "$T/state")" = "$before_state"
+}
+
 # mcp_post SID ID METHOD PARAMS OUT: one JSON-RPC request over HTTP; the
 # answer's JSON (the last data: line of an event stream) in OUT.
 mcp_post() {
@@ -214,7 +238,10 @@ run_version() {
     cli_cases "$v"
     read_cases "$v"
     check "PVE $v: with the lies gone, h1 answers truly again" test "$(sbx read h1 /root/f)" = "file of h1"
-    [ "$v" = 9 ] && mcp_cases "$v"
+    if [ "$v" = 9 ]; then
+        pull_case "$v"
+        mcp_cases "$v"
+    fi
     sbx_stop_all
 }
 
