@@ -247,34 +247,38 @@ static void convert_stream(json_t *st, const char *key, const char *newkey, cons
         json_object_set_new(st, trunc, json_true());
 }
 
-/* Every field the exec-status schema names, of its type: -1 with err
- * naming the first that is not. */
+/* The fields of exec-status the schema names, and the type each must
+ * have when it is there. */
+enum field_type { FIELD_FLAG, FIELD_INT, FIELD_TEXT };
+static const struct {
+    const char *name;
+    enum field_type type;
+} status_schema[] = {
+    {"exited", FIELD_FLAG},   {"out-truncated", FIELD_FLAG}, {"err-truncated", FIELD_FLAG},
+    {"exitcode", FIELD_INT},  {"signal", FIELD_INT},         {"out-data", FIELD_TEXT},
+    {"err-data", FIELD_TEXT},
+};
+
+/* Every field of status_schema in st of its type: -1 with err naming the
+ * first that is not. */
 static int status_fields(json_t *st, char *err, size_t errlen)
 {
-    static const char *const flags[] = {"exited", "out-truncated", "err-truncated"};
-    static const char *const ints[] = {"exitcode", "signal"};
-    static const char *const texts[] = {"out-data", "err-data"};
+    static const char *const words[] = {"a boolean", "an integer", "a string"};
     int set;
 
-    for (size_t i = 0; i < 3; i++) {
-        json_t *v = json_object_get(st, flags[i]);
-        if (flag_value(v, &set)) {
-            snprintf(err, errlen, "agent/exec-status: '%s' is %s, not a boolean", flags[i],
-                     type_name(v));
-            return -1;
+    for (size_t i = 0; i < sizeof status_schema / sizeof status_schema[0]; i++) {
+        json_t *v = json_object_get(st, status_schema[i].name);
+        int bad = 0;
+        if (!v)
+            continue;
+        switch (status_schema[i].type) {
+        case FIELD_FLAG: bad = flag_value(v, &set) != 0; break;
+        case FIELD_INT: bad = !json_is_integer(v); break;
+        case FIELD_TEXT: bad = !json_is_string(v); break;
         }
-    }
-    for (size_t i = 0; i < 2; i++) {
-        json_t *v = json_object_get(st, ints[i]);
-        if (v && !json_is_integer(v)) {
-            snprintf(err, errlen, "agent/exec-status: '%s' is %s, not an integer", ints[i],
-                     type_name(v));
-            return -1;
-        }
-        v = json_object_get(st, texts[i]);
-        if (v && !json_is_string(v)) {
-            snprintf(err, errlen, "agent/exec-status: '%s' is %s, not a string", texts[i],
-                     type_name(v));
+        if (bad) {
+            snprintf(err, errlen, "agent/exec-status: '%s' is %s, not %s", status_schema[i].name,
+                     type_name(v), words[status_schema[i].type]);
             return -1;
         }
     }
