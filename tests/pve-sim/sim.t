@@ -742,6 +742,21 @@ def run_scenario(sim, V, version, task_ms):
     st, _, js, _ = sim.raw("POST", "/_sim/faults", {"path": "x", "kind": "meteor"}, as_json=True)
     ok(st == 400, V + "unknown fault kind refused", js)
 
+    # -- a hostile guest agent (hostile.py) --------------------------------------------------------
+    st, _, js, _ = sim.raw("POST", "/_sim/hostile", {"vmid": 100, "call": "exec-status", "kind": "meteor"}, as_json=True)
+    ok(st == 400 and "kind for exec-status" in str(js), V + "hostile: an unknown lie is refused, naming the kinds", js)
+    sim.raw("POST", "/_sim/hostile", {"vmid": 100, "call": "exec-status", "kind": "wrong_types", "count": 1}, as_json=True)
+    st, data, _ = sim.call("GET", Q + "/agent/exec-status", {"pid": 1})
+    ok(st == 200 and data == {"exited": "yes", "exitcode": "0", "out-data": 42}, V + "hostile: wrong_types as PVE's loose check would relay it", (st, data))
+    st, data, _ = sim.call("GET", Q + "/agent/exec-status", {"pid": 1})
+    ok(st == 500 and "Invalid parameter 'pid'" in str(data), V + "hostile: count 1: the next answer is the truth again", (st, data))
+    sim.raw("POST", "/_sim/hostile", {"vmid": 100, "call": "exec-status", "kind": "missing_exited"}, as_json=True)
+    st, data, _ = sim.call("GET", Q + "/agent/exec-status", {"pid": 1})
+    ok(st == 500 and "Result verification failed" in str(data), V + "hostile: a missing exited is PVE's own 500", (st, data))
+    st, _, js, _ = sim.raw("GET", "/_sim/hostile")
+    ok(st == 200 and [(x["kind"], x["hits"]) for x in js] == [("wrong_types", 1), ("missing_exited", 1)], V + "hostile: GET lists the lies and their hits", js)
+    sim.raw("DELETE", "/_sim/hostile")
+
     # -- delete, calls -----------------------------------------------------------------------------
     st, reason, _ = sim.call("DELETE", Q, {"purge": 1, "destroy-unreferenced-disks": 1})
     ok(st == 500 and reason == "VM 100 is running - destroy failed", V + "delete of a running VM refused", (st, reason))
