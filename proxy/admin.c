@@ -386,12 +386,21 @@ static void on_upgrade(struct evhttp_request *req)
 void px_admin_upgrade_reply(struct evhttp_request *req, long pid, const char *version,
                             const char *error)
 {
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+
     if (error != NULL)
         reply_json(req, 500, json_pack("{s:s,s:I}", "error", error, "pid", (json_int_t)pid));
     else
         reply_json(req, 200,
                    json_pack("{s:I,s:s,s:I}", "pid", (json_int_t)pid, "version",
                              version ? version : "", "previous_pid", (json_int_t)getpid()));
+    /* Written now, as far as the socket takes it: a predecessor with no
+     * connection left stops at once, and its loop would not run again to
+     * send it. */
+    if (evcon != NULL) {
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+        evbuffer_write(bufferevent_get_output(bev), bufferevent_getfd(bev));
+    }
 }
 
 static void on_status(struct evhttp_request *req)

@@ -21,6 +21,9 @@
 . "$(dirname "$0")/lib.sh"
 egd_netns "$@"
 egd_setup
+# successors are not this shell's children: every egressd of this test
+# directory goes at the exit too
+trap 'pkill -KILL -f "^$T/egressd -c" 2>/dev/null; egd_cleanup' EXIT
 
 LOAD=$BUILD_DIR/bench/egress-load
 SINK=$BUILD_DIR/bench/egress-sink
@@ -37,7 +40,7 @@ cp "$BUILD_DIR/proxy/egressd" "$T/egressd"
 EGD_BIN=$T/egressd
 # systemd's side of Type=notify, as sd_notify(3) describes it: one line
 # per datagram (newlines as |), a BARRIER=1's descriptor closed at once
-py -c '
+"$EGD_PY" -S -c '
 import os, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
@@ -50,6 +53,7 @@ while True:
                 os.close(int.from_bytes(data[i:i + 4], sys.byteorder))
     out.write(msg.decode().replace("\n", "|") + "\n")
 ' "$T/notify.sock" "$T/notify.log" &
+EGD_PIDS+=($!)
 for ((i = 0; i < 50; i++)); do [ -S "$T/notify.sock" ] && break; sleep 0.1; done
 export NOTIFY_SOCKET=$T/notify.sock
 QUOTA=$((64 << 20))
@@ -126,16 +130,26 @@ check "s2 used $q1 bytes of its $QUOTA-byte quota before the upgrade: 24 MiB mor
     test "${q2#* }" -lt $((24 << 20))
 first=$second
 
+# --- with no connection open the predecessor stops at once: the answer
+# must still reach egressctl
+out=$(ctl upgrade 2>&1)
+ok $? "upgrade with no connection open: egressctl upgrade exits 0 with the answer ($out)"
+first=$(serving_pid)
+
 # --- five upgrades under load
 "$SINK" --listen "127.0.0.21:$EGD_HTTPS_PORT" --reply-bytes 256 >"$T/sink-tls.log" 2>&1 &
+EGD_PIDS+=($!)
 "$SINK" --listen "127.0.0.21:$EGD_HTTP_PORT" --http --reply-bytes 64 >"$T/sink-http.log" 2>&1 &
+EGD_PIDS+=($!)
 sleep 0.3
 hello_file=${CLIENTHELLO_DIR:-${DATA_DIR:-$TOP/tests/data}/clienthello}/curl.bin
 load() {
     local name=$1
     shift
     "$LOAD" --duration "$SECONDS_LOAD" --timeout 10 --label "$name" "$@" >"$T/load-$name.json" 2>"$T/load-$name.err" &
+    load_pids+=($!)
 }
+load_pids=()
 # (one slot each: a steady stream of exchanges, one after another)
 load connect --mode connect --proxy "$EGD_PROXY" --target "b.test:$EGD_HTTPS_PORT" --conns 1 \
     --hello "$hello_file" --reply-bytes 256
@@ -163,9 +177,7 @@ wait "$sse_job"
 ok $? "the server-sent-events stream through five upgrades: curl exits 0"
 check "all 40 events came" test "$(grep -c '^data: ' "$T/sse.out")" = 40
 wait "$dns_job"
-for name in connect sni http idle; do
-    while pgrep -f -- "--label $name" >/dev/null; do sleep 0.2; done
-done
+for p in "${load_pids[@]}"; do wait "$p"; done
 # every process but the last has drained and gone
 for ((i = 0; i < 300; i++)); do
     [ "$(ours | wc -w)" -le 1 ] && break
