@@ -80,6 +80,12 @@ static struct {
     char token[TOKEN_MAX];
     size_t token_len; /* 0: no token needed (unix socket) */
     struct timespec started;
+    /* When the whole set was last replaced (PUT /v1/sandboxes) in this
+     * run; replaced_any false: not since the start.  A node of a pair that
+     * comes back reports it, so that it takes the address back only once
+     * sandboxctl sync has made its set current (deploy/keepalived). */
+    struct timespec replaced;
+    bool replaced_any;
     struct explain *pending;
 } A;
 
@@ -185,6 +191,8 @@ static void on_sandboxes(struct evhttp_request *req)
         reply_errors(req, px_world_error_status(), err);
     } else {
         px_log_info("admin: the set of sandboxes replaced: %zu bindings", json_array_size(arr));
+        clock_gettime(CLOCK_MONOTONIC, &A.replaced);
+        A.replaced_any = true;
         reply_json(req, 200, px_world_sandboxes_json());
     }
     json_decref(arr);
@@ -422,6 +430,9 @@ static void on_status(struct evhttp_request *req)
                    (json_int_t)w->generation, "sandboxes", (json_int_t)w->n_sandboxes,
                    "default_policy", policy_binding_preset(w->default_pb), "presets", presets);
     px_world_put(w);
+    json_object_set_new(st, "sandboxes_replaced_s",
+                        A.replaced_any ? json_integer((json_int_t)(now.tv_sec - A.replaced.tv_sec))
+                                       : json_null());
     if (A.hooks.status != NULL) {
         json_t *more = A.hooks.status(A.hooks.arg);
         if (json_is_object(more))

@@ -12,9 +12,12 @@
 #include "egress.h"
 #include "grant.h"
 
-/* A credentials answer holds a CA certificate (a few KiB with many bound
- * hosts) and a placeholder per secret; every other answer is far smaller. */
-#define ANSWER_MAX 32768
+/* The largest answer is the whole set of bindings (GET /v1/sandboxes,
+ * which sync compares): egressd takes a set of at most 1 MiB.  (A
+ * credentials answer, a CA certificate and a placeholder per secret, is a
+ * few KiB.)  The buffer is calloc'd per request: the pages an answer does
+ * not reach are never touched. */
+#define ANSWER_MAX (1024 * 1024 + 4096)
 
 struct answer {
     char buf[ANSWER_MAX];
@@ -291,9 +294,16 @@ int sbx_egress_delete(const struct sbx_config *c, int vmid, char *err, size_t er
     return to_all(c, "DELETE", path, NULL, 1, err, errlen);
 }
 
-int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, size_t errlen)
+int sbx_egress_replace_one(const struct sbx_config *c, const char *target, json_t *bindings,
+                           char *err, size_t errlen)
 {
-    return to_all(c, "PUT", "/v1/sandboxes", bindings, 0, err, errlen);
+    long status = request(c, target, "PUT", "/v1/sandboxes", bindings, NULL, err, errlen);
+
+    if (status >= 200 && status < 300)
+        return 0;
+    if (status == 404)
+        snprintf(err, errlen, "egressd %s: PUT /v1/sandboxes: 404", target);
+    return -1;
 }
 
 /* Whether egressd i's credentials answer b agrees with a, egressd 0's;

@@ -27,9 +27,10 @@ int sbx_egress_put(const struct sbx_config *c, json_t *binding, char *err, size_
 /* DELETE /v1/sandboxes/{vmid} on every egressd (404 counts as done). */
 int sbx_egress_delete(const struct sbx_config *c, int vmid, char *err, size_t errlen);
 
-/* PUT /v1/sandboxes with the JSON array bindings: replace every egressd's
- * whole set (reconciliation). */
-int sbx_egress_replace(const struct sbx_config *c, json_t *bindings, char *err, size_t errlen);
+/* PUT /v1/sandboxes with the JSON array bindings on the egressd at
+ * target: replace its whole set (reconciliation).  0, or -1 with err. */
+int sbx_egress_replace_one(const struct sbx_config *c, const char *target, json_t *bindings,
+                           char *err, size_t errlen);
 
 /* GET /v1/sandboxes/{vmid}/credentials on every egressd: what the guest
  * is given for credential injection, {"sandbox": ID, "ca": PEM or null,

@@ -215,6 +215,38 @@ static void print_reap(json_t *o)
            (int)json_integer_value(json_object_get(o, "kept")));
 }
 
+/* The ids of list (a JSON array of strings), comma-separated, into buf. */
+static const char *ids_text(json_t *list, char *buf, size_t len)
+{
+    json_t *v;
+    size_t i, used = 0;
+
+    buf[0] = '\0';
+    json_array_foreach(list, i, v)
+    {
+        if (used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+                                     json_string_value(v));
+    }
+    return buf;
+}
+
+/* One line per egressd of a sync: in step already, or what it lacked, held
+ * without a VM, or held otherwise. */
+static void print_sync_node(json_t *n)
+{
+    static const char *const kinds[] = {"added", "removed", "changed"};
+    char ids[512];
+
+    printf("egressd %s: %s", str(n, "egressd"), str(n, "result"));
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        json_t *list = json_object_get(n, kinds[k]);
+        if (json_array_size(list) > 0)
+            printf(" %s %s", kinds[k], ids_text(list, ids, sizeof ids));
+    }
+    printf("\n");
+}
+
 static void print_sync(json_t *o)
 {
     json_t *v;
@@ -223,6 +255,10 @@ static void print_sync(json_t *o)
     printf("%d bindings pushed to %zu egressd\n",
            (int)json_integer_value(json_object_get(o, "bindings")),
            json_array_size(json_object_get(o, "egressd")));
+    json_array_foreach(json_object_get(o, "egressd"), i, v)
+    {
+        print_sync_node(v);
+    }
     json_array_foreach(json_object_get(o, "credentials"), i, v)
     {
         const char *r = str(v, "result");

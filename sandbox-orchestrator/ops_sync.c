@@ -1,4 +1,5 @@
-/* ops_sync.c - make every egressd's bindings equal to what Proxmox holds,
+/* ops_sync.c - make every egressd's bindings equal to what Proxmox holds
+ * (saying per egressd what it lacked, held too many or held otherwise),
  * and each running sandbox's guest (or the one named) hold the credentials
  * egressd gives it now (its sandbox CA follows the hosts its secrets are
  * bound to). */
@@ -148,6 +149,96 @@ static bool is_creating(json_t *ids, int vmid)
     return false;
 }
 
+/* The ids of set's bindings in an object, each to its binding (borrowed). */
+static json_t *by_id(json_t *set)
+{
+    json_t *ids = json_object(), *b;
+    size_t i;
+
+    json_array_foreach(set, i, b)
+    {
+        const char *id = json_string_value(json_object_get(b, "id"));
+        if (id)
+            json_object_set(ids, id, b);
+    }
+    return ids;
+}
+
+/* What the egressd at target holds (held: its GET /v1/sandboxes) against
+ * want (the bindings from Proxmox), compared binding by binding, whole:
+ *   {"egressd": target, "result": "current" or "healed",
+ *    "added": [ids it lacked], "removed": [ids it held that Proxmox has
+ *    not], "changed": [ids it held otherwise]}
+ * A node that was down while sandboxes were made, destroyed or granted
+ * something holds the set of before (its state-dir): this says how. */
+static json_t *node_diff(const char *target, json_t *held, json_t *want)
+{
+    json_t *h = by_id(held), *w = by_id(want), *added = json_array(), *removed = json_array(),
+           *changed = json_array(), *b;
+    const char *id;
+
+    json_object_foreach(w, id, b)
+    {
+        json_t *old = json_object_get(h, id);
+        if (old == NULL)
+            json_array_append_new(added, json_string(id));
+        else if (!json_equal(old, b))
+            json_array_append_new(changed, json_string(id));
+    }
+    json_object_foreach(h, id, b)
+    {
+        if (json_object_get(w, id) == NULL)
+            json_array_append_new(removed, json_string(id));
+    }
+    bool same = json_array_size(added) + json_array_size(removed) + json_array_size(changed) == 0 &&
+                json_array_size(held) == json_object_size(h);
+    json_decref(h);
+    json_decref(w);
+    return json_pack("{s:s,s:s,s:o,s:o,s:o}", "egressd", target, "result",
+                     same ? "current" : "healed", "added", added, "removed", removed, "changed",
+                     changed);
+}
+
+/* Make the egressd at target hold bindings: read its set, compare, then
+ * replace it (also when current: the replace tells egressd it is in step,
+ * which a pair's returning node waits for).  Its entry of the answer's
+ * "egressd" list (node_diff), or {"egressd", "error"} with the reason
+ * also in err; *failed set then. */
+static json_t *sync_node(struct sbx *s, const char *target, json_t *bindings, bool *failed,
+                         char *err, size_t errlen)
+{
+    json_t *held = NULL, *entry = NULL;
+    char why[800];
+
+    if (sbx_egress_get(&s->cfg, target, "/v1/sandboxes", &held, why, sizeof why) == 0 &&
+        !json_is_array(held))
+        snprintf(why, sizeof why, "egressd %s: GET /v1/sandboxes: not an array", target);
+    else if (held != NULL &&
+             sbx_egress_replace_one(&s->cfg, target, bindings, why, sizeof why) == 0)
+        entry = node_diff(target, held, bindings);
+    json_decref(held);
+    if (entry != NULL)
+        return entry;
+    size_t used = strlen(err);
+    snprintf(err + used, errlen - used, "%s%s", *failed ? "; " : "sync: ", why);
+    *failed = true;
+    return json_pack("{s:s,s:s}", "egressd", target, "error", why);
+}
+
+/* Every egressd made to hold bindings: their entries (sync_node) in
+ * *nodes; 0, or -1 when one failed (err names each). */
+static int sync_nodes(struct sbx *s, json_t *bindings, json_t **nodes, char *err, size_t errlen)
+{
+    bool failed = false;
+
+    err[0] = '\0';
+    *nodes = json_array();
+    for (int i = 0; i < s->cfg.negress; i++)
+        json_array_append_new(*nodes,
+                              sync_node(s, s->cfg.egress[i], bindings, &failed, err, errlen));
+    return failed ? -1 : 0;
+}
+
 /* Whether vm is the sandbox `name` (its name or its VMID). */
 static bool is_named(const struct sbx_vm *vm, const char *name)
 {
@@ -177,7 +268,7 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     struct sbx_meta *metas;
     bool *have;
     size_t n;
-    json_t *bindings, *targets, *skipped;
+    json_t *bindings, *nodes = NULL, *skipped;
     int rc;
 
     *out = NULL;
@@ -226,7 +317,7 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
     bool named = only == NULL;
     for (size_t i = 0; i < n && !named; i++)
         named = is_named(&vms[i], only);
-    rc = named ? sbx_egress_replace(&s->cfg, bindings, err, errlen) : -1;
+    rc = named ? sync_nodes(s, bindings, &nodes, err, errlen) : -1;
     if (!named)
         snprintf(err, errlen, "sync: no sandbox '%s' (sandboxctl list)", only);
     /* (creates in progress are read after the VM list: a listed VM's
@@ -246,12 +337,10 @@ int sbx_op_sync(struct sbx *s, json_t *args, json_t **out, char *err, size_t err
             if (have[i] && (only == NULL || is_named(&vms[i], only)) &&
                 (metas[i].nsecrets > 0 || gets_ca(s, &vms[i])))
                 json_array_append_new(creds, credentials_entry(s, &vms[i], &metas[i], creating));
-        targets = json_array();
-        for (int i = 0; i < s->cfg.negress; i++)
-            json_array_append_new(targets, json_string(s->cfg.egress[i]));
-        *out = json_pack("{s:I,s:o,s:O,s:o}", "bindings", (json_int_t)json_array_size(bindings),
-                         "egressd", targets, "skipped", skipped, "credentials", creds);
+        *out = json_pack("{s:I,s:O,s:O,s:o}", "bindings", (json_int_t)json_array_size(bindings),
+                         "egressd", nodes, "skipped", skipped, "credentials", creds);
     }
+    json_decref(nodes);
     json_decref(creating);
     free(vms);
     free(metas);

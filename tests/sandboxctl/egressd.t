@@ -214,5 +214,63 @@ check "sync" sbx sync
 check "  removes it" test "$(egressd_state 1 'len(b)')" = 0
 judge "  c3's address is the default policy's again" 1 "$c3addr" b.test 403 "$DEFAULT"
 
+# --- a node that was down is behind; sync tells by comparing each egressd's
+# whole set (GET /v1/sandboxes) with the bindings from Proxmox, says per
+# egressd what it lacked, held without a VM or held otherwise, and heals it.
+# egressd 1 misses a create, a destroy and an extend: made by a sandboxctl
+# that knows egressd 2 only (one that knows both refuses a create while one
+# is down); it comes back with the set of before from its state-dir.
+grep -vxF "egressd-admin $SBX_EGD1_ADMIN" "$CONF" >"$T/only2.conf"
+only2() { "$SBX_BIN" -c "$T/only2.conf" "$@"; }
+d4=$(json_get "$(sbx --json create --name d4 --size small --owner dan --policy p 2>&1)" 'j["vmid"]' 2>/dev/null)
+e5=$(json_get "$(sbx --json create --name e5 --size small --owner eve --policy p 2>&1)" 'j["vmid"]' 2>/dev/null)
+check "create d4 and e5 on both egressd ($d4, $e5)" test -n "$d4" -a -n "$e5"
+out=$(sbx --json sync 2>&1)
+check "sync: both egressd current, nothing added, removed or changed" \
+    test "$(json_get "$out" '[(n["result"], n["added"], n["removed"], n["changed"]) for n in j["egressd"]] == [("current", [], [], [])] * 2' 2>/dev/null)" = True
+egressd_status_field() { egressd_api "$1" GET /v1/status && json_get "$EGD_BODY" "j[\"$2\"]"; }
+check "  egressd 1's status says its set was replaced a moment ago (sandboxes_replaced_s)" \
+    test "$(egressd_status_field 1 sandboxes_replaced_s)" -le 5
+egressd_stop 1
+out=$(sbx --json sync 2>&1)
+ok "$([ $? -eq 1 ] && grep -qF "sync: egressd $SBX_EGD1_ADMIN: GET /v1/sandboxes:" <<<"$out"; echo $?)" \
+    "sync with egressd 1 down fails naming it ($(head -c 160 <<<"$out"))"
+out=$(only2 --json create --name g6 --size small --owner gus --policy p 2>&1)
+g6=$(json_get "$out" 'j["vmid"]' 2>/dev/null)
+g6addr=$(json_get "$out" 'j["address"]' 2>/dev/null)
+check "egressd 1 down: create g6 ($g6, $g6addr) through egressd 2 alone" test -n "$g6"
+check "  destroy d4" only2 destroy d4
+check "  extend e5 by 2h" only2 extend e5 2h
+egressd_start 1
+ok $? "egressd 1 starts again"
+check "  it holds the set of before: d4 and e5, no g6" test "$(egressd_state 1 'sorted(b)')" = "[\"$d4\", \"$e5\"]"
+check "  e5's binding differs from egressd 2's (the old expiry)" \
+    test "$(egressd_state 1 'b["'"$e5"'"]["expires"]')" != "$(egressd_state 2 'b["'"$e5"'"]["expires"]')"
+check "  its status says its set was not replaced since its start (sandboxes_replaced_s null)" \
+    test "$(egressd_status_field 1 sandboxes_replaced_s)" = None
+judge "  g6's address through egressd 1 is the default policy's (it missed the create)" \
+    1 "$g6addr" a.test 403 "$DEFAULT"
+out=$(sbx --json sync 2>&1)
+rc=$?
+ok $rc "sync ($(tr -d "\n" <<<"$out" | head -c 300))"
+check "  says egressd 1 was healed: added $g6, removed $d4, changed $e5" \
+    test "$(json_get "$out" '[n for n in j["egressd"] if n["egressd"] == "'"$SBX_EGD1_ADMIN"'"] == [{"egressd": "'"$SBX_EGD1_ADMIN"'", "result": "healed", "added": ["'"$g6"'"], "removed": ["'"$d4"'"], "changed": ["'"$e5"'"]}]' 2>/dev/null)" = True
+check "  and egressd 2 current" \
+    test "$(json_get "$out" '[n["result"] for n in j["egressd"] if n["egressd"] == "'"$SBX_EGD2_ADMIN"'"]' 2>/dev/null)" = '["current"]'
+check "  egressd 1 now holds what egressd 2 holds" test "$(egressd_state 1 b)" = "$(egressd_state 2 b)"
+judge "  g6's address through egressd 1 is g6's" 1 "$g6addr" a.test 200 \
+    'j["sandbox"] == "'"$g6"'" and j["owner"] == "gus" and j["decision"] == "allow"'
+# restarted empty: its state-dir lost
+egressd_stop 1
+rm -f "$T/egressd1/state/sandboxes.json"
+egressd_start 1
+check "egressd 1 restarted with an empty state-dir holds nothing" test "$(egressd_state 1 'len(b)')" = 0
+out=$(sbx sync 2>&1)
+ok "$([ $? -eq 0 ] && grep -qxE "egressd $SBX_EGD1_ADMIN: healed added ($e5,$g6|$g6,$e5)" <<<"$out" &&
+    grep -qxF "egressd $SBX_EGD2_ADMIN: current" <<<"$out"; echo $?)" \
+    "sync (text) names what each egressd got: egressd 1 healed, added e5 and g6; egressd 2 current ($(tr '\n' '|' <<<"$out"))"
+check "  egressd 1 holds what egressd 2 holds" test "$(egressd_state 1 b)" = "$(egressd_state 2 b)"
+check "  and its status says its set was replaced" test "$(egressd_status_field 1 sandboxes_replaced_s)" -le 5
+
 sbx_stop_all
 tap_end
