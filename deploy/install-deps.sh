@@ -48,6 +48,8 @@ test_pkgs+=(debhelper dpkg-dev fakeroot lintian)
 # tests/sandboxctl/qga.t: the real QEMU guest agent (qemu-ga on a unix
 # socket) answers the simulator's agent calls.
 test_pkgs+=(qemu-guest-agent)
+# tests/wall/pair.t: the real keepalived holds the pair's virtual address.
+test_pkgs+=(keepalived)
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 

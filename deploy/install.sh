@@ -96,7 +96,7 @@ say "units in $PREFIX/lib/systemd/system; user egressd"
 share=$PREFIX/share/egressd
 rm -rf "$D$share.tmp"
 mkdir -p "$D$share.tmp"
-cp -R "$here/policies" "$here/image" "$here/proxmox" "$here/nftables" "$here/prometheus" \
+cp -R "$here/policies" "$here/image" "$here/proxmox" "$here/nftables" "$here/keepalived" "$here/prometheus" \
     "$here/systemd" "$here/logrotate" "$D$share.tmp/"
 cp "$here/egressd.conf" "$D$share.tmp/egressd.conf"
 cp "$top/sandbox-orchestrator/sandboxctl.conf.example" "$D$share.tmp/sandboxctl.conf.example"
