@@ -31,7 +31,7 @@
 # policy (denied.test: 200 for alice, 403 for bob, in every answer).  After
 # the first failover the wall's points run against the standby holding the
 # VIP (tests/wall/probe.sh and transparent requests), with controls.
-# Root; about 50 s.
+# Root; about 30 s.
 set -u
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 wall_netns "$@"
