@@ -308,13 +308,31 @@ wait_served() {
 }
 egd_lines() { wc -l <"$T/n$1/access.log" 2>/dev/null || echo 0; }
 
-section "the bindings, then keepalived"
+section "the health check, the bindings, then keepalived"
+# check ARGS...: deploy/keepalived/egressd-check with this build's egressctl;
+# its exit status in CK_RC, its stderr in CK_ERR
+check_run() {
+    CK_ERR=$(EGRESSCTL=$EGCTL_BIN "$KA_DIR/egressd-check" "$@" 2>&1)
+    CK_RC=$?
+}
+check_run -c "$T/n1/egressd.conf"
+ok "$([ $CK_RC = 0 ]; echo $?)" "egressd-check -c: node 1's egressd answers and is not draining ($CK_RC $CK_ERR)"
+check_run --synced -s "$T/n1/admin.sock"
+ok "$([ $CK_RC = 1 ] && grep -q 'not replaced since its start (sandboxes_replaced_s: null): run sandboxctl sync' <<<"$CK_ERR"; echo $?)" \
+    "egressd-check --synced before any sync: 1, and why ($CK_ERR)"
+check_run -s "$T/nothing.sock"
+ok "$([ $CK_RC = 1 ] && grep -q '^egressd-check: egressd does not answer (-s .*nothing.sock)' <<<"$CK_ERR"; echo $?)" \
+    "egressd-check on a socket nobody serves: 1, and why ($(head -c 120 <<<"$CK_ERR"))"
+check_run --synced
+ok "$([ $CK_RC = 2 ] && grep -q '^usage: egressd-check' <<<"$CK_ERR"; echo $?)" "egressd-check without an egressd to ask: usage, 2"
 out=$(sbx --json sync 2>&1)
 ok "$("$WALL_PY" -S -c '
 import json, sys
 j = json.loads(sys.argv[1])
 sys.exit(0 if j["bindings"] == 2 and [n["result"] for n in j["egressd"]] == ["healed", "healed"] else 1)' "$out" 2>/dev/null; echo $?)" \
     "sandboxctl sync binds alice-1 and bob-1 on both nodes ($(tr -d '\n ' <<<"$out" | head -c 160))"
+check_run --synced -c "$T/n2/egressd.conf"
+ok "$([ $CK_RC = 0 ]; echo $?)" "  egressd-check --synced after it: 0 ($CK_ERR)"
 ka_start 1
 ka_start 2
 wait_vip 1 15
@@ -360,8 +378,8 @@ probe() {
 }
 reached() { ok "$([ "${R[$2]:-x}" = 0 ]; echo $?)" "$1 (${R[$2]:-no result})"; }
 blocked() { ok "$([ -n "${R[$2]:-}" ] && [ "${R[$2]}" != 0 ]; echo $?)" "$1 (${R[$2]:-no result})"; }
-WALL_POINTS=(tcp:$VIP:3128 udpdns:$VIP tcpdns:$VIP tcp:$ALLOWED_IP:22 tcp:$ALLOWED_IP:8000
-    udpdns:$INET_DNS tcpdns:$INET_DNS tcp:10.99.0.3:22 tcp:$VIP:22 tcp:$VIP:9464 tcp:$SB_IP:8080)
+WALL_POINTS=("tcp:$VIP:3128" "udpdns:$VIP" "tcpdns:$VIP" "tcp:$ALLOWED_IP:22" "tcp:$ALLOWED_IP:8000"
+    "udpdns:$INET_DNS" "tcpdns:$INET_DNS" tcp:10.99.0.3:22 "tcp:$VIP:22" "tcp:$VIP:9464" "tcp:$SB_IP:8080")
 probe sa 1 "${WALL_POINTS[@]}"
 reached "alice-1 reaches the proxy on the VIP" tcp:$VIP:3128
 reached "alice-1: egressd's DNS server on the VIP answers over UDP" udpdns:$VIP
