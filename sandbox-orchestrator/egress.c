@@ -15,15 +15,35 @@
 /* The largest answer is the whole set of bindings (GET /v1/sandboxes,
  * which sync compares): egressd takes a set of at most 1 MiB.  (A
  * credentials answer, a CA certificate and a placeholder per secret, is a
- * few KiB.)  The buffer is calloc'd per request: the pages an answer does
- * not reach are never touched. */
-#define ANSWER_MAX (1024 * 1024 + 4096)
+ * few KiB; most answers are far smaller.)  The buffer grows as the answer
+ * comes, from ANSWER_FIRST. */
+#define ANSWER_MAX   (1024 * 1024 + 4096)
+#define ANSWER_FIRST 4096
 
 struct answer {
-    char buf[ANSWER_MAX];
-    size_t len;
-    int cut; /* more came than buf holds */
+    char *buf; /* len bytes and a NUL */
+    size_t len, cap;
+    int cut; /* more came than ANSWER_MAX - 1 bytes */
 };
+
+/* An empty answer (answer_free() it). */
+static struct answer *answer_new(void)
+{
+    struct answer *a = calloc(1, sizeof *a);
+
+    if (a == NULL || (a->buf = malloc(ANSWER_FIRST)) == NULL)
+        abort();
+    a->cap = ANSWER_FIRST;
+    a->buf[0] = '\0';
+    return a;
+}
+
+static void answer_free(struct answer *a)
+{
+    if (a != NULL)
+        free(a->buf);
+    free(a);
+}
 
 json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m)
 {
@@ -57,8 +77,14 @@ json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m)
 static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
 {
     struct answer *a = arg;
-    size_t n = size * nmemb, room = sizeof a->buf - 1 - a->len;
+    size_t n = size * nmemb;
 
+    while (a->cap - 1 - a->len < n && a->cap < ANSWER_MAX) {
+        a->cap = a->cap * 2 < ANSWER_MAX ? a->cap * 2 : ANSWER_MAX;
+        if ((a->buf = realloc(a->buf, a->cap)) == NULL)
+            abort();
+    }
+    size_t room = a->cap - 1 - a->len;
     memcpy(a->buf + a->len, data, n < room ? n : room);
     a->len += n < room ? n : room;
     a->cut |= n > room;
@@ -200,18 +226,18 @@ static long request(const struct sbx_config *c, const char *target, const char *
 {
     CURL *h = curl_easy_init();
     struct curl_slist *hdrs = NULL;
-    struct answer *a = calloc(1, sizeof *a);
+    struct answer *a = answer_new();
     char *url, *payload = NULL, auth[600];
     long status = -1;
     CURLcode rc;
 
-    if (!h || !a)
+    if (!h)
         abort();
     if (reply)
         *reply = NULL;
     if (auth_header(c, auth, sizeof auth, err, errlen)) {
         curl_easy_cleanup(h);
-        free(a);
+        answer_free(a);
         return -1;
     }
     url = target_url(h, target, path);
@@ -245,7 +271,7 @@ static long request(const struct sbx_config *c, const char *target, const char *
     if (reply && status >= 200 && status < 300 &&
         answer_json(a, target, method, path, reply, err, errlen))
         status = -1;
-    free(a);
+    answer_free(a);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
     explicit_bzero(auth, sizeof auth);
@@ -494,16 +520,16 @@ int sbx_egress_stream(const struct sbx_config *c, const char *target, const char
                       const char *last_id, sbx_egress_bytes_fn fn, void *arg, char *err,
                       size_t errlen)
 {
-    struct stream st = {fn, arg, 0, curl_easy_init(), calloc(1, sizeof(struct answer))};
+    struct stream st = {fn, arg, 0, curl_easy_init(), answer_new()};
     struct curl_slist *hdrs = NULL;
     char auth[600], idh[128], *url;
     CURLcode rc;
 
-    if (!st.h || !st.refusal)
+    if (!st.h)
         abort();
     if (auth_header(c, auth, sizeof auth, err, errlen)) {
         curl_easy_cleanup(st.h);
-        free(st.refusal);
+        answer_free(st.refusal);
         return -1;
     }
     url = target_url(st.h, target, path);
@@ -543,7 +569,7 @@ int sbx_egress_stream(const struct sbx_config *c, const char *target, const char
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(st.h);
     explicit_bzero(auth, sizeof auth);
-    free(st.refusal);
+    answer_free(st.refusal);
     free(url);
     return st.status == 200 ? 0 : -1;
 }

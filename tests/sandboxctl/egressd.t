@@ -272,5 +272,16 @@ ok "$([ $? -eq 0 ] && grep -qxE "egressd $SBX_EGD1_ADMIN: healed added ($e5,$g6|
 check "  egressd 1 holds what egressd 2 holds" test "$(egressd_state 1 b)" = "$(egressd_state 2 b)"
 check "  and its status says its set was replaced" test "$(egressd_status_field 1 sandboxes_replaced_s)" -le 5
 
+# --- bindings without a VM, put in by hand: sync names each one it removes
+# (100 of them: egressd's answer, some 15 KiB, is read whole)
+extra=$(python3 -c 'import json; print(json.dumps([{"id": "hand-%d" % i, "name": "hand", "owner": "x", "addresses": ["127.0.1.%d" % i], "policy": "p", "allow": [], "expires": "2099-01-01T00:00:00Z"} for i in range(1, 101)]))')
+egressd_api 2 GET /v1/sandboxes
+egressd_api 2 PUT /v1/sandboxes "$(python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1]) + json.loads(sys.argv[2])))' "$EGD_BODY" "$extra")"
+ok $? "egressd 2: 100 bindings more, by hand ($EGD_CODE, $(egressd_state 2 'len(b)') bindings)"
+out=$(sbx --json sync 2>&1)
+check "sync removes them and names each: egressd 2 healed, removed hand-1 .. hand-100" \
+    test "$(json_get "$out" '[(n["result"], sorted(n["removed"]), n["added"], n["changed"]) for n in j["egressd"] if n["egressd"] == "'"$SBX_EGD2_ADMIN"'"] == [("healed", sorted("hand-%d" % i for i in range(1, 101)), [], [])]' 2>/dev/null)" = True
+check "  egressd 2 holds what egressd 1 holds" test "$(egressd_state 2 b)" = "$(egressd_state 1 b)"
+
 sbx_stop_all
 tap_end

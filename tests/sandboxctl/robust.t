@@ -138,7 +138,7 @@ run_version() {
     printf 'admin-token-1\n' >"$T/admin-token"
     out=$(sbx sync 2>&1)
     rc=$?
-    ok "$([ $rc -eq 1 ] && grep -qF "egressd $SBX_EGD2_ADMIN: PUT /v1/sandboxes: 401" <<<"$out" && ! grep -qF "egressd $SBX_EGD1_ADMIN" <<<"$out"; echo $?)" \
+    ok "$([ $rc -eq 1 ] && grep -qF "egressd $SBX_EGD2_ADMIN: GET /v1/sandboxes: 401" <<<"$out" && ! grep -qF "egressd $SBX_EGD1_ADMIN" <<<"$out"; echo $?)" \
         "PVE $v: mode 0600 passes sandboxctl's check, but egressd 2 refuses a wrong token with 401 (rc $rc: $out)"
     printf '%s\n' "$SBX_EGD_TOKEN" >"$T/admin-token"
     check "PVE $v: mode 0600 with egressd's token is accepted" sbx sync
