@@ -30,7 +30,8 @@
 # pass/fail on them).  Before and after, each sandbox gets only its own
 # policy (denied.test: 200 for alice, 403 for bob, in every answer).  After
 # the first failover the wall's points run against the standby holding the
-# VIP (tests/wall/probe.sh and transparent requests), with controls.
+# VIP (tests/wall/probe.sh, transparent requests, deploy/wall-test inside a
+# sandbox), with controls that show the wall is what blocks.
 # Root; about 30 s.
 set -u
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
@@ -415,6 +416,19 @@ sleep 0.3
 ok "$([ "$code" = 000 ] && tail -n +$((mark + 1)) "$T/n2/access.log" | grep '"mode":"tls"' | grep '"sni":"denied.test"' |
     grep '"owner":"bob"' | grep -q '"decision":"deny"'; echo $?)" \
     "transparent: bob-1 to denied.test at its address anyway: node 2 denies it, logged as bob's ($code)"
+# deploy/wall-test from inside bob-1, the VIP its proxy and DNS server
+WT_ARGS=(--proxy "$VIP:3128" --allowed http://allowed.test/hello --denied http://denied.test/
+    --direct 10.99.0.3:22 --direct "$VIP:22" --direct "$VIP:9464" --direct "$ALLOWED_IP:22"
+    --dns "$INET_DNS" --timeout 1)
+wall_test() {
+    in_ns sb unshare -m sh -c 'mount --bind "$0" /etc/resolv.conf && exec bash "$@"' "$T/resolv.conf" \
+        "$TOP/deploy/wall-test" "${WT_ARGS[@]}" 2>&1
+}
+out=$(wall_test)
+rc=$?
+ok "$([ $rc -eq 0 ] && grep -qE '^[0-9]+ passed, 0 failed$' <<<"$out"; echo $?)" \
+    "deploy/wall-test inside bob-1 against the VIP on node 2: $(tail -n 1 <<<"$out")"
+[ $rc -eq 0 ] || sed 's/^/#   /' <<<"$out"
 probe probe 1 tcp:$SB_IP:8080 tcp:10.99.0.3:22
 reached "control: a port that is not isolated reaches bob-1's 8080" tcp:$SB_IP:8080
 blocked "control: but not node 2's sshd either (its wall)" tcp:10.99.0.3:22
@@ -422,6 +436,9 @@ in_ns n2 nft delete table inet egressd_node
 probe sa 1 tcp:10.99.0.3:22 tcp:$VIP:9464
 reached "control: node 2's wall removed, alice-1 reaches its sshd" tcp:10.99.0.3:22
 reached "control:   and its metrics" tcp:$VIP:9464
+out=$(wall_test)
+ok "$([ $? -eq 1 ] && grep -q '^not ok .* no direct connection to 10.99.0.3:22$' <<<"$out"; echo $?)" \
+    "control: and deploy/wall-test fails, naming the hole: $(tail -n 1 <<<"$out")"
 in_ns n2 nft -f "$T/n2/wall.nft"
 probe sa 1 tcp:10.99.0.3:22
 blocked "  the wall loaded again: blocked again" tcp:10.99.0.3:22
