@@ -963,6 +963,25 @@ static int bind_listener(const struct px_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+json_t *px_admin_replaced_ago(void)
+{
+    struct timespec now;
+
+    if (!A.replaced_any)
+        return json_null();
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return json_integer((json_int_t)(now.tv_sec - A.replaced.tv_sec));
+}
+
+void px_admin_set_replaced_ago(const json_t *ago)
+{
+    if (!json_is_integer(ago) || json_integer_value(ago) < 0)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &A.replaced);
+    A.replaced.tv_sec -= (time_t)json_integer_value(ago);
+    A.replaced_any = true;
+}
+
 void px_admin_unlisten(void)
 {
     if (A.http != NULL && A.bound != NULL)

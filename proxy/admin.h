@@ -54,6 +54,12 @@ void px_admin_stop(void);
  * unix socket's file is not removed at the stop); the connections open go
  * on. */
 void px_admin_unlisten(void);
+/* How long ago (seconds) the whole set of bindings was last replaced in
+ * this run (GET /v1/status's sandboxes_replaced_s; JSON null: not since the
+ * start), a new reference; and the same set by an upgrade's successor
+ * from its predecessor's, after px_admin_start() (null: left unset). */
+json_t *px_admin_replaced_ago(void);
+void px_admin_set_replaced_ago(const json_t *ago);
 /* The answer to POST /v1/upgrade: 200 {"pid", "version", "previous_pid"}
  * when the successor serves, 500 {"error", "pid"} when it failed. */
 void px_admin_upgrade_reply(struct evhttp_request *req, long pid, const char *version,

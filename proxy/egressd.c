@@ -72,6 +72,7 @@ static struct px_addrwatch *addrwatch;
 static char self_path[PATH_MAX], conf_path[PATH_MAX];
 static bool debug_flag;
 static int takeover_chan = -1;
+static json_t *handed_state; /* what the predecessor handed on (handover.h) */
 static int state_watch_fd = -1;
 
 /* libevent's own messages (evdns marking a server down, ...) go to the
@@ -394,8 +395,10 @@ static int upgrade(void *arg, struct evhttp_request *req, char *err, size_t errl
     char *argv[] = {self_path, "-c", conf_path, "--takeover", chan, debug_flag ? "-d" : NULL, NULL};
     json_t *quota = json_object();
     px_limit_each_count(add_count, quota);
-    int rc = px_successor_start(main_base, argv, quota, on_successor, req, err, errlen);
-    json_decref(quota);
+    json_t *state =
+        json_pack("{s:o,s:o}", "quota", quota, "sandboxes_replaced_s", px_admin_replaced_ago());
+    int rc = px_successor_start(main_base, argv, state, on_successor, req, err, errlen);
+    json_decref(state);
     return rc;
 }
 
@@ -409,15 +412,13 @@ static json_t *status_hook(void *arg)
                      "pid", (json_int_t)getpid());
 }
 
-/* The predecessor's sockets and quota counts (handover.h), when this
+/* The predecessor's sockets and state (handover.h), when this
  * process takes over from one.  0, or -1 with err. */
 static int take_over(char *err, size_t errlen)
 {
-    json_t *quota = NULL;
-
     if (takeover_chan == -1)
         return 0;
-    if (px_handover_receive(takeover_chan, EGRESSD_VERSION, &quota, err, errlen) == -1)
+    if (px_handover_receive(takeover_chan, EGRESSD_VERSION, &handed_state, err, errlen) == -1)
         return -1;
     size_t most = px_handover_most();
     if (most > n_workers) {
@@ -428,12 +429,11 @@ static int take_over(char *err, size_t errlen)
     }
     const char *id;
     json_t *v;
-    json_object_foreach(quota, id, v)
+    json_object_foreach(json_object_get(handed_state, "quota"), id, v)
     {
         if (json_is_integer(v) && json_integer_value(v) > 0)
             px_limit_carry(id, (uint64_t)json_integer_value(v));
     }
-    json_decref(quota);
     return 0;
 }
 
@@ -639,6 +639,9 @@ static int start(char *err, size_t errlen)
     sync_logins();
     if (cfg.have_admin && px_admin_start(main_base, &cfg, main_resolver, &hooks, err, errlen) == -1)
         return -1;
+    px_admin_set_replaced_ago(json_object_get(handed_state, "sandboxes_replaced_s"));
+    json_decref(handed_state);
+    handed_state = NULL;
     if (cfg.have_metrics && px_metrics_listen(main_base, &cfg.metrics, err, errlen) == -1)
         return -1;
     if (drop_privileges(err, errlen) == -1)

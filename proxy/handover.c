@@ -250,7 +250,7 @@ static int send_batch(int chan, size_t from, size_t n)
     return rc;
 }
 
-int px_handover_send(int chan, const json_t *quota, char *err, size_t errlen)
+int px_handover_send(int chan, const json_t *state, char *err, size_t errlen)
 {
     for (size_t i = 0; i < n_noted; i += FDS_PER_MSG) {
         size_t n = n_noted - i < FDS_PER_MSG ? n_noted - i : FDS_PER_MSG;
@@ -259,11 +259,11 @@ int px_handover_send(int chan, const json_t *quota, char *err, size_t errlen)
             return -1;
         }
     }
-    json_t *end = json_pack("{s:s,s:O}", "op", "end", "quota", quota);
+    json_t *end = json_pack("{s:s,s:O}", "op", "end", "state", state);
     int rc = px_handover_send_msg(chan, end, NULL, 0);
     json_decref(end);
     if (rc == -1)
-        snprintf(err, errlen, "handing over the quota counts: %s", strerror(errno));
+        snprintf(err, errlen, "handing over the state: %s", strerror(errno));
     return rc;
 }
 
@@ -310,7 +310,7 @@ static int take_sockets(const json_t *msg, const int *fds, size_t n_fds, char *e
     return rc;
 }
 
-int px_handover_receive(int chan, const char *version, json_t **quota, char *err, size_t errlen)
+int px_handover_receive(int chan, const char *version, json_t **state, char *err, size_t errlen)
 {
     json_t *hello =
         json_pack("{s:s,s:I,s:s}", "op", "hello", "pid", (json_int_t)getpid(), "version", version);
@@ -331,8 +331,8 @@ int px_handover_receive(int chan, const char *version, json_t **quota, char *err
         }
         const char *op = json_string_value(json_object_get(msg, "op"));
         if (op != NULL && strcmp(op, "end") == 0 && n_fds == 0) {
-            json_t *q = json_object_get(msg, "quota");
-            *quota = json_is_object(q) ? json_incref(q) : json_object();
+            json_t *q = json_object_get(msg, "state");
+            *state = json_is_object(q) ? json_incref(q) : json_object();
             json_decref(msg);
             return 0;
         }

@@ -17,11 +17,13 @@
  *   successor -> old:  {"op":"hello","pid":N,"version":"V"}
  *   old -> successor:  {"op":"sockets","sockets":[{"role":R},...]}
  *                      with the sockets, in that order (several messages)
- *                      {"op":"end","quota":{"SANDBOX":BYTES,...}}
+ *                      {"op":"end","state":{"quota":{"SANDBOX":BYTES,...},
+ *                                            "sandboxes_replaced_s":N|null}}
  *   successor -> old:  {"op":"ready","version":V} or {"op":"failed","error":"..."}
  * (each socket's address is its own: getsockname, on receipt)
- * "quota" carries each sandbox's bytes counted toward its quota, so the
- * count goes on where it was.
+ * "state" is what the process carries on: each sandbox's bytes counted
+ * toward its quota, and how long ago sandboxctl last replaced the whole
+ * set of bindings (admin.h), so that both go on where they were.
  */
 #ifndef PX_HANDOVER_H
 #define PX_HANDOVER_H
@@ -60,10 +62,11 @@ int px_handover_claim(enum px_sock_role role, const struct sockaddr *sa, socklen
  * config no longer has), one log line each; returns how many. */
 size_t px_handover_close_unclaimed(void);
 
-/* The successor's side: greet (with its `version`) the old process on channel `chan`, receive
- * its sockets and its quota counts (into *quota, a new object, SANDBOX ->
- * bytes).  0, or -1 with the reason in err. */
-int px_handover_receive(int chan, const char *version, json_t **quota, char *err, size_t errlen);
+/* The successor's side: greet the old process on channel `chan` (with
+ * this `version`), receive its sockets and its state (*state, a new
+ * object: "quota", "sandboxes_replaced_s").  0, or -1 with the reason in
+ * err. */
+int px_handover_receive(int chan, const char *version, json_t **state, char *err, size_t errlen);
 
 /* The most sockets received for one role and address: the predecessor's
  * worker count, which the successor runs at least (every socket then has
@@ -71,8 +74,8 @@ int px_handover_receive(int chan, const char *version, json_t **quota, char *err
 size_t px_handover_most(void);
 
 /* The old process's side, after the successor's hello: send every noted
- * socket, then `quota` (borrowed).  0, or -1 with the reason in err. */
-int px_handover_send(int chan, const json_t *quota, char *err, size_t errlen);
+ * socket, then `state` (borrowed).  0, or -1 with the reason in err. */
+int px_handover_send(int chan, const json_t *state, char *err, size_t errlen);
 
 /* One message of the channel: send obj (with fds[0..n_fds) attached).
  * 0, or -1 with errno. */

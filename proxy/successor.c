@@ -25,7 +25,7 @@ struct attempt {
     pid_t pid;
     int chan;
     struct event *ev, *timer;
-    json_t *quota;
+    json_t *state;
     px_successor_done done;
     void *arg;
 };
@@ -93,7 +93,7 @@ static void finish(const char *version, const char *error)
     event_free(S.ev);
     event_free(S.timer);
     close(S.chan);
-    json_decref(S.quota);
+    json_decref(S.state);
     S = (struct attempt){.chan = -1};
     done(arg, pid, version, error ? why : NULL);
 }
@@ -113,7 +113,7 @@ static void on_message(evutil_socket_t fd, short what, void *arg)
         finish(NULL, errno ? strerror(errno) : "it ended before it served");
     } else if (op != NULL && strcmp(op, "hello") == 0 && !S.greeted) {
         S.greeted = true;
-        if (px_handover_send(fd, S.quota, err, sizeof(err)) == -1)
+        if (px_handover_send(fd, S.state, err, sizeof(err)) == -1)
             finish(NULL, err);
     } else if (op != NULL && strcmp(op, "ready") == 0 && S.greeted) {
         finish(json_string_value(json_object_get(msg, "version")), NULL);
@@ -135,7 +135,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     finish(NULL, why);
 }
 
-int px_successor_start(struct event_base *base, char *const argv[], json_t *quota,
+int px_successor_start(struct event_base *base, char *const argv[], json_t *state,
                        px_successor_done done, void *arg, char *err, size_t errlen)
 {
     int pair[2];
@@ -167,7 +167,7 @@ int px_successor_start(struct event_base *base, char *const argv[], json_t *quot
     S = (struct attempt){.busy = true,
                          .pid = pid,
                          .chan = pair[0],
-                         .quota = json_incref(quota),
+                         .state = json_incref(state),
                          .done = done,
                          .arg = arg};
     S.ev = event_new(base, pair[0], EV_READ | EV_PERSIST, on_message, NULL);

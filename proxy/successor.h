@@ -4,7 +4,7 @@
  *
  *   px_successor_start ─ fork, exec argv with the channel on descriptor
  *                        PX_SUCCESSOR_FD
- *     ◀ hello             ─▶ sockets..., end (the quota counts)
+ *     ◀ hello             ─▶ sockets..., end (the state carried on)
  *     ◀ ready             done(pid, version, NULL): it serves; the caller
  *                         stops accepting and drains (egressd.c)
  *     ◀ failed, EOF, or nothing within PX_SUCCESSOR_START_S
@@ -26,10 +26,10 @@
 
 typedef void (*px_successor_done)(void *arg, long pid, const char *version, const char *error);
 
-/* Start argv[0] (argv NULL-terminated) as the successor; `quota` is sent
+/* Start argv[0] (argv NULL-terminated) as the successor; `state` is sent
  * after the sockets (borrowed until done).  0 (done will be called once),
  * or -1 with the reason in err (done will not be called). */
-int px_successor_start(struct event_base *base, char *const argv[], json_t *quota,
+int px_successor_start(struct event_base *base, char *const argv[], json_t *state,
                        px_successor_done done, void *arg, char *err, size_t errlen);
 
 /* Whether a successor is being started now. */

@@ -132,9 +132,14 @@ first=$second
 
 # --- with no connection open the predecessor stops at once: the answer
 # must still reach egressctl
+replaced_s() { egd_admin GET /v1/status | py -c 'import json,sys; print(json.load(sys.stdin)["sandboxes_replaced_s"])'; }
+egd_admin PUT /v1/sandboxes '[{"id":"s2","addresses":["127.0.0.81"],"owner":"ivo","policy":"test"}]' >/dev/null
 out=$(ctl upgrade 2>&1)
 ok $? "upgrade with no connection open: egressctl upgrade exits 0 with the answer ($out)"
 first=$(serving_pid)
+r=$(replaced_s)
+check "the successor carries when the set was last replaced (sandboxes_replaced_s $r, not None)" \
+    test "$r" != None -a -n "$r"
 
 # --- five upgrades under load
 "$SINK" --listen "127.0.0.21:$EGD_HTTPS_PORT" --reply-bytes 256 >"$T/sink-tls.log" 2>&1 &

@@ -33,8 +33,8 @@
 # VIP (tests/wall/probe.sh, transparent requests, deploy/wall-test inside a
 # sandbox), with controls that show the wall is what blocks.  Last, an
 # in-place upgrade of the node holding the VIP (egressctl upgrade): its
-# successor answers, the VIP goes to the standby until the next sync
-# (printed), and no answer is another sandbox's.
+# successor answers, carries the word that its set is current (so the VIP
+# stays), and no answer is another sandbox's.
 # Root; about 50 s.
 set -u
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
@@ -504,17 +504,17 @@ wait_served "$t" 10
 ok $? "  the load is answered through node 1 again"
 
 section "an in-place upgrade of node 1 (egressctl upgrade) while it holds the VIP"
-# The successor takes the listeners and the state-dir's set but not the
-# word that the set was replaced in this run: its egressd_synced fails
-# until the next sync, and node 2 (110 against 100) takes the VIP in the
-# meantime.  What the sandboxes see of it is printed.
+# The successor takes the listeners, the state-dir's set and the word
+# that the set was replaced in this run (sandboxes_replaced_s, handed
+# over): its egressd-check --synced holds, and node 1 keeps the VIP.
+# What the sandboxes see of it is printed.
 status_pid() {
     curl -q -sS --noproxy '*' -m 2 --unix-socket "$T/n1/admin.sock" http://egressd/v1/status 2>/dev/null |
         "$WALL_PY" -S -c 'import json, sys; print(json.load(sys.stdin)["pid"])' 2>/dev/null
 }
 t_up=$(now)
 out=$("$EGCTL_BIN" -c "$T/n1/egressd.conf" upgrade 2>&1)
-diag "egressctl upgrade: exit $?: $(tr -d '\n' <<<"$out" | head -c 160)"
+ok $? "egressctl upgrade on node 1 exits 0 ($(tr -d '\n' <<<"$out" | head -c 160))"
 old_pid=${EGD_PID[1]}
 for ((i = 0; i < 150; i++)); do # (the predecessor drains: timeout-drain 2s)
     kill -0 "$old_pid" 2>/dev/null || break
@@ -533,7 +533,9 @@ ok "$([ -n "$SUCCESSOR" ] && [ "$SUCCESSOR" != "$old_pid" ] && kill -0 "$SUCCESS
 sleep 5
 moved=$(has_vip 2 && echo "node 2 took it" || echo "it stayed on node 1")
 check_run --synced -c "$T/n1/egressd.conf"
-diag "after the upgrade: the VIP $moved; node 1's egressd-check --synced: $CK_RC; $(figures 'gap(args[0], args[1])' "$t_up" "$(now)")"
+ok "$([ "$CK_RC" = 0 ] && has_vip 1 && ! has_vip 2; echo $?)" \
+    "  the successor counts as synced (egressd-check --synced: $CK_RC) and node 1 keeps the VIP ($moved)"
+diag "after the upgrade: $(figures 'gap(args[0], args[1])' "$t_up" "$(now)")"
 sbx sync >/dev/null 2>&1
 wait_vip 1 15
 ok $? "  sync: node 1 holds the VIP again"

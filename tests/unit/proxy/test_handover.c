@@ -2,8 +2,8 @@
  * test_handover.c - the listening sockets passed to an upgrade's successor
  * (proxy/handover.c): the successor claims the very sockets the old
  * process noted (the same kernel sockets, by inode, not new ones), each
- * once, by role and address; what nobody claims is closed; the quota
- * counts arrive whole; a channel that sends garbage is an error naming it.
+ * once, by role and address; what nobody claims is closed; the state
+ * carried on arrives whole; a channel that sends garbage is an error naming it.
  * Both ends run in this one process: the messages wait in the socket
  * pair's buffers.
  */
@@ -83,13 +83,14 @@ int main(void)
 
     int pair[2];
     char err[512] = "";
-    json_t *quota = json_pack("{s:I,s:I}", "sbx-a", (json_int_t)12345, "sbx-b", (json_int_t)1);
+    json_t *quota = json_pack("{s:{s:I,s:I},s:I}", "quota", "sbx-a", (json_int_t)12345, "sbx-b",
+                              (json_int_t)1, "sandboxes_replaced_s", (json_int_t)42);
     json_t *got = NULL;
     socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair);
     ok(px_handover_send(pair[0], quota, err, sizeof(err)) == 0, "the old side sends (%s)", err);
     ok(px_handover_receive(pair[1], "test", &got, err, sizeof(err)) == 0,
        "the successor receives (%s)", err);
-    ok(json_equal(got, quota), "the quota counts arrive whole");
+    ok(json_equal(got, quota), "the state (quota counts, when the set was replaced) arrives whole");
     json_decref(got);
     got = NULL;
     ok(px_handover_most() == 2, "the most sockets of one role and address: 2 (%zu)",
