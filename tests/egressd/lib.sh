@@ -32,6 +32,7 @@
 #   egd_start [LINE...]    write $T/egressd.conf, start egressd, wait for /healthz
 #   egd_stop               SIGTERM, wait; returns egressd's exit status
 #   egd_finish             egd_stop as two TAP lines (exit 0, no sanitizer report)
+#   egd_no_sanitizer_report [WHAT]   one TAP line: egressd.err holds no sanitizer report
 #   egd_put ID JSON        PUT /v1/sandboxes/ID on the admin socket
 #   egd_admin METHOD PATH [JSON]   any admin call; prints the body
 #   egd_log_mark           later egd_log_* calls look only at lines after now
@@ -325,11 +326,18 @@ egd_finish() {
     local rc=0
     egd_stop || rc=$?
     ok "$rc" "egressd exits 0 on SIGTERM (status $rc)"
+    egd_no_sanitizer_report
+}
+
+# egd_no_sanitizer_report [WHAT]: TAP: $T/egressd.err holds no ASan, LSan
+# or UBSan report (the first one shown when it does).
+egd_no_sanitizer_report() {
+    local what=${1:-"egressd's stderr holds no sanitizer report"}
     if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: (Address|Undefined)' "$T/egressd.err"; then
-        ok 1 "egressd's stderr holds no sanitizer report"
+        ok 1 "$what"
         grep -E -A 12 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T/egressd.err" | head -n 40 | sed 's/^/#   /'
     else
-        ok 0 "egressd's stderr holds no sanitizer report"
+        ok 0 "$what"
     fi
 }
 

@@ -260,11 +260,17 @@ EOF
     return 1
 }
 
+# wall_sandboxctl [GATEWAY PROXY ADMIN-SOCKET...]: $CONF for sandboxctl on
+# the simulator (default: gateway 10.99.0.1, proxy $PROXY, the one
+# egressd's admin socket; the pair test names its VIP and both nodes).
 wall_sandboxctl() {
+    local gateway=${1:-10.99.0.1} proxy=${2:-$PROXY} admins=("${@:3}") a
+    [ ${#admins[@]} -gt 0 ] || admins=("$T/egressd/admin.sock")
     pve_sim_token_file "$WALL_TOKEN_ID=$WALL_SECRET" "$T/token"
     mkdir -p "$T/sbx-state"
     CONF=$T/sandboxctl.conf
-    cat >"$CONF" <<EOF
+    {
+        cat <<EOF
 # sandboxctl of the wall test
 pve-url $PVE_SIM_BASE
 pve-token-file $T/token
@@ -275,13 +281,14 @@ pool sandboxes
 storage local-lvm
 bridge vmbr99
 ip-pool 10.99.0.10-10.99.0.250/24
-gateway 10.99.0.1
-proxy $PROXY
-egressd-admin unix:$T/egressd/admin.sock
+gateway $gateway
+proxy $proxy
 state-dir $T/sbx-state
 agent-timeout 30s
 task-timeout 30s
 EOF
+        for a in "${admins[@]}"; do echo "egressd-admin unix:$a"; done
+    } >"$CONF"
 }
 
 wall_up() {

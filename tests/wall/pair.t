@@ -224,26 +224,7 @@ pair_up() {
         $SB_IP:8080 || return 1
     egd_start 1 && egd_start 2 || return 1
     pve_sim_start 9 "$(world)" || return 1
-    pve_sim_token_file "$WALL_TOKEN_ID=$WALL_SECRET" "$T/token"
-    mkdir -p "$T/sbx-state"
-    CONF=$T/sandboxctl.conf
-    cat >"$CONF" <<EOF
-# sandboxctl of the pair test: both nodes' egressd
-pve-url $PVE_SIM_BASE
-pve-token-file $T/token
-pve-ca-file $PVE_SIM_CA
-node auto
-template pve1:9000
-pool sandboxes
-storage local-lvm
-bridge vmbr99
-ip-pool 10.99.0.10-10.99.0.250/24
-gateway $VIP
-proxy $VIP:3128
-egressd-admin unix:$T/n1/admin.sock
-egressd-admin unix:$T/n2/admin.sock
-state-dir $T/sbx-state
-EOF
+    wall_sandboxctl "$VIP" "$VIP:3128" "$T/n1/admin.sock" "$T/n2/admin.sock"
 }
 
 log=$(mktemp "${TMPDIR:-/tmp}/pair-up.XXXXXX")
