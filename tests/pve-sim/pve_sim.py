@@ -809,6 +809,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 sim.fw_sync()
         if ctx.get("fault") == "drop_after":
             raise Drop()  # the call took effect; its answer is lost
+        if ctx.get("fault") == "slow_answer":
+            time.sleep(ctx["ms"] / 1000.0)  # the call took effect; its answer waits
         return 200, {"data": data}, "OK"
 
     def authenticate(self, method, template):
@@ -867,6 +869,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if kind == "drop":
                 raise Drop()
             ctx["fault"] = kind
+            ctx["ms"] = f.get("ms", 0)
             return
 
     # -- test control ----------------------------------------------------------
@@ -887,8 +890,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if what == "faults" and method == "POST":
                 try:
                     f = json.loads(body.decode("utf-8") or "{}")
-                    if f.get("kind") not in ("task_fail", "lock_timeout", "http_500", "slow_task", "drop", "drop_after"):
-                        raise ValueError("kind must be task_fail|lock_timeout|http_500|slow_task|drop|drop_after")
+                    if f.get("kind") not in ("task_fail", "lock_timeout", "http_500", "slow_task", "drop", "drop_after", "slow_answer"):
+                        raise ValueError("kind must be task_fail|lock_timeout|http_500|slow_task|drop|drop_after|slow_answer")
+                    f["ms"] = int(f.get("ms", 1000))  # slow_answer: the call takes effect, its answer waits
                     re.compile(f.get("path", ""))
                     f["path"] = f.get("path", "")
                     f["count"] = int(f.get("count", 1))
