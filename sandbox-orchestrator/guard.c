@@ -110,6 +110,12 @@ static int entry_alive(json_t *r)
                json_is_integer(start) ? (unsigned long long)json_integer_value(start) : 0);
 }
 
+/* Whether r is a create's record (sbx_guard_reservation marks it). */
+static int is_create(json_t *r)
+{
+    return json_is_true(json_object_get(r, "creating"));
+}
+
 int sbx_guard_open(struct sbx_guard *g, const char *state_dir, char *err, size_t errlen)
 {
     json_error_t jerr;
@@ -131,26 +137,79 @@ int sbx_guard_open(struct sbx_guard *g, const char *state_dir, char *err, size_t
                 jerr.text);
     }
     g->reservations = json_array();
+    g->interrupted = json_array();
     json_array_foreach(all, i, r)
     {
-        if (json_is_object(r) && entry_alive(r))
+        if (!json_is_object(r))
+            continue;
+        if (entry_alive(r))
             json_array_append(g->reservations, r);
+        else if (is_create(r))
+            json_array_append(g->interrupted, r);
     }
     json_decref(all);
     return 0;
 }
 
-int sbx_guard_save(struct sbx_guard *g, char *err, size_t errlen)
+/* Flush the directory that holds path (a rename in it) to disk. */
+static int sync_dir(const char *path)
+{
+    char dir[4200];
+    char *slash;
+    int fd, rc;
+
+    snprintf(dir, sizeof dir, "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd == -1)
+        return -1;
+    rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Write j into the new file tmp and flush it.  0 / -1 (errno). */
+static int write_flushed(const char *tmp, json_t *j, size_t flags)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
+
+    if (fd == -1)
+        return -1;
+    rc = json_dumpfd(j, fd, flags) == 0 && write(fd, "\n", 1) == 1 && fsync(fd) == 0 ? 0 : -1;
+    if (close(fd) == -1)
+        rc = -1;
+    return rc;
+}
+
+int sbx_state_write(const char *path, json_t *j, size_t flags, char *err, size_t errlen)
 {
     char tmp[4200];
 
-    snprintf(tmp, sizeof tmp, "%s.tmp", g->path);
-    if (json_dump_file(g->reservations, tmp, JSON_INDENT(1)) == -1 || rename(tmp, g->path) == -1) {
-        snprintf(err, errlen, "state-dir: cannot write %s: %s", g->path, strerror(errno));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (write_flushed(tmp, j, flags) == -1 || rename(tmp, path) == -1 || sync_dir(path) == -1) {
+        snprintf(err, errlen, "state-dir: cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
     return 0;
+}
+
+int sbx_guard_save(struct sbx_guard *g, char *err, size_t errlen)
+{
+    json_t *all = json_array();
+    int rc;
+
+    json_array_extend(all, g->reservations);
+    json_array_extend(all, g->interrupted);
+    rc = sbx_state_write(g->path, all, JSON_INDENT(1), err, errlen);
+    json_decref(all);
+    return rc;
 }
 
 void sbx_guard_close(struct sbx_guard *g)
@@ -160,6 +219,8 @@ void sbx_guard_close(struct sbx_guard *g)
     g->fd = -1;
     json_decref(g->reservations);
     g->reservations = NULL;
+    json_decref(g->interrupted);
+    g->interrupted = NULL;
     free(g->path);
     g->path = NULL;
 }
@@ -169,9 +230,9 @@ json_t *sbx_guard_reservation(const char *name, int cores, int memory_mib, int v
 {
     pid_t pid = getpid();
 
-    return json_pack("{s:i,s:I,s:s,s:i,s:i,s:i,s:s}", "pid", (int)pid, "start",
+    return json_pack("{s:i,s:I,s:s,s:i,s:i,s:i,s:s,s:b}", "pid", (int)pid, "start",
                      (json_int_t)sbx_guard_pid_start(pid), "name", name, "cores", cores,
-                     "memory_mib", memory_mib, "vmid", vmid, "address", address);
+                     "memory_mib", memory_mib, "vmid", vmid, "address", address, "creating", 1);
 }
 
 int sbx_guard_release(const char *state_dir, int vmid, char *err, size_t errlen)

@@ -120,6 +120,14 @@ int sbx_access_seconds(const struct sbx *s, const char *duration, long *seconds,
                        size_t errlen);
 bool sbx_access_owner_may(const struct sbx *s, const char *entry);
 
+/* Settles every access request whose approval a killed process left
+ * half-way (ops_access.c; doctor): approved when its grant reached the
+ * description, else pending again.  Appends each to settled as {id, name,
+ * vmid, host, detail, settled (bool: false when its description could
+ * not be read now)}.  0, or -1 with err when the store cannot be read or
+ * written. */
+int sbx_access_settle_all(struct sbx *s, json_t *settled, char *err, size_t errlen);
+
 /* Bring the credentials in vm's guest (metadata m) up to what egressd
  * gives it now (ops_sync.c): "current", "installed" (its CA had changed:
  * the inject or request-rule hosts of its binding or preset changed), or

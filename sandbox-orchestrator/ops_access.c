@@ -30,6 +30,14 @@
  *     "by": "admin" | "owner" | "access-auto PATTERN", "until": TIME}]
  * A decided request is kept for a day (access list --all), a pending one
  * for a week.
+ *
+ * An approval changes two places, the store and the description, and a
+ * process may be killed between them: before the description is edited
+ * the pending request is saved with "granting": {until, by, decided},
+ * the approval it is in the middle of.  Whoever next meets such a request
+ * (doctor, or a decision on it) settles it by the description: the grant
+ * is there, so the request is approved as "granting" says; or it is not,
+ * and the request waits again (sbx_access_settle).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -104,18 +112,11 @@ static int store_open(struct sbx *s, struct store *st, char *err, size_t errlen)
     return 0;
 }
 
-/* Writes the requests whole (a temporary file renamed over the old). */
+/* Writes the requests whole (sbx_state_write: a temporary file renamed
+ * over the old). */
 static int store_save(struct store *st, char *err, size_t errlen)
 {
-    char tmp[4300];
-
-    snprintf(tmp, sizeof tmp, "%s.tmp", st->path);
-    if (json_dump_file(st->requests, tmp, JSON_INDENT(1)) == -1 || rename(tmp, st->path) == -1) {
-        snprintf(err, errlen, "state-dir: cannot write %.300s: %s", st->path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return sbx_state_write(st->path, st->requests, JSON_INDENT(1), err, errlen);
 }
 
 static int is_status(const json_t *r, const char *status)
@@ -125,15 +126,13 @@ static int is_status(const json_t *r, const char *status)
     return v && strcmp(v, status) == 0;
 }
 
-/* After an attempt (rc) to change r: saves the store when it succeeded,
- * and also when a grant failed half-way (the description holds it, so the
- * store must say so too), keeping the first error in err. */
-static int store_keep(struct store *st, const json_t *r, int rc, char *err, size_t errlen)
+/* After an attempt (rc) to change the store: saves it (a failed grant
+ * too: the store on disk may say the request is being granted, or the
+ * description may hold the grant), keeping the first error in err. */
+static int store_keep(struct store *st, int rc, char *err, size_t errlen)
 {
     char why[512];
 
-    if (rc != 0 && !is_status(r, STATUS_APPROVED))
-        return 0;
     if (store_save(st, why, sizeof why) == 0)
         return 0;
     if (rc == 0)
@@ -265,46 +264,179 @@ static int request_vm(struct sbx *s, const json_t *r, struct sbx_vm *vm, char *e
     return 0;
 }
 
-/* Grants request r for seconds: the description, then every egressd,
- * then (a grant that says methods or paths: egressd reads its requests)
- * the guest's CA, which must now permit the host.  Marks r approved by
- * `by`. */
-static int grant(struct sbx *s, json_t *r, long seconds, const char *by, char *err, size_t errlen)
+/* Saves r in the store as in the middle of an approval: "granting",
+ * with the time it lapses, who approves and when.  From here a killed
+ * process leaves r for sbx_access_settle_all. */
+static int mark_granting(struct store *st, json_t *r, time_t now, time_t until, const char *by,
+                         char *err, size_t errlen)
+{
+    char u[32], d[32];
+
+    sbx_time_format(until, u, sizeof u);
+    sbx_time_format(now, d, sizeof d);
+    json_object_set_new(r, "granting",
+                        json_pack("{s:s,s:s,s:s}", "until", u, "by", by, "decided", d));
+    return store_save(st, err, errlen);
+}
+
+/* r approved as its "granting" says; "granting" goes. */
+static void mark_approved(json_t *r)
+{
+    json_t *gr = json_object_get(r, "granting");
+
+    json_object_set_new(r, "status", json_string(STATUS_APPROVED));
+    json_object_set(r, "decided", json_object_get(gr, "decided"));
+    json_object_set(r, "by", json_object_get(gr, "by"));
+    json_object_set(r, "until", json_object_get(gr, "until"));
+    json_object_del(r, "granting");
+}
+
+/* Tells every egressd vm's binding (metadata m) after a grant; err says
+ * what was not told, with the fix. */
+static int push_binding(struct sbx *s, const struct sbx_vm *vm, const struct sbx_meta *m,
+                        const char *until, char *err, size_t errlen)
+{
+    json_t *binding = sbx_egress_binding(vm->vmid, vm->name, m);
+    char why[1024];
+    int rc = sbx_egress_put(&s->cfg, binding, why, sizeof why);
+
+    json_decref(binding);
+    if (rc)
+        snprintf(err, errlen,
+                 "granted in VM %d's description until %s, but egressd was not told (%s): run "
+                 "sandboxctl sync",
+                 vm->vmid, until, why);
+    return rc;
+}
+
+/* Grants request r for seconds: marks it granting in the store, then the
+ * description, then every egressd, then (a grant that says methods or
+ * paths: egressd reads its requests) the guest's CA, which must now
+ * permit the host.  Marks r approved by `by`. */
+static int grant(struct sbx *s, struct store *st, json_t *r, long seconds, const char *by,
+                 char *err, size_t errlen)
 {
     struct grant g = {.now = time(NULL)};
     struct sbx_vm vm;
     struct sbx_meta m;
-    char until[32], now[32], why[1024];
-    json_t *binding;
+    char why[1024];
     int rc;
 
     if (grant_of(r, &g.g, err, errlen) || sbx_grant_check(&g.g, err, errlen))
         return -1;
     g.g.until = g.now + seconds;
     if (request_vm(s, r, &vm, err, errlen) ||
-        sbx_vm_edit_meta(s, &vm, add_grant, &g, &m, err, errlen))
+        mark_granting(st, r, g.now, g.g.until, by, err, errlen))
         return -1;
-    sbx_time_format(g.g.until, until, sizeof until);
-    sbx_time_format(g.now, now, sizeof now);
-    json_object_set_new(r, "status", json_string(STATUS_APPROVED));
-    json_object_set_new(r, "decided", json_string(now));
-    json_object_set_new(r, "by", json_string(by));
-    json_object_set_new(r, "until", json_string(until));
-    binding = sbx_egress_binding(vm.vmid, vm.name, &m);
-    rc = sbx_egress_put(&s->cfg, binding, why, sizeof why);
-    json_decref(binding);
-    if (rc)
-        snprintf(err, errlen,
-                 "granted in VM %d's description until %s, but egressd was not told (%s): run "
-                 "sandboxctl sync",
-                 vm.vmid, until, why);
-    else if (g.g.methods[0] || g.g.paths[0]) {
+    if (sbx_vm_edit_meta(s, &vm, add_grant, &g, &m, err, errlen)) {
+        json_object_del(r, "granting"); /* the caller saves the store */
+        return -1;
+    }
+    mark_approved(r);
+    rc = push_binding(s, &vm, &m, json_string_value(json_object_get(r, "until")), err, errlen);
+    if (rc == 0 && (g.g.methods[0] || g.g.paths[0])) {
         const char *ca = sbx_sync_guest_credentials(s, &vm, &m, why, sizeof why);
         json_object_set_new(r, "guest_ca",
                             strcmp(ca, "skipped") == 0 ? json_sprintf("skipped: %s", why)
                                                        : json_string(ca));
     }
     return rc;
+}
+
+/* Whether vm's metadata holds a grant of g's scope until at least until. */
+static bool holds_grant(struct sbx *s, const struct sbx_vm *vm, const struct sbx_grant *g,
+                        time_t until, struct sbx_meta *m, char *err, size_t errlen, int *rc)
+{
+    json_t *config = NULL;
+
+    *rc = sbx_vm_config(s, vm->node, vm->vmid, &config, err, errlen) ||
+                  sbx_vm_meta(config, m, err, errlen)
+              ? -1
+              : 0;
+    json_decref(config);
+    for (int i = 0; *rc == 0 && i < m->ngrants; i++)
+        if (same_scope(&m->grants[i], g) && m->grants[i].until >= until)
+            return true;
+    return false;
+}
+
+/* Settles r's approval that a killed process left half-way ("granting")
+ * by its sandbox's description: the grant is there, so r is approved as
+ * "granting" says and every egressd is told (1); or it is not, or the
+ * sandbox has gone, and r waits again (0).  -1 (err) when the description
+ * cannot be read now: r is left as it is.  what says which, in words. */
+static int settle(struct sbx *s, json_t *r, char *what, size_t len, char *err, size_t errlen)
+{
+    json_t *gr = json_object_get(r, "granting");
+    const char *until = json_string_value(json_object_get(gr, "until"));
+    struct sbx_grant g;
+    struct sbx_vm vm;
+    struct sbx_meta m;
+    int rc;
+
+    if (gr == NULL)
+        return 0;
+    if (grant_of(r, &g, err, errlen) || request_vm(s, r, &vm, err, errlen)) {
+        if (!strstr(err, "no sandbox called") && !strstr(err, "no longer the sandbox") &&
+            !strstr(err, "broken"))
+            return -1;
+        snprintf(what, len, "its sandbox has gone (%.300s): it waits again", err);
+        json_object_del(r, "granting");
+        return 0;
+    }
+    if (holds_grant(s, &vm, &g, time_of(gr, "until"), &m, err, errlen, &rc)) {
+        mark_approved(r);
+        if (push_binding(s, &vm, &m, until ? until : "?", err, errlen))
+            snprintf(what, len, "the grant is in VM %d's description until %s: approved; %.300s",
+                     vm.vmid, until ? until : "?", err);
+        else
+            snprintf(what, len,
+                     "the grant is in VM %d's description until %s: approved, and every egressd "
+                     "told",
+                     vm.vmid, until ? until : "?");
+        return 1;
+    }
+    if (rc)
+        return -1;
+    snprintf(what, len, "VM %d's description does not hold the grant: it waits again", vm.vmid);
+    json_object_del(r, "granting");
+    return 0;
+}
+
+int sbx_access_settle_all(struct sbx *s, json_t *settled, char *err, size_t errlen)
+{
+    struct store st;
+    json_t *r;
+    size_t i;
+    int changed = 0, failed = 0;
+
+    if (store_open(s, &st, err, errlen))
+        return -1;
+    json_array_foreach(st.requests, i, r)
+    {
+        char what[1024], why[1024];
+        if (!json_object_get(r, "granting"))
+            continue;
+        int rc = settle(s, r, what, sizeof what, why, sizeof why);
+        if (rc < 0) {
+            snprintf(what, sizeof what, "its sandbox's description cannot be read now (%.400s)",
+                     why);
+            failed = 1;
+        } else {
+            changed = 1;
+        }
+        json_array_append_new(settled,
+                              json_pack("{s:s?,s:s?,s:I,s:s?,s:s,s:b}", "id",
+                                        json_string_value(json_object_get(r, "id")), "name",
+                                        json_string_value(json_object_get(r, "name")), "vmid",
+                                        json_integer_value(json_object_get(r, "vmid")), "host",
+                                        json_string_value(json_object_get(r, "host")), "detail",
+                                        what, "settled", rc >= 0));
+    }
+    if (changed && store_save(&st, err, errlen))
+        failed = -1;
+    store_close(&st);
+    return failed < 0 ? -1 : 0;
 }
 
 /* ---------------------------------------------------------- arguments */
@@ -543,8 +675,10 @@ static int request_file(struct sbx *s, struct store *st, const struct sbx_vm *vm
     r = request_new(id, vm, owner, a, seconds, why, sbx_access_owner_may(s, a->g.allow));
     json_array_append_new(st->requests, r);
     snprintf(by, sizeof by, "access-auto %s", autop ? autop : "");
-    rc = autop ? grant(s, r, seconds, by, err, errlen) : 0;
-    if (store_keep(st, r, rc, err, errlen))
+    rc = autop ? grant(s, st, r, seconds, by, err, errlen) : 0;
+    if (rc != 0 && !is_status(r, STATUS_APPROVED)) /* not granted: not filed */
+        json_array_remove(st->requests, json_array_size(st->requests) - 1);
+    if (store_keep(st, rc, err, errlen))
         rc = -1;
     if (rc == 0)
         *out = json_deep_copy(r);
@@ -746,19 +880,21 @@ static int owner_may_approve(struct sbx *s, const json_t *r, char *err, size_t e
     return -1;
 }
 
-/* What deciding does to the pending request r (the store held, so that
- * two deciders cannot both): 0, or -1 with err. */
-typedef int (*decision_fn)(struct sbx *s, json_t *r, json_t *args, int as_owner, char *err,
-                           size_t errlen);
+/* What deciding does to the pending request r (the store st held, so
+ * that two deciders cannot both): 0, or -1 with err. */
+typedef int (*decision_fn)(struct sbx *s, struct store *st, json_t *r, json_t *args, int as_owner,
+                           char *err, size_t errlen);
 
 /* access_approve and access_deny: finds the request args names, pending
- * and in the caller's scope, lets fn decide it and keeps the result. */
+ * and in the caller's scope (an approval a killed process left half-way
+ * settled first), lets fn decide it and keeps the result. */
 static int decide(struct sbx *s, json_t *args, const char *const *keys, decision_fn fn,
                   json_t **out, char *err, size_t errlen)
 {
     const char *id;
     struct store st;
     json_t *r;
+    char what[1024];
     int as_owner, rc = -1;
 
     *out = NULL;
@@ -768,9 +904,15 @@ static int decide(struct sbx *s, json_t *args, const char *const *keys, decision
         return -1;
     store_prune(&st, time(NULL));
     r = pending_request(s, &st, id, err, errlen);
+    if (r && json_object_get(r, "granting") && settle(s, r, what, sizeof what, err, errlen) != 0) {
+        if (is_status(r, STATUS_APPROVED))
+            snprintf(err, errlen, "access request %s is approved already (%s)", id, what);
+        store_keep(&st, -1, err, errlen);
+        r = NULL;
+    }
     if (r) {
-        rc = fn(s, r, args, as_owner, err, errlen);
-        if (store_keep(&st, r, rc, err, errlen))
+        rc = fn(s, &st, r, args, as_owner, err, errlen);
+        if (store_keep(&st, rc, err, errlen))
             rc = -1;
         if (rc == 0)
             *out = json_deep_copy(r);
@@ -780,7 +922,8 @@ static int decide(struct sbx *s, json_t *args, const char *const *keys, decision
 }
 
 /* Approves r for the time asked (or args' duration): the grant. */
-static int approve(struct sbx *s, json_t *r, json_t *args, int as_owner, char *err, size_t errlen)
+static int approve(struct sbx *s, struct store *st, json_t *r, json_t *args, int as_owner,
+                   char *err, size_t errlen)
 {
     char asked[32];
     long seconds;
@@ -789,17 +932,18 @@ static int approve(struct sbx *s, json_t *r, json_t *args, int as_owner, char *e
                         sizeof asked);
     return (as_owner && owner_may_approve(s, r, err, errlen)) ||
                    duration_arg(s, args, asked, &seconds, err, errlen) ||
-                   grant(s, r, seconds, as_owner ? "owner" : "admin", err, errlen)
+                   grant(s, st, r, seconds, as_owner ? "owner" : "admin", err, errlen)
                ? -1
                : 0;
 }
 
 /* Denies r: nothing but the request changes. */
-static int deny(struct sbx *s, json_t *r, json_t *args, int as_owner, char *err, size_t errlen)
+static int deny(struct sbx *s, struct store *st, json_t *r, json_t *args, int as_owner, char *err,
+                size_t errlen)
 {
     char now[32];
 
-    (void)s, (void)args, (void)err, (void)errlen;
+    (void)s, (void)st, (void)args, (void)err, (void)errlen;
     sbx_time_format(time(NULL), now, sizeof now);
     json_object_set_new(r, "status", json_string(STATUS_DENIED));
     json_object_set_new(r, "decided", json_string(now));

@@ -426,13 +426,14 @@ static long used_memory(struct sbx_vm *vms, size_t n, json_t *res)
 }
 
 /* Under the guard's lock: count, check, choose node, VMID and address,
- * and record the reservation. */
+ * and record the reservation, which is also the create's record: a
+ * create killed from here on leaves it for doctor to undo (guard.h). */
 static int reserve(struct sbx *s, struct build *b, char *err, size_t errlen)
 {
     struct sbx_guard g;
     struct sbx_vm *vms = NULL;
     size_t n = 0;
-    json_t *all = NULL;
+    json_t *all = NULL, *held = NULL;
     int rc = -1;
 
     if (sbx_guard_check_size(&s->cfg, b->size->cores, b->size->memory_mib, err, errlen) ||
@@ -449,9 +450,13 @@ static int reserve(struct sbx *s, struct build *b, char *err, size_t errlen)
         snprintf(err, errlen, "name: a sandbox called '%s' is being created", b->name);
         goto out;
     }
+    /* A killed create's VMID stays its own until doctor has looked. */
+    held = json_array();
+    json_array_extend(held, g.reservations);
+    json_array_extend(held, g.interrupted);
     if (sbx_guard_check_total(&s->cfg, used_memory(vms, n, g.reservations), b->size->memory_mib,
                               err, errlen) ||
-        pick_node(s, b, all, err, errlen) || pick_vmid(s, b, all, g.reservations, err, errlen) ||
+        pick_node(s, b, all, err, errlen) || pick_vmid(s, b, all, held, err, errlen) ||
         pick_address(s, b, vms, n, g.reservations, err, errlen))
         goto out;
     json_array_append_new(g.reservations,
@@ -464,6 +469,7 @@ static int reserve(struct sbx *s, struct build *b, char *err, size_t errlen)
 out:
     free(vms);
     json_decref(all);
+    json_decref(held);
     sbx_guard_close(&g);
     return rc;
 }

@@ -1,10 +1,34 @@
-/* ops_doctor.c - check the Proxmox side and the egressds; name each fix. */
+/* ops_doctor.c - check the Proxmox side and the egressds; name each fix;
+ * repair what a sandboxctl killed half-way left, and say each repair.
+ *
+ * What a killed sandboxctl can leave, and what doctor does about it:
+ *   - a create's record in state-dir (guard.h) of a process that has gone:
+ *     the create was killed before it finished.  Its VM, if it made one,
+ *     goes with its bindings (what undo() would have done); the record
+ *     goes.
+ *   - an access request marked "granting" (ops_access.c): its approval was
+ *     killed between the store and the description; settled by the
+ *     description.
+ *   - a sandbox whose binding some egressd lacks or holds stale (a create,
+ *     extend, grant or destroy killed between Proxmox and egressd): bound
+ *     again as its description says; a binding whose VM the pool no longer
+ *     holds as a sandbox: removed.  A VM whose create is in progress (a
+ *     live reservation) is left to its create.
+ *   - a temporary file of a state-dir write killed before its rename:
+ *     removed, under the lock of the file it was for.
+ * Each repair is one "repair" line naming the sandbox, what was wrong and
+ * what was done, and one entry of the answer's "repairs"; a second run
+ * finds nothing.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "egress.h"
+#include "guard.h"
+#include "ops.h"
 #include "sbx.h"
 #include "vm.h"
 
@@ -23,6 +47,7 @@ static const char *const nodes_privs[] = {"Sys.Audit", NULL};
 
 struct report {
     json_t *checks;
+    json_t *repairs;
     int ok;
 };
 
@@ -35,6 +60,18 @@ static void add(struct report *r, const char *check, int ok, const char *detail,
         r->ok = 0;
     }
     json_array_append_new(r->checks, c);
+}
+
+/* One repair of kind (done, or tried and failed: then fix says what to
+ * do), for VM vmid called name (0 and NULL: none): a "repair" check line
+ * and an entry of the answer's repairs. */
+static void repaired(struct report *r, const char *kind, int vmid, const char *name, int done,
+                     const char *detail, const char *fix)
+{
+    add(r, "repair", done, detail, fix);
+    json_array_append_new(r->repairs,
+                          json_pack("{s:s,s:i,s:s?,s:s,s:b}", "kind", kind, "vmid", vmid, "name",
+                                    name, "detail", detail, "done", done));
 }
 
 static void check_version(struct sbx *s, struct report *r, json_t **version)
@@ -320,10 +357,372 @@ static void check_egress(struct sbx *s, struct report *r)
     }
 }
 
+/* ------------------------------------------------------------ repairs */
+
+/* The VM of vms (n) with VMID vmid, or NULL. */
+static const struct sbx_vm *vm_of(const struct sbx_vm *vms, size_t n, int vmid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (vms[i].vmid == vmid)
+            return &vms[i];
+    return NULL;
+}
+
+/* Undo what the killed create of record rec made: its bindings and its
+ * VM, when the pool holds one of its VMID and its name.  Returns 1 when
+ * done (the record may go), 0 when not (detail and fix say why). */
+static int undo_create(struct sbx *s, json_t *rec, const struct sbx_vm *vms, size_t n, char *detail,
+                       size_t len, char *fix, size_t fixlen)
+{
+    int vmid = (int)json_integer_value(json_object_get(rec, "vmid"));
+    int pid = (int)json_integer_value(json_object_get(rec, "pid"));
+    const char *name = json_string_value(json_object_get(rec, "name"));
+    const struct sbx_vm *vm = vm_of(vms, n, vmid);
+    char why[1024];
+
+    if (vm == NULL) {
+        snprintf(detail, len,
+                 "sandbox %s (VM %d): its create (process %d) was killed before Proxmox made the "
+                 "VM; its reservation dropped",
+                 name ? name : "?", vmid, pid);
+        return 1;
+    }
+    if (name == NULL || strcmp(vm->name, name) != 0) {
+        snprintf(detail, len,
+                 "sandbox %s (VM %d): its create (process %d) was killed; VM %d is '%s', not "
+                 "the one it made: left alone, the reservation dropped",
+                 name ? name : "?", vmid, pid, vmid, vm->name);
+        return 1;
+    }
+    if (sbx_egress_delete(&s->cfg, vmid, why, sizeof why) ||
+        sbx_vm_destroy(s, vm->node, vmid, why, sizeof why)) {
+        snprintf(detail, len,
+                 "sandbox %s (VM %d): its create (process %d) was killed half-way, and undoing "
+                 "it failed: %.600s",
+                 name, vmid, pid, why);
+        snprintf(fix, fixlen, "run sandboxctl doctor again, or sandboxctl destroy %d", vmid);
+        return 0;
+    }
+    snprintf(detail, len,
+             "sandbox %s (VM %d): its create (process %d) was killed half-way; removed its "
+             "bindings and destroyed the VM",
+             name, vmid, pid);
+    return 1;
+}
+
+/* Drops the records of done (interrupted creates, by pid and VMID) from
+ * the guard's state.  0 / -1 with err. */
+static int forget_creates(struct sbx *s, json_t *done, char *err, size_t errlen)
+{
+    struct sbx_guard g;
+    size_t i = 0, j;
+    json_t *d;
+    int rc;
+
+    if (sbx_guard_open(&g, s->cfg.state_dir, err, errlen))
+        return -1;
+    while (i < json_array_size(g.interrupted)) {
+        json_t *rec = json_array_get(g.interrupted, i);
+        int drop = 0;
+        json_array_foreach(done, j, d)
+        {
+            drop |= json_equal(json_object_get(d, "pid"), json_object_get(rec, "pid")) &&
+                    json_equal(json_object_get(d, "vmid"), json_object_get(rec, "vmid"));
+        }
+        if (drop)
+            json_array_remove(g.interrupted, i);
+        else
+            i++;
+    }
+    rc = sbx_guard_save(&g, err, errlen);
+    sbx_guard_close(&g);
+    return rc;
+}
+
+/* Creates killed half-way (guard.h): each undone and its record dropped. */
+static void repair_creates(struct sbx *s, struct report *r)
+{
+    struct sbx_guard g;
+    struct sbx_vm *vms = NULL;
+    size_t n = 0, i;
+    json_t *recs, *rec, *done;
+    char err[1024];
+
+    if (sbx_guard_open(&g, s->cfg.state_dir, err, sizeof err)) {
+        add(r, "repair", 0, err, "make state-dir readable and writable to this user");
+        return;
+    }
+    recs = json_incref(g.interrupted);
+    sbx_guard_close(&g);
+    if (json_array_size(recs) > 0 && sbx_vm_list(s, &vms, &n, NULL, err, sizeof err)) {
+        add(r, "repair", 0, err, "the token needs VM.Audit on the pool");
+        json_decref(recs);
+        return;
+    }
+    done = json_array();
+    json_array_foreach(recs, i, rec)
+    {
+        char detail[1400], fix[256] = "";
+        int ok = undo_create(s, rec, vms, n, detail, sizeof detail, fix, sizeof fix);
+        repaired(r, "interrupted create", (int)json_integer_value(json_object_get(rec, "vmid")),
+                 json_string_value(json_object_get(rec, "name")), ok, detail, fix);
+        if (ok)
+            json_array_append(done, rec);
+    }
+    if (json_array_size(done) > 0 && forget_creates(s, done, err, sizeof err))
+        add(r, "repair", 0, err, "make state-dir writable to this user");
+    json_decref(done);
+    json_decref(recs);
+    free(vms);
+}
+
+/* Access approvals killed half-way (ops_access.c), settled. */
+static void repair_approvals(struct sbx *s, struct report *r)
+{
+    json_t *settled = json_array(), *e;
+    char err[1024], detail[1600];
+    size_t i;
+
+    if (sbx_access_settle_all(s, settled, err, sizeof err))
+        add(r, "repair", 0, err, "fix or move away the access requests' file it names");
+    json_array_foreach(settled, i, e)
+    {
+        snprintf(detail, sizeof detail,
+                 "sandbox %s (VM %d): the approval of access request %s (%s) was killed half-way; "
+                 "%s",
+                 json_string_value(json_object_get(e, "name")),
+                 (int)json_integer_value(json_object_get(e, "vmid")),
+                 json_string_value(json_object_get(e, "id")),
+                 json_string_value(json_object_get(e, "host")),
+                 json_string_value(json_object_get(e, "detail")));
+        repaired(r, "interrupted approval", (int)json_integer_value(json_object_get(e, "vmid")),
+                 json_string_value(json_object_get(e, "name")),
+                 json_is_true(json_object_get(e, "settled")), detail,
+                 "run sandboxctl doctor again once Proxmox answers");
+    }
+    json_decref(settled);
+}
+
+/* What the pool says every egressd should hold: {ID: binding} of the
+ * sandboxes whose description can be read; ids of VMs that cannot be
+ * judged now (config unreadable, or a create in progress) in unsure. */
+struct wanted {
+    json_t *bindings; /* object: id -> binding */
+    json_t *names;    /* object: id -> name */
+    json_t *unsure;   /* object: id -> true */
+};
+
+static int wanted_bindings(struct sbx *s, struct wanted *w, char *err, size_t errlen)
+{
+    struct sbx_guard g;
+    struct sbx_vm *vms;
+    size_t n, i;
+    json_t *rec;
+    char id[16];
+
+    if (sbx_vm_list(s, &vms, &n, NULL, err, errlen))
+        return -1;
+    if (sbx_guard_open(&g, s->cfg.state_dir, err, errlen)) {
+        free(vms);
+        return -1;
+    }
+    w->bindings = json_object();
+    w->names = json_object();
+    w->unsure = json_object();
+    json_array_foreach(g.reservations, i, rec)
+    {
+        snprintf(id, sizeof id, "%d", (int)json_integer_value(json_object_get(rec, "vmid")));
+        json_object_set_new(w->unsure, id, json_true());
+    }
+    sbx_guard_close(&g);
+    for (i = 0; i < n; i++) {
+        json_t *config = NULL;
+        struct sbx_meta m;
+        char why[512];
+        snprintf(id, sizeof id, "%d", vms[i].vmid);
+        json_object_set_new(w->names, id, json_string(vms[i].name));
+        if (sbx_vm_config(s, vms[i].node, vms[i].vmid, &config, why, sizeof why)) {
+            if (!sbx_vm_gone(why))
+                json_object_set_new(w->unsure, id, json_true());
+        } else if (sbx_vm_meta(config, &m, why, sizeof why) == 0) {
+            json_object_set_new(w->bindings, id, sbx_egress_binding(vms[i].vmid, vms[i].name, &m));
+        }
+        json_decref(config);
+    }
+    free(vms);
+    return 0;
+}
+
+/* The binding of id in an egressd's list, or NULL. */
+static json_t *binding_in(json_t *list, const char *id)
+{
+    size_t i;
+    json_t *b;
+
+    json_array_foreach(list, i, b)
+    {
+        const char *bid = json_string_value(json_object_get(b, "id"));
+        if (bid && strcmp(bid, id) == 0)
+            return b;
+    }
+    return NULL;
+}
+
+/* Whether held says what want says (every member of want, and no secrets
+ * want lacks). */
+static int same_binding(json_t *want, json_t *held)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(want, k, v)
+    {
+        if (!json_equal(v, json_object_get(held, k)))
+            return 0;
+    }
+    return json_object_get(want, "secrets") || !json_object_get(held, "secrets");
+}
+
+/* Appends "egressd T lacks it" or "egressd T holds it stale (...)" to
+ * buf (at *used) when egressd target's list does not hold want. */
+static int note_binding(const char *target, json_t *list, const char *id, json_t *want, char *buf,
+                        size_t len, size_t *used)
+{
+    json_t *held = binding_in(list, id);
+    int n;
+
+    if (held && same_binding(want, held))
+        return 0;
+    if (held)
+        n = snprintf(buf + *used, len - *used,
+                     "%segressd %s held a stale one (expires %s, policy %s)", *used ? "; " : "",
+                     target,
+                     json_string_value(json_object_get(held, "expires"))
+                         ? json_string_value(json_object_get(held, "expires"))
+                         : "?",
+                     json_string_value(json_object_get(held, "policy"))
+                         ? json_string_value(json_object_get(held, "policy"))
+                         : "?");
+    else
+        n = snprintf(buf + *used, len - *used, "%segressd %s had none", *used ? "; " : "", target);
+    if (n > 0)
+        *used = *used + (size_t)n < len ? *used + (size_t)n : len - 1;
+    return 1;
+}
+
+/* Every sandbox bound as its description says in every egressd, and no
+ * binding without its sandbox. */
+static void repair_bindings(struct sbx *s, struct report *r)
+{
+    struct wanted w;
+    json_t *lists[SBX_MAX_EGRESS] = {NULL}, *want, *seen = json_object();
+    const char *id;
+    char err[1024], detail[2400], why[1024];
+
+    if (s->cfg.negress == 0)
+        return;
+    if (wanted_bindings(s, &w, err, sizeof err)) {
+        add(r, "repair", 0, err, "the token needs VM.Audit on the pool; state-dir readable");
+        json_decref(seen);
+        return;
+    }
+    for (int e = 0; e < s->cfg.negress; e++)
+        if (sbx_egress_get(&s->cfg, s->cfg.egress[e], "/v1/sandboxes", &lists[e], err,
+                           sizeof err) ||
+            !json_is_array(lists[e])) {
+            json_decref(lists[e]);
+            lists[e] = NULL; /* check_egress names an egressd that does not answer */
+        }
+    json_object_foreach(w.bindings, id, want)
+    {
+        size_t used = 0;
+        int off = 0;
+        if (json_object_get(w.unsure, id))
+            continue;
+        for (int e = 0; e < s->cfg.negress; e++)
+            if (lists[e])
+                off |= note_binding(s->cfg.egress[e], lists[e], id, want, detail, sizeof detail,
+                                    &used);
+        if (!off)
+            continue;
+        int done = sbx_egress_put(&s->cfg, want, why, sizeof why) == 0;
+        snprintf(detail + used, sizeof detail - used, "%s%.700s",
+                 done ? ": bound it again in every egressd as its description says"
+                      : ": binding it again failed: ",
+                 done ? "" : why);
+        char head[2600];
+        snprintf(head, sizeof head, "sandbox %s (VM %s): %s",
+                 json_string_value(json_object_get(w.names, id)), id, detail);
+        repaired(r, "binding", atoi(id), json_string_value(json_object_get(w.names, id)), done,
+                 head, "run sandboxctl sync once every egressd answers");
+    }
+    for (int e = 0; e < s->cfg.negress; e++) {
+        size_t i;
+        json_t *b;
+        json_array_foreach(lists[e], i, b)
+        {
+            const char *bid = json_string_value(json_object_get(b, "id"));
+            if (!bid || json_object_get(w.bindings, bid) || json_object_get(w.unsure, bid) ||
+                json_object_get(seen, bid))
+                continue;
+            json_object_set_new(seen, bid, json_true());
+            int done = sbx_egress_delete(&s->cfg, atoi(bid), why, sizeof why) == 0;
+            const char *name = json_string_value(json_object_get(w.names, bid));
+            snprintf(
+                detail, sizeof detail, "binding %s (%s) in egressd %s: %s; %s%.700s", bid,
+                json_string_value(json_object_get(b, "name"))
+                    ? json_string_value(json_object_get(b, "name"))
+                    : "?",
+                s->cfg.egress[e],
+                name ? "its VM's description is not a sandbox's"
+                     : "the pool holds no VM of that id",
+                done ? "removed it from every egressd" : "removing it failed: ", done ? "" : why);
+            repaired(r, "orphan binding", atoi(bid), json_string_value(json_object_get(b, "name")),
+                     done, detail, "run sandboxctl sync once every egressd answers");
+        }
+    }
+    for (int e = 0; e < s->cfg.negress; e++)
+        json_decref(lists[e]);
+    json_decref(seen);
+    json_decref(w.bindings);
+    json_decref(w.names);
+    json_decref(w.unsure);
+}
+
+/* A temporary file (sbx_state_write) left by a write killed before its
+ * rename: removed under the lock of the file it was for. */
+static void repair_temp_files(struct sbx *s, struct report *r)
+{
+    static const char *const files[][2] = {{"guard.lock", "reservations.json"},
+                                           {"access.lock", "access.json"}};
+    char path[4200], detail[4400], err[1024];
+
+    if (access(s->cfg.state_dir, F_OK) != 0)
+        return;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        int fd = sbx_state_lock(s->cfg.state_dir, files[i][0], err, sizeof err);
+        if (fd == -1) {
+            add(r, "repair", 0, err, "make state-dir readable and writable to this user");
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s.tmp", s->cfg.state_dir, files[i][1]);
+        if (access(path, F_OK) == 0) {
+            int done = unlink(path) == 0;
+            snprintf(detail, sizeof detail,
+                     "state-dir: %s, the new copy of %s a killed write left before its rename: "
+                     "%s%s",
+                     path, files[i][1],
+                     done ? "removed" : "could not be removed: ", done ? "" : strerror(errno));
+            repaired(r, "temporary file", 0, NULL, done, detail, "remove it by hand");
+        }
+        close(fd);
+    }
+}
+
 int sbx_op_doctor(struct sbx *s, json_t *args, json_t **out, char *err, size_t errlen)
 {
     static const char *const keys[] = {NULL};
-    struct report r = {json_array(), 1};
+    struct report r = {json_array(), json_array(), 1};
     json_t *version = NULL;
     char path[256], nodes[SBX_MAX_TEMPLATES][SBX_NAME_MAX];
     int nnodes = 0;
@@ -331,9 +730,18 @@ int sbx_op_doctor(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
     *out = NULL;
     if (sbx_args_check(args, keys, err, errlen)) {
         json_decref(r.checks);
+        json_decref(r.repairs);
         return -1;
     }
     check_version(s, &r, &version);
+    /* The repairs first: the checks then see what they left (a half-made
+     * VM's firewall, say, is gone with the VM). */
+    if (version) {
+        repair_creates(s, &r);
+        repair_approvals(s, &r);
+        repair_bindings(s, &r);
+    }
+    repair_temp_files(s, &r);
     if (version) {
         snprintf(path, sizeof path, "/pool/%s", s->cfg.pool);
         check_privs(s, &r, path, pool_privs,
@@ -361,7 +769,7 @@ int sbx_op_doctor(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
         check_console(s, &r);
     }
     check_egress(s, &r);
-    *out = json_pack("{s:b,s:o,s:o}", "ok", r.ok, "version", version ? version : json_null(),
-                     "checks", r.checks);
+    *out = json_pack("{s:b,s:o,s:o,s:o}", "ok", r.ok, "version", version ? version : json_null(),
+                     "checks", r.checks, "repairs", r.repairs);
     return 0;
 }
