@@ -325,9 +325,12 @@ static int grant(struct sbx *s, struct store *st, json_t *r, long seconds, const
     if (grant_of(r, &g.g, err, errlen) || sbx_grant_check(&g.g, err, errlen))
         return -1;
     g.g.until = g.now + seconds;
-    if (request_vm(s, r, &vm, err, errlen) ||
-        mark_granting(st, r, g.now, g.g.until, by, err, errlen))
+    if (request_vm(s, r, &vm, err, errlen))
         return -1;
+    if (mark_granting(st, r, g.now, g.g.until, by, err, errlen)) {
+        json_object_del(r, "granting");
+        return -1;
+    }
     if (sbx_vm_edit_meta(s, &vm, add_grant, &g, &m, err, errlen)) {
         json_object_del(r, "granting"); /* the caller saves the store */
         return -1;

@@ -21,6 +21,7 @@
  * finds nothing.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +449,8 @@ static void repair_creates(struct sbx *s, struct report *r)
     json_t *recs, *rec, *done;
     char err[1024];
 
+    if (access(s->cfg.state_dir, F_OK) != 0) /* no create has run here */
+        return;
     if (sbx_guard_open(&g, s->cfg.state_dir, err, sizeof err)) {
         add(r, "repair", 0, err, "make state-dir readable and writable to this user");
         return;
@@ -520,21 +523,25 @@ static int wanted_bindings(struct sbx *s, struct wanted *w, char *err, size_t er
     json_t *rec;
     char id[16];
 
+    bool guarded = access(s->cfg.state_dir, F_OK) == 0; /* else no create runs */
+
     if (sbx_vm_list(s, &vms, &n, NULL, err, errlen))
         return -1;
-    if (sbx_guard_open(&g, s->cfg.state_dir, err, errlen)) {
+    if (guarded && sbx_guard_open(&g, s->cfg.state_dir, err, errlen)) {
         free(vms);
         return -1;
     }
     w->bindings = json_object();
     w->names = json_object();
     w->unsure = json_object();
-    json_array_foreach(g.reservations, i, rec)
-    {
-        snprintf(id, sizeof id, "%d", (int)json_integer_value(json_object_get(rec, "vmid")));
-        json_object_set_new(w->unsure, id, json_true());
+    if (guarded) {
+        json_array_foreach(g.reservations, i, rec)
+        {
+            snprintf(id, sizeof id, "%d", (int)json_integer_value(json_object_get(rec, "vmid")));
+            json_object_set_new(w->unsure, id, json_true());
+        }
+        sbx_guard_close(&g);
     }
-    sbx_guard_close(&g);
     for (i = 0; i < n; i++) {
         json_t *config = NULL;
         struct sbx_meta m;

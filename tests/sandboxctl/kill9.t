@@ -53,7 +53,7 @@ bindings() { egressd_api "$1" GET /v1/sandboxes && printf '%s' "$EGD_BODY" >"$2"
 tmp_files() { find "$T/state" -maxdepth 2 -type f \( -name '*.tmp' -o -name '*.new' \) -printf '%f\n' | sort; }
 
 diag "seed $SEED (KILL9_SEED=$SEED replays it)"
-kills=0 acked=0 runs=0 seconds=0 torn=0 piled=0 doctor_bad=0 again=0 bad=0 sync_changed=0 stuck=0 repairs=0
+kills=0 acked=0 runs=0 seconds=0 sanitizer=0 torn=0 piled=0 doctor_bad=0 again=0 bad=0 sync_changed=0 stuck=0 repairs=0
 for ((i = 1; kills < KILL9_COUNT && i <= 4 * KILL9_COUNT; i++)); do
     runs=$i
     op=$(python3 "$OPS" next "$M" $((SEED * 1000 + i)))
@@ -91,6 +91,7 @@ for ((i = 1; kills < KILL9_COUNT && i <= 4 * KILL9_COUNT; i++)); do
     # doctor repairs and says so; a second one finds nothing
     sbx --json doctor >"$T/doctor.json" 2>"$T/doctor.err"
     drc=$?
+    grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T/doctor.err" && sanitizer=$((sanitizer + 1))
     n=$(python3 "$OPS" tally "$C" "$T/doctor.json")
     if [ "$drc" != 0 ] || [ "$n" -lt 0 ]; then
         doctor_bad=$((doctor_bad + 1))
@@ -132,6 +133,7 @@ check "the simulator's tasks ended after every kill ($stuck did not)" test "$stu
 check "state-dir's files parsed after every kill ($torn did not)" test "$torn" = 0
 check "state-dir held no temporary file but the one each state file's next write replaces ($piled)" test "$piled" = 0
 check "doctor answered and exited 0 after every kill, repairs said ($doctor_bad did not)" test "$doctor_bad" = 0
+check "no doctor run printed a sanitizer report ($sanitizer did)" test "$sanitizer" = 0
 check "doctor made repairs, each named (a kill left something to repair: $repairs)" test "$repairs" -gt 0
 check "a second doctor found nothing to repair after each of the $seconds that repaired ($again did)" \
     test "$again" = 0 -a "$seconds" -gt 0

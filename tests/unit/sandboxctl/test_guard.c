@@ -63,7 +63,21 @@ static void test_reservations(void)
     ok(json_array_size(g.reservations) == 1 &&
            strcmp(json_string_value(json_object_get(json_array_get(g.reservations, 0), "name")),
                   "mine") == 0,
-       "the dead child's reservation is dropped, ours is kept");
+       "the dead child's reservation no longer counts, ours does");
+    ok(json_array_size(g.interrupted) == 1 &&
+           json_integer_value(json_object_get(json_array_get(g.interrupted, 0), "vmid")) == 102,
+       "the dead child's create record is kept aside as interrupted (VM 102)");
+    /* A reservation without the create mark (an older sandboxctl's) of a
+     * dead process is dropped; the interrupted record survives a save. */
+    json_array_append_new(g.reservations,
+                          json_pack("{s:i,s:i,s:s,s:i,s:i,s:i,s:s}", "pid", (int)child, "start", 0,
+                                    "name", "old", "cores", 1, "memory_mib", 512, "vmid", 103,
+                                    "address", "10.0.0.3"));
+    ok(sbx_guard_save(&g, err, sizeof err) == 0, "save with the interrupted record");
+    sbx_guard_close(&g);
+    ok(sbx_guard_open(&g, dir, err, sizeof err) == 0 && json_array_size(g.reservations) == 1 &&
+           json_array_size(g.interrupted) == 1,
+       "reopened: ours counts, the interrupted create is still there, the unmarked one is gone");
     sbx_guard_close(&g);
     ok(!sbx_guard_pid_alive(child, 0), "the child's pid counts as gone");
     ok(sbx_guard_pid_alive(getpid(), sbx_guard_pid_start(getpid())), "our pid is alive");
