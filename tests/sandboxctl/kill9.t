@@ -16,7 +16,9 @@
 #     (naming the sandbox); after a repair a second doctor finds nothing;
 #   - then the pool, both egressd and state-dir are consistent: every
 #     sandbox VM has a whole description and the binding it says in both
-#     egressd, every binding its VM, no reservation, no half-approved
+#     egressd, its firewall on and every file of its guest setup written
+#     (the simulator's record of the calls), every binding its VM, no
+#     reservation, no half-approved
 #     request, no temporary file; and everything acknowledged is there
 #     (sandboxes and their expiry, destroyed ones gone, requests with their
 #     state and their grants in the description);
@@ -54,7 +56,7 @@ tmp_files() { find "$T/state" -maxdepth 2 -type f \( -name '*.tmp' -o -name '*.n
 
 diag "seed $SEED (KILL9_SEED=$SEED replays it)"
 kills=0 acked=0 runs=0 seconds=0 sanitizer=0 torn=0 piled=0 doctor_bad=0 again=0 bad=0 sync_changed=0 stuck=0 repairs=0
-for ((i = 1; kills < KILL9_COUNT && i <= 4 * KILL9_COUNT; i++)); do
+for ((i = 1; kills < KILL9_COUNT && i <= 8 * KILL9_COUNT; i++)); do
     runs=$i
     op=$(python3 "$OPS" next "$M" $((SEED * 1000 + i)))
     fault=$(json_get "$op" 'j["fault"] and json.dumps(j["fault"]) or ""')
@@ -111,7 +113,8 @@ for ((i = 1; kills < KILL9_COUNT && i <= 4 * KILL9_COUNT; i++)); do
     # consistent, and what was acknowledged is there
     if bindings 1 "$T/egd1.json" && bindings 2 "$T/egd2.json"; then
         pve_sim_ctl GET state >"$T/sim.json"
-        out=$(python3 "$OPS" check "$M" "$T/state" "$T/sim.json" "$T/egd1.json" "$T/egd2.json")
+        pve_sim_ctl GET calls >"$T/calls.json"
+        out=$(python3 "$OPS" check "$M" "$T/state" "$T/sim.json" "$T/calls.json" "$T/egd1.json" "$T/egd2.json")
         if [ $? != 0 ]; then
             bad=$((bad + 1))
             diag "run $i: after $(json_get "$op" '" ".join(j["argv"][1:])') (exit $rc, fault $fault):"

@@ -15,11 +15,12 @@ and what it checks after each kill.
         is acknowledged and goes into MODEL as fact; anything else (killed)
         marks what it touched as unknown until the next check looks.
 
-    killops.py check MODEL STATE_DIR SIM_STATE EGD1 EGD2
+    killops.py check MODEL STATE_DIR SIM_STATE SIM_CALLS EGD1 EGD2
         After doctor: the pool, both egressd's bindings and state-dir are
         whole and consistent (every sandbox VM has a valid description and
         the binding it says in both egressd, its firewall on and its guest
-        set up (the proxy files), every binding has its VM, no
+        set up (every proxy file written since its clone, as SIM_CALLS, the
+        simulator's record of the calls, says), every binding has its VM, no
         reservation, no request half-approved, no temporary file, the
         state files parse), and what was acknowledged is there (sandboxes,
         their expiry, requests and their grants).  Prints "ok ..." or each
@@ -194,13 +195,31 @@ def grants_of(m):
     return out
 
 
+def guest_writes(calls):
+    """{VMID: the guest files Proxmox wrote (file-write answered 200) into
+    the VM of that id since its last clone}: what its create did, as the
+    simulator saw the calls."""
+    written = {}
+    for c in calls:
+        if c["status"] != 200:
+            continue
+        p = c["params"]
+        if c["method"] == "POST" and c["path"].endswith("/clone") and "newid" in p:
+            written[int(p["newid"])] = set()
+            continue
+        parts = c["path"].split("/")
+        if c["method"] == "POST" and c["path"].endswith("/agent/file-write") and len(parts) > 4:
+            written.setdefault(int(parts[4]), set()).add(p.get("file"))
+    return written
+
+
 def want_binding(vmid, name, m):
     allow = m.get("allow", "").split() + ["%s until %s" % g for g in grants_of(m)]
     return {"id": str(vmid), "name": name, "owner": m["owner"], "addresses": [m["address"]],
             "policy": m["policy"], "allow": allow, "expires": m["expires"]}
 
 
-def cmd_check(model_file, state_dir, sim_file, egd1_file, egd2_file):
+def cmd_check(model_file, state_dir, sim_file, calls_file, egd1_file, egd2_file):
     model = load(model_file)
     sim = json.load(open(sim_file))
     egds = [json.load(open(egd1_file)), json.load(open(egd2_file))]
@@ -230,6 +249,7 @@ def cmd_check(model_file, state_dir, sim_file, egd1_file, egd2_file):
             problems.append("access request %s is still half-approved after doctor" % r["id"])
     # the pool against both egressd
     vms = {v["vmid"]: v for v in sim["vms"] if v["pool"] == POOL}
+    written = guest_writes(json.load(open(calls_file)))
     names = {}
     for vmid, v in vms.items():
         m = meta_of(v["config"].get("description"))
@@ -240,9 +260,10 @@ def cmd_check(model_file, state_dir, sim_file, egd1_file, egd2_file):
         fw = v["firewall"]["options"]
         if str(fw.get("enable")) != "1" or str(fw.get("ipfilter")) != "1":
             problems.append("sandbox %s (VM %d) is not walled in: firewall options %s" % (v["name"], vmid, fw))
-        missing = [f for f in GUEST_FILES if f not in v["guest_files"]]
+        missing = [f for f in GUEST_FILES if f not in written.get(vmid, set())]
         if missing:
-            problems.append("sandbox %s (VM %d) lacks its guest setup: %s" % (v["name"], vmid, missing))
+            problems.append("sandbox %s (VM %d) lacks its guest setup (no file-write of %s since its clone)" % (
+                v["name"], vmid, missing))
         want = want_binding(vmid, v["name"], m)
         for n, egd in enumerate(egds, 1):
             held = {b["id"]: b for b in egd}.get(str(vmid))
@@ -320,6 +341,6 @@ if __name__ == "__main__":
     elif a[0] == "record":
         cmd_record(*a[1:6])
     elif a[0] == "check":
-        sys.exit(cmd_check(*a[1:6]))
+        sys.exit(cmd_check(*a[1:7]))
     elif a[0] == "tally":
         sys.exit(cmd_tally(a[1], a[2]))
