@@ -43,7 +43,7 @@ int sbx_op_extend(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
     struct sbx_vm vm;
     struct sbx_meta m;
     long ms;
-    char expires[32];
+    char expires[32], why[1024];
     json_t *binding;
     struct extension x = {s, 0};
 
@@ -60,13 +60,19 @@ int sbx_op_extend(struct sbx *s, json_t *args, json_t **out, char *err, size_t e
     if (sbx_vm_find(s, name, &vm, err, errlen) ||
         sbx_vm_edit_meta(s, &vm, move_expiry, &x, &m, err, errlen))
         return -1;
+    /* The description holds the new expiry from here: an egressd not told
+     * (or a process killed now) leaves a binding doctor and sync mend. */
+    sbx_time_format(m.expires, expires, sizeof expires);
     binding = sbx_egress_binding(vm.vmid, vm.name, &m);
-    if (sbx_egress_put(&s->cfg, binding, err, errlen)) {
+    if (sbx_egress_put(&s->cfg, binding, why, sizeof why)) {
+        snprintf(err, errlen,
+                 "extended in VM %d's description until %s, but egressd was not told (%s): run "
+                 "sandboxctl sync",
+                 vm.vmid, expires, why);
         json_decref(binding);
         return -1;
     }
     json_decref(binding);
-    sbx_time_format(m.expires, expires, sizeof expires);
     *out = json_pack("{s:s,s:s}", "name", vm.name, "expires", expires);
     return 0;
 }
