@@ -25,7 +25,9 @@
 #   - `sandboxctl sync` then changes no binding.
 # The figures (kills, operations acknowledged, doctor's repairs by kind)
 # are printed as comments.  KILL9_COUNT defaults to 12 (the suite's time);
-# `kill9.t --long` runs 200 kills.  KILL9_SEED replays a run.
+# `kill9.t --long` runs 200 kills.  Some operations end before their kill:
+# the loop gives up after 8 runs a kill wanted.  KILL9_SEED replays the
+# draws (not the timings, which follow how long each operation took).
 set -u
 . "$TOP/tests/sandboxctl/lib.sh"
 KILL9_COUNT=${KILL9_COUNT:-12}
