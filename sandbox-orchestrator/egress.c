@@ -45,6 +45,11 @@ static void answer_free(struct answer *a)
     free(a);
 }
 
+bool sbx_egress_binding_current(const json_t *want, const json_t *held)
+{
+    return held != NULL && json_equal(want, held);
+}
+
 json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m)
 {
     char id[16], expires[32];

@@ -13,12 +13,18 @@
 #include <stddef.h>
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "config.h"
 #include "meta.h"
 
 /* The binding of sandbox vmid called name, from its metadata (new reference). */
 json_t *sbx_egress_binding(int vmid, const char *name, const struct sbx_meta *m);
+
+/* Whether held (a binding as an egressd lists it, GET /v1/sandboxes) is
+ * want (as sbx_egress_binding makes it): the same JSON, member for member.
+ * sync and doctor both judge a node's bindings by it. */
+bool sbx_egress_binding_current(const json_t *want, const json_t *held);
 
 /* PUT /v1/sandboxes/{id} with binding on every egressd.  Tries them all;
  * returns 0, or -1 naming each one that failed in err. */

@@ -575,21 +575,6 @@ static json_t *binding_in(json_t *list, const char *id)
     return NULL;
 }
 
-/* Whether held says what want says (every member of want, and no secrets
- * want lacks). */
-static int same_binding(json_t *want, json_t *held)
-{
-    const char *k;
-    json_t *v;
-
-    json_object_foreach(want, k, v)
-    {
-        if (!json_equal(v, json_object_get(held, k)))
-            return 0;
-    }
-    return json_object_get(want, "secrets") || !json_object_get(held, "secrets");
-}
-
 /* Appends "egressd T lacks it" or "egressd T holds it stale (...)" to
  * buf (at *used) when egressd target's list does not hold want. */
 static int note_binding(const char *target, json_t *list, const char *id, json_t *want, char *buf,
@@ -598,7 +583,7 @@ static int note_binding(const char *target, json_t *list, const char *id, json_t
     json_t *held = binding_in(list, id);
     int n;
 
-    if (held && same_binding(want, held))
+    if (sbx_egress_binding_current(want, held))
         return 0;
     if (held)
         n = snprintf(buf + *used, len - *used,

@@ -182,7 +182,7 @@ static json_t *node_diff(const char *target, json_t *held, json_t *want)
         json_t *old = json_object_get(h, id);
         if (old == NULL)
             json_array_append_new(added, json_string(id));
-        else if (!json_equal(old, b))
+        else if (!sbx_egress_binding_current(b, old))
             json_array_append_new(changed, json_string(id));
     }
     json_object_foreach(h, id, b)
