@@ -354,6 +354,7 @@ static void follow_state(void)
 static void step_down(void)
 {
     stepped_down = true;
+    atomic_store(&px_d.handed_over, true);
     px_admin_unlisten();
     px_metrics_unlisten();
     px_logins_shutdown();

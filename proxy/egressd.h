@@ -48,6 +48,7 @@ struct px_daemon {
     atomic_uint_fast64_t next_id; /* connection ids */
     atomic_long conns;            /* client connections open, all workers */
     atomic_bool draining;         /* SIGTERM: no new requests, tunnels finish */
+    atomic_bool handed_over;      /* ... and a successor reads the same sockets now */
     uint8_t placeholder_key[32]; /* the placeholders' key, from the appliance key (placeholder.h) */
 };
 

@@ -109,7 +109,13 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         event_base_loopexit(w->base, NULL);
         return;
     }
-    px_dnsd_quiet(w);
+    /* A successor reads the DNS sockets now: answer what is in flight.
+     * Without one, close them at once: a client then hears that nobody
+     * answers here instead of waiting for its timeout. */
+    if (atomic_load(&px_d.handed_over))
+        px_dnsd_quiet(w);
+    else
+        px_dnsd_close(w);
     px_conn_close_all(w, true);
 }
 
